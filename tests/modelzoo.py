@@ -1,0 +1,85 @@
+"""Small ONNX models built in the tests (no downloads), and helpers to export them with Aidge.
+
+``tiny_cnn`` is Conv(3->4, 3x3) + ReLU + Flatten + Gemm(64->10) on a 1x3x4x4 input: small
+enough to build and run in well under a second on the host and on an emulated Cortex-M.
+``big_mlp`` has ~1.2 MB of float weights and activations that overflow a 192 KB RAM part.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _save(model: onnx.ModelProto, path: Path) -> Path:
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def tiny_cnn(path: Path, seed: int = 0) -> Path:
+    """Conv + ReLU + Reshape + Gemm, input ``x`` [1,3,4,4] float32, output ``y`` [1,10]."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32), "W"),
+        numpy_helper.from_array((rng.standard_normal(4) * 0.1).astype(np.float32), "B"),
+        numpy_helper.from_array((rng.standard_normal((10, 64)) * 0.1).astype(np.float32), "FW"),
+        numpy_helper.from_array((rng.standard_normal(10) * 0.1).astype(np.float32), "FB"),
+        numpy_helper.from_array(np.array([1, 64], np.int64), "shape"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Reshape", ["r", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "FW", "FB"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def big_mlp(path: Path, seed: int = 0) -> Path:
+    """Gemm(1024->256) + ReLU + Gemm(256->10): ~1.05 MB of float32 weights."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((256, 1024)) * 0.05).astype(np.float32), "W1"),
+        numpy_helper.from_array(np.zeros(256, np.float32), "B1"),
+        numpy_helper.from_array((rng.standard_normal((10, 256)) * 0.05).astype(np.float32), "W2"),
+        numpy_helper.from_array(np.zeros(10, np.float32), "B2"),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "W1", "B1"], ["h"], transB=1),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Gemm", ["r", "W2", "B2"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "big_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def sample_input(shape: tuple[int, ...], seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def onnx_reference(model_path: Path, x: np.ndarray) -> np.ndarray:
+    """Run the model with onnxruntime: the reference the targets' outputs are checked against."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return np.asarray(sess.run(None, {name: x})[0])
