@@ -68,7 +68,9 @@ def build_results_from_uart_log(
             accuracy = sum(parsed.validation_metrics) / len(parsed.validation_metrics)
     elif validation_enabled and preds and labels:
         n = min(len(preds), len(labels))
-        accuracy = sum(1 for p, lab in zip(preds[:n], labels[:n], strict=True) if int(p) == int(lab)) / n
+        accuracy = (
+            sum(1 for p, lab in zip(preds[:n], labels[:n], strict=True) if int(p) == int(lab)) / n
+        )
     timings: list[float] = list(parsed.timings_ms or ())
     if parsed.mlperf is not None and not timings:
         timings = [parsed.mlperf.latency_us / 1000.0]

@@ -1,0 +1,61 @@
+"""``deploy()``: the one entry point, as the deploy guide documents it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import time
+from pathlib import Path
+
+from aidge_core.export_utils import ExportArtifact
+
+from aidge_deploy.artifact import load_export_artifact
+from aidge_deploy.buildsys import default_cache_root
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.pipeline.context import PipelineContext, ProgressCallback
+from aidge_deploy.pipeline.default import build_default_pipeline
+from aidge_deploy.results import DeployResult
+
+
+def new_run_dir(target: str) -> Path:
+    """A fresh folder for one run's logs: ``<cache>/runs/<UTC time>-<target>-<id>``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    path = default_cache_root() / "runs" / f"{stamp}-{target}-{secrets.token_hex(3)}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def deploy(
+    export: ExportArtifact | str | os.PathLike[str],
+    config: DeployConfig | None = None,
+    *,
+    progress: ProgressCallback | None = None,
+    work_dir: Path | None = None,
+) -> DeployResult:
+    """Build (if needed), transfer or flash, run, capture and parse one export.
+
+    ``export`` is an ``ExportArtifact`` or a directory holding ``.aidge-export.json``.
+    Runtime defaults missing from ``config`` are hydrated from the manifest; the caller's
+    config object is not modified. Logs of the run stay in ``work_dir`` (a new folder under
+    the cache by default) whatever happens; errors carry their path.
+    """
+    if config is None:
+        config = DeployConfig()
+    if not isinstance(config, DeployConfig):
+        raise ConfigError(
+            f"config must be a DeployConfig, got {type(config).__name__}",
+            hint="Build it with aidge_deploy.DeployConfig(target=..., backend=...).",
+        )
+    artifact = load_export_artifact(export)
+    run_config = dataclasses.replace(config)
+    run_dir = Path(work_dir) if work_dir is not None else new_run_dir(artifact.manifest.target)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ctx = PipelineContext(config=run_config, artifact=artifact, work_dir=run_dir, progress=progress)
+    try:
+        build_default_pipeline().run(ctx)
+    finally:
+        if ctx.target is not None and ctx.deploy_context is not None:
+            ctx.target.cleanup(ctx.deploy_context)
+    return ctx.deploy_result

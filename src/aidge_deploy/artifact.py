@@ -1,0 +1,322 @@
+"""The export/deploy boundary: load and validate an export, check it against the config.
+
+``aidge_core``'s own loader raises bare ``TypeError``/``ValueError`` and does not resolve
+paths; here every failure is a ``ManifestError`` or ``ConfigError`` naming the file and the
+field, with a hint. This module also recovers what the 0.10.1 manifest leaves out (its
+``memory_peak_bytes`` is always null) and hydrates runtime defaults from
+``application_config`` when the caller gave none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aidge_core.export_utils import ExportArtifact, ExportManifest
+from aidge_core.export_utils.artifact import (
+    EXPORT_MANIFEST_NAME,
+    EXPORT_MANIFEST_SCHEMA_VERSION,
+    ExportApplication,
+)
+
+from aidge_deploy.config import BenchmarkConfig, DeployConfig, ValidationConfig
+from aidge_deploy.errors import ConfigError, ManifestError
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ExportManifest)}
+REQUIRED_KEYS = frozenset(
+    name
+    for name, f in _FIELDS.items()
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+) | {"schema_version"}
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "target": (str,),
+    "execution_domain": (str,),
+    "environment": (str,),
+    "build_system": (str,),
+    "application": (str,),
+    "expected_artifact": (str,),
+    "protocol": (str,),
+    "arch": (str, type(None)),
+    "export_libraries": (list,),
+    "inputs": (list,),
+    "outputs": (list,),
+    "memory_peak_bytes": (int, list, type(None)),
+    "profiling": (bool,),
+    "aidge_cmp": (bool,),
+    "application_config": (dict,),
+    "schema_version": (int,),
+}
+_TENSOR_KEYS = ("name", "dtype", "size", "dims")
+_MEM_DECL = re.compile(
+    r"static\s+(?:unsigned\s+char|uint8_t|int8_t|char)\s+mem_(\d+)\s*\[\s*(\d+)\s*\]"
+)
+_SOURCE_SUFFIXES = {
+    ".c",
+    ".cc",
+    ".cpp",
+    ".h",
+    ".hpp",
+    ".txt",
+    ".cmake",
+    ".json",
+    ".ld",
+    ".s",
+    ".S",
+    ".jinja",
+    ".mk",
+    "",
+}
+_SKIP_DIRS = {"build", "bin", "out", ".git", "__pycache__", "obj"}
+
+
+def _bad(manifest_path: Path, field: str, problem: str, hint: str) -> ManifestError:
+    return ManifestError(f"{manifest_path}: field '{field}' {problem}", hint=hint)
+
+
+def validate_manifest_dict(values: Any, manifest_path: Path) -> ExportManifest:
+    """Validate the raw JSON of a manifest and build the ``ExportManifest``."""
+    regen = "Re-export the model with aidge_core.export_utils.export() (Aidge 0.10.x)."
+    if not isinstance(values, dict):
+        raise ManifestError(f"{manifest_path}: the manifest is not a JSON object", hint=regen)
+    version = values.get("schema_version")
+    if version is None:
+        raise _bad(manifest_path, "schema_version", "is missing", regen)
+    if version != EXPORT_MANIFEST_SCHEMA_VERSION:
+        raise _bad(
+            manifest_path,
+            "schema_version",
+            f"is {version!r}; this aidge-deploy reads schema {EXPORT_MANIFEST_SCHEMA_VERSION}",
+            "Use the aidge-deploy release that matches the Aidge version that made the export.",
+        )
+    for key in values:
+        if key not in _FIELDS:
+            close = difflib.get_close_matches(key, list(_FIELDS), n=1)
+            suggestion = f" Did you mean '{close[0]}'?" if close else ""
+            raise _bad(
+                manifest_path,
+                key,
+                "is not part of manifest schema 1",
+                f"Remove it or fix its name.{suggestion}",
+            )
+    for key in sorted(REQUIRED_KEYS):
+        if key not in values:
+            raise _bad(manifest_path, key, "is missing", regen)
+    for key, value in values.items():
+        allowed = _TYPES.get(key)
+        if (allowed and not isinstance(value, allowed)) or (
+            isinstance(value, bool) and bool not in (allowed or ())
+        ):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed or ())
+            raise _bad(
+                manifest_path, key, f"has type {type(value).__name__}, expected {names}", regen
+            )
+    for key in ("inputs", "outputs"):
+        for index, tensor in enumerate(values.get(key, [])):
+            if not isinstance(tensor, dict) or any(k not in tensor for k in _TENSOR_KEYS):
+                raise _bad(
+                    manifest_path,
+                    f"{key}[{index}]",
+                    f"must be an object with {', '.join(_TENSOR_KEYS)}",
+                    regen,
+                )
+    app_fields = {f.name for f in dataclasses.fields(ExportApplication)}
+    for key in values.get("application_config", {}):
+        if key not in app_fields:
+            raise _bad(manifest_path, f"application_config.{key}", "is unknown", regen)
+    try:
+        return ExportManifest.from_dict(dict(values))
+    except (TypeError, ValueError) as exc:
+        raise ManifestError(f"{manifest_path}: {exc}", hint=regen) from exc
+
+
+def load_export_artifact(value: str | os.PathLike[str] | ExportArtifact) -> ExportArtifact:
+    """Load an export directory (or re-check an ``ExportArtifact``), with an absolute path."""
+    if isinstance(value, ExportArtifact):
+        path = Path(value.path).resolve()
+        if not path.is_dir():
+            raise ManifestError(
+                f"Export directory {path} does not exist",
+                hint="The ExportArtifact points to a folder that was moved or deleted.",
+            )
+        return ExportArtifact(path=path, manifest=value.manifest)
+    path = Path(value).expanduser().resolve()
+    manifest_path = path / EXPORT_MANIFEST_NAME
+    if not path.is_dir():
+        raise ManifestError(
+            f"Export directory {path} does not exist",
+            hint="Pass the folder produced by aidge_core.export_utils.export().",
+        )
+    if not manifest_path.is_file():
+        raise ManifestError(
+            f"{manifest_path} not found",
+            hint="This folder is not an Aidge export; generate it with "
+            "aidge_core.export_utils.export() (Aidge >= 0.10), or use `aidge-deploy profile MODEL.onnx`.",
+        )
+    try:
+        raw = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ManifestError(
+            f"{manifest_path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+            hint="The manifest was edited or truncated; re-export the model.",
+        ) from exc
+    return ExportArtifact(path=path, manifest=validate_manifest_dict(raw, manifest_path))
+
+
+def canonical_target(name: str) -> str:
+    """Resolve an alias (``stm32n6``) to the hardware model's canonical name."""
+    from aidge_core.hw_model import get_target_class
+
+    try:
+        cls = get_target_class(name)
+    except KeyError:
+        return name.lower()
+    try:
+        return str(cls().name).lower()
+    except Exception:  # a target whose constructor needs arguments: keep the given name
+        return name.lower()
+
+
+def check_target(config: DeployConfig, manifest: ExportManifest, manifest_path: Path) -> str:
+    """Return the target to deploy to; reject a config whose target differs from the export's."""
+    if not config.target:
+        return manifest.target
+    if canonical_target(config.target) != canonical_target(manifest.target):
+        raise ConfigError(
+            f"Config target {config.target!r} differs from the export's target "
+            f"{manifest.target!r} ({manifest_path})",
+            hint=f"Deploy with target={manifest.target!r}, or re-export the model for "
+            f"{config.target!r}: an export is generated for one hardware target.",
+        )
+    return manifest.target
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """Runtime defaults after hydration from ``application_config``."""
+
+    benchmark: BenchmarkConfig
+    validation: ValidationConfig
+    tinyml: bool
+    heterogeneous: bool
+    nb_iterations: int
+    nb_warmup: int
+    profiling: bool
+
+
+def hydrate_runtime(config: DeployConfig, manifest: ExportManifest) -> RuntimeSettings:
+    """Fill benchmark / validation / TinyML / heterogeneous settings from the manifest.
+
+    Explicit sub-configs win. The firmware's real behaviour is what the manifest says it
+    was generated with, so the expected number of iterations always comes from there.
+    """
+    app = manifest.application_config or {}
+    defaults = ExportApplication()
+    nb_iterations = int(app.get("nb_iterations", defaults.nb_iterations))
+    nb_warmup = int(app.get("nb_warmup", defaults.nb_warmup))
+    profiling = bool(app.get("profiling", manifest.profiling))
+    tinyml = bool(app.get("tinymlbenchmark", False))
+    benchmark = config.benchmark
+    if benchmark is None:
+        mode = "output" if manifest.application in ("output", "standalone") else "benchmark"
+        benchmark = BenchmarkConfig(
+            mode=mode,
+            nb_warmup=nb_warmup,
+            nb_iterations=nb_iterations,
+            profiling=profiling,
+            tinymlbenchmark=tinyml,
+            tinyml_benchmark_model=str(app.get("tinyml_benchmark_model", "ic01")),
+        )
+    validation = config.validation
+    if validation is None:
+        is_validation = manifest.application == "validation" or bool(app.get("validation"))
+        validation = ValidationConfig(
+            nb_validation_iterations=int(app.get("nb_validation_iterations", 0)) or None,
+            inference_type=str(app.get("validation_inference_type", "classification")),
+            validation_on_target=is_validation and manifest.environment == "baremetal",
+        )
+    heterogeneous = bool(app.get("heterogeneous_deploy", False)) or config.heterogeneous_deploy
+    return RuntimeSettings(
+        benchmark=benchmark,
+        validation=validation,
+        tinyml=tinyml,
+        heterogeneous=heterogeneous,
+        nb_iterations=nb_iterations,
+        nb_warmup=nb_warmup,
+        profiling=profiling,
+    )
+
+
+def memory_peaks(artifact: ExportArtifact) -> tuple[int, ...]:
+    """Per-memory peak bytes of the export's static plan.
+
+    Uses the manifest value when present; Aidge 0.10.1 always writes null, so fall back to
+    the ``static unsigned char mem_<i>[N];`` buffers of ``dnn/src/forward.cpp`` and then to
+    the ``[MEM_k]`` planes of ``stats/memory_info.txt``.
+    """
+    declared = artifact.manifest.memory_peak_bytes
+    if isinstance(declared, list) and declared:
+        return tuple(int(v) for v in declared)
+    if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
+        return (declared,)
+    peaks: dict[int, int] = {}
+    for source in sorted((artifact.path / "dnn" / "src").glob("*.c*")):
+        for match in _MEM_DECL.finditer(source.read_text(encoding="utf-8", errors="replace")):
+            peaks[int(match.group(1))] = max(peaks.get(int(match.group(1)), 0), int(match.group(2)))
+    if peaks:
+        return tuple(peaks[i] for i in sorted(peaks))
+    return _peaks_from_memory_info(artifact.path / "stats" / "memory_info.txt")
+
+
+def _peaks_from_memory_info(path: Path) -> tuple[int, ...]:
+    if not path.is_file():
+        return ()
+    planes: dict[int, int] = {}
+    current: int | None = None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        header = re.match(r"\s*\[MEM_(\d+)\]", line)
+        if header:
+            current = int(header.group(1))
+            planes.setdefault(current, 0)
+            continue
+        if current is None:
+            continue
+        numbers = [int(n) for n in re.findall(r"\b\d+\b", line)]
+        offset = re.search(r"offset\s*[:=]\s*(\d+)", line)
+        size = re.search(r"size\s*[:=]\s*(\d+)", line)
+        if offset and size:
+            planes[current] = max(planes[current], int(offset.group(1)) + int(size.group(1)))
+        elif len(numbers) >= 2:
+            planes[current] = max(planes[current], numbers[-2] + numbers[-1])
+    return tuple(planes[k] for k in sorted(planes))
+
+
+def export_hash(artifact: ExportArtifact) -> str:
+    """SHA-256 over the export's sources and manifest (build outputs excluded).
+
+    Two exports with the same hash build to the same program, so it keys the build cache.
+    """
+    digest = hashlib.sha256()
+    root = artifact.path
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root)
+        if rel.parts and rel.parts[0] in _SKIP_DIRS:
+            continue
+        if rel.name in ("export_log.log", "uart_output.txt") or rel.suffix in (
+            ".o",
+            ".elf",
+            ".log",
+        ):
+            continue
+        digest.update(str(rel).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()

@@ -1,0 +1,113 @@
+"""The host target reached locally: build the export here, run it here, read its stdout.
+
+With ``docker_image`` set, the same build and run happen inside that image instead (the
+export mounted, never copied into the image) — see ``boards.host.docker``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal as _signal
+from pathlib import Path
+from typing import ClassVar
+
+from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
+from aidge_deploy.connections.local_process import ProcessRun, run_process
+from aidge_deploy.errors import ExecutionError
+from aidge_deploy.protocols.base import ProtocolResult
+from aidge_deploy.protocols.registry import get_protocol
+from aidge_deploy.registry import DeployTarget, ToolCheck, register_deploy_target
+from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
+
+
+def tool_check(name: str, apt: str) -> ToolCheck:
+    path = shutil.which(name)
+    return ToolCheck(
+        name=name,
+        ok=path is not None,
+        detail=path or "not found",
+        hint=None if path else f"apt-get install --no-install-recommends {apt}",
+    )
+
+
+def describe_exit(run: ProcessRun, timeout_s: float) -> ExecutionError | None:
+    """Map how a program ended to a typed error (None when it exited 0)."""
+    if run.timed_out:
+        return ExecutionError(
+            f"The program did not finish within {timeout_s:g} s and was killed",
+            hint="It may be stuck, or the benchmark is long: raise DeployConfig.run_timeout "
+            "(--timeout) or lower nb_iterations.",
+            log_path=run.stdout_path,
+        )
+    if run.signal is not None:
+        name = _signal.Signals(run.signal).name
+        return ExecutionError(
+            f"The program crashed with signal {run.signal} ({name})",
+            hint="Check the export (input sizes, memory) and the log; rebuild with "
+            "aidge_cmp to compare layer outputs with Aidge.",
+            log_path=run.stdout_path,
+        )
+    if run.returncode not in (0, None):
+        stderr_tail = "\n".join(run.stderr.splitlines()[-10:])
+        return ExecutionError(
+            f"The program exited with status {run.returncode}"
+            + (f":\n{stderr_tail}" if stderr_tail else ""),
+            hint="See the log for what it printed before failing.",
+            log_path=run.stdout_path,
+        )
+    return None
+
+
+@register_deploy_target("host", "local")
+class HostLocalTarget(DeployTarget):
+    """Build with CMake in a content-keyed cache and run the program with a timeout."""
+
+    timing_provenance: ClassVar[Provenance] = Provenance.HOST
+    description: ClassVar[str] = "this machine, native build and run"
+
+    def preflight(self) -> list[ToolCheck]:
+        return [tool_check("cmake", "cmake"), tool_check("c++", "g++"), tool_check("make", "make")]
+
+    def prepare(self, ctx: DeployContext) -> None:
+        ctx.log_dir.mkdir(parents=True, exist_ok=True)
+
+    def build_plan(self, ctx: DeployContext) -> BuildPlan:
+        return plan_build(ctx.artifact, self.config.build_dir, jobs=self.config.build_jobs)
+
+    def build(self, ctx: DeployContext) -> BuildResult:
+        return build_export(ctx.artifact, self.build_plan(ctx), ctx.log_dir / "build.log")
+
+    def execute(self, ctx: DeployContext, build: BuildResult) -> ExecutionResult:
+        timeout = float(self.config.run_timeout)
+        run = run_process(
+            [str(build.artifact_path)],
+            cwd=ctx.export_dir,
+            timeout_s=timeout,
+            stdout_path=ctx.log_dir / "run.log",
+            stderr_path=ctx.log_dir / "run.stderr.log",
+        )
+        error = describe_exit(run, timeout)
+        if error is not None:
+            raise error
+        return ExecutionResult(
+            raw_output=run.stdout,
+            exit_status=run.returncode,
+            duration_s=run.duration_s,
+            log_path=run.stdout_path,
+            stderr=run.stderr,
+            signal=run.signal,
+            peak_rss_bytes=run.peak_rss_bytes,
+        )
+
+    def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
+        protocol = get_protocol(ctx.artifact.manifest.protocol)
+        try:
+            return protocol.parse(execution.raw_output, ctx.artifact.manifest)
+        except Exception as exc:
+            if getattr(exc, "log_path", "") is None:
+                exc.log_path = execution.log_path  # type: ignore[attr-defined]
+            raise
+
+
+def artifact_relative(build: BuildResult, root: Path) -> str:
+    return str(build.artifact_path.relative_to(root))

@@ -1,0 +1,260 @@
+"""Session facts of a deployment: where to build, how to reach the board, what to measure.
+
+``DeployConfig`` is the dataclass of the deploy guide, mutable on purpose: the published
+``aidge_export_arm_cortexm.benchmark_helpers.execution.run`` sets ``api_url`` and friends on
+it after construction. ``BenchmarkConfig`` and ``ValidationConfig`` *are* the ``aidge_core``
+classes (callers pass those, and set ``mode=`` on them), re-exported here under the names
+the published packages import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from aidge_core.export_utils.config import BenchmarkConfig, ValidationConfig
+
+from aidge_deploy.errors import ConfigError
+
+
+class Backend(StrEnum):
+    """How the target is reached (the second dimension of the deploy registry key)."""
+
+    LOCAL = "local"
+    SSH = "ssh"
+    SSH_DOCKER = "ssh_docker"
+    API = "api"
+
+
+class Aggregation(StrEnum):
+    """How per-iteration samples are reduced to one figure."""
+
+    MEDIAN = "median"
+    MEAN = "mean"
+    TRIMMED = "trimmed"
+
+
+#: Fields whose values are secrets: masked in repr() and left out of every snapshot.
+SECRET_FIELDS = frozenset({"api_password"})
+
+#: ``ConnectionConfig`` attribute -> ``DeployConfig`` field, where the names differ.
+_CONNECTION_ALIASES = {"sbc_docker_image": "docker_image"}
+
+
+def _normalize_backend(value: object) -> str:
+    if value is None:
+        return Backend.LOCAL.value
+    kind = getattr(value, "kind", value)
+    if not isinstance(kind, str) or not kind:
+        raise ConfigError(
+            f"Unsupported backend {value!r}",
+            hint=f"Use one of: {', '.join(b.value for b in Backend)} (or an object with .kind).",
+        )
+    return kind.strip().lower()
+
+
+@dataclass(repr=False)
+class DeployConfig:
+    """Everything ``deploy()`` needs besides the export itself.
+
+    ``backend`` accepts a string, ``None`` (local) or an object with ``.kind`` (the
+    exporter's ``TargetBackend``); it is normalised to the backend name, and the serial,
+    probe and API settings such an object carries fill the fields left unset.
+    """
+
+    target: str | None = None
+    backend: Any = Backend.LOCAL.value
+    build_dir: Path | None = None
+    keep_build_dir: bool = False
+
+    # Board-farm API backend
+    api_url: str | None = None
+    api_username: str | None = None
+    api_password: str | None = None
+    api_board_name: str | None = None
+    api_poll_interval: float = 2.0
+    api_request_timeout: float = 30.0
+
+    # SSH / SBC backend
+    ssh_host: str | None = None
+    ssh_user: str | None = None
+    ssh_port: int | None = None
+    ssh_key_path: Path | None = None
+    ssh_known_hosts_path: Path | None = None
+    ssh_remote_workdir: str | None = None
+    ssh_trust_on_first_use: bool = False
+    ssh_connect_timeout: float = 10.0
+    sbc_max_runtime_seconds: float | None = None
+    sbc_board_name: str | None = None
+    #: build on the host with a cross toolchain and upload only the binary (ssh backend)
+    cross_compile: bool = False
+
+    # Serial / UART
+    serial_port: str | None = None
+    serial_baudrate: int | None = None
+    uart_timeout: float | None = None
+    uart_capture_duration: float | None = None
+    uart_log_filename: str | None = None
+    end_keyword: str | None = None
+
+    # Flashing & Docker
+    docker_image: str | None = None
+    docker_pull: bool = False
+    run_command: str | None = None
+    flash_method: str | None = None
+    probe_unique_id: str | None = None
+    pyocd_target: str | None = None
+
+    # Heterogeneous (Alif) execution, carried for the exporters' CLI surface
+    heterogeneous_deploy: bool = False
+    apss_linux: bool = False
+    apss_yocto_root: str | None = None
+
+    # Sub-configurations (the aidge_core dataclasses)
+    validation: ValidationConfig | None = None
+    benchmark: BenchmarkConfig | None = None
+
+    # Execution and measurement
+    run_timeout: float = 120.0
+    build_jobs: int | None = None
+    report_dir: Path | None = None
+    counters: tuple[str, ...] = ()
+    aggregation: Aggregation = Aggregation.MEDIAN
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        raw = self.backend
+        self.backend = _normalize_backend(raw)
+        if raw is not None and not isinstance(raw, str):
+            self._adopt_backend_object(raw)
+        for name in ("build_dir", "ssh_key_path", "ssh_known_hosts_path", "report_dir"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                setattr(self, name, Path(value))
+        self.aggregation = Aggregation(self.aggregation)
+        if isinstance(self.counters, str):
+            self.counters = tuple(c for c in self.counters.split(",") if c)
+        else:
+            self.counters = tuple(self.counters)
+
+    def _adopt_backend_object(self, obj: object) -> None:
+        pairs = {
+            "serial_port": "serial_port",
+            "baudrate": "serial_baudrate",
+            "probe_unique_id": "probe_unique_id",
+            "pyocd_target": "pyocd_target",
+        }
+        for src, dst in pairs.items():
+            value = getattr(obj, src, None)
+            if value is not None and getattr(self, dst) is None:
+                setattr(self, dst, value)
+        api = getattr(obj, "api_config", None)
+        if api is not None:
+            for src, dst in (
+                ("base_url", "api_url"),
+                ("username", "api_username"),
+                ("password", "api_password"),
+                ("board_name", "api_board_name"),
+            ):
+                value = getattr(api, src, None)
+                if value is not None and getattr(self, dst) is None:
+                    setattr(self, dst, value)
+
+    @property
+    def backend_kind(self) -> str:
+        """The backend name (``self.backend`` is normalised to it, even after mutation)."""
+        return _normalize_backend(self.backend)
+
+    @property
+    def end_markers(self) -> tuple[str, ...]:
+        """``end_keyword`` split on ``|`` (the CLI documents pipe-separated markers)."""
+        if not self.end_keyword:
+            return ()
+        return tuple(m.strip() for m in self.end_keyword.split("|") if m.strip())
+
+    @classmethod
+    def from_connection_config(
+        cls,
+        conn_cfg: object | None,
+        target: str | None = None,
+        validation: ValidationConfig | None = None,
+        benchmark: BenchmarkConfig | None = None,
+    ) -> DeployConfig:
+        """Build a config from the exporters' ``ConnectionConfig`` argparse namespace.
+
+        ``conn_cfg`` may be ``None`` (the default of every firmware compilation) or a
+        namespace that lacks some attributes; absent or ``None`` values keep our defaults.
+        """
+        values: dict[str, Any] = {}
+        names = {f.name for f in dataclasses.fields(cls)}
+        if conn_cfg is not None:
+            for attr in list(names) + list(_CONNECTION_ALIASES):
+                value = getattr(conn_cfg, attr, None)
+                if value is None:
+                    continue
+                dst = _CONNECTION_ALIASES.get(attr, attr)
+                if dst in ("validation", "benchmark", "target"):
+                    continue
+                if dst == "docker_image" and dst in values:
+                    continue
+                values[dst] = value
+            for attr in ("api_poll_interval", "api_request_timeout"):
+                if getattr(conn_cfg, attr, None) is not None:
+                    values[attr] = float(getattr(conn_cfg, attr))
+        return cls(target=target, validation=validation, benchmark=benchmark, **values)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-safe view of the config with every secret left out (for run metadata)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name in SECRET_FIELDS:
+                out[f.name] = "***" if getattr(self, f.name) else None
+                continue
+            value = getattr(self, f.name)
+            if f.name == "validation" and value is not None:
+                value = {
+                    "nb_validation_iterations": value.nb_validation_iterations,
+                    "inference_type": value.inference_type,
+                    "validation_on_target": value.validation_on_target,
+                    "nb_samples": len(value.samples or []),
+                }
+            elif f.name == "benchmark" and value is not None:
+                value = dataclasses.asdict(value)
+            out[f.name] = _json_safe(value)
+        return out
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None or value == f.default or value == {}:
+                continue
+            shown = "'***'" if f.name in SECRET_FIELDS else repr(value)
+            parts.append(f"{f.name}={shown}")
+        return f"DeployConfig({', '.join(parts)})"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)
+
+
+__all__ = [
+    "Aggregation",
+    "Backend",
+    "BenchmarkConfig",
+    "DeployConfig",
+    "ValidationConfig",
+]

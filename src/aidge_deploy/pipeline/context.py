@@ -1,0 +1,148 @@
+"""The state one deploy run carries from stage to stage.
+
+Each optional field is written by exactly one stage (named in ``PRODUCERS``) and read by
+later stages through a narrowing accessor that returns the non-optional type or raises
+``PipelineError`` naming the field and its producer. Reads that handle ``None`` on purpose
+stay on the raw field.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from aidge_core.export_utils import ExportArtifact
+
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.errors import PipelineError
+
+if TYPE_CHECKING:
+    from aidge_deploy.artifact import RuntimeSettings
+    from aidge_deploy.profiling.binary import BinaryInfo
+    from aidge_deploy.protocols.base import ProtocolResult
+    from aidge_deploy.registry import DeployTarget
+    from aidge_deploy.results import BuildResult, DeployContext, DeployResult, ExecutionResult
+
+
+class ProgressKind(StrEnum):
+    START = "start"
+    STATUS = "status"
+    DONE = "done"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class ProgressUpdate:
+    """One progress event; the CLI renders these, the library never prints."""
+
+    stage: str
+    kind: ProgressKind
+    message: str = ""
+    completed: float | None = None
+    total: float | None = None
+    unit: str = ""
+
+
+ProgressCallback = Callable[[ProgressUpdate], None]
+
+#: context field -> the stage that produces it (checked by a test against the stages)
+PRODUCERS: dict[str, str] = {
+    "target_name": "ResolveTarget",
+    "target": "ResolveTarget",
+    "runtime": "ResolveTarget",
+    "deploy_context": "Prepare",
+    "build_result": "Build",
+    "binary_info": "InspectBinary",
+    "execution": "Execute",
+    "parsed": "ParseOutput",
+    "result": "Assemble",
+}
+
+V = TypeVar("V")
+
+
+@dataclass
+class PipelineContext:
+    """Mutable state bag of one run. Config and artifact are inputs; the rest is produced."""
+
+    config: DeployConfig
+    artifact: ExportArtifact
+    work_dir: Path
+    progress: ProgressCallback | None = None
+
+    target_name: str | None = None
+    target: DeployTarget | None = None
+    runtime: RuntimeSettings | None = None
+    deploy_context: DeployContext | None = None
+    build_result: BuildResult | None = None
+    binary_info: BinaryInfo | None = None
+    transferred: bool = False
+    flashed: bool = False
+    execution: ExecutionResult | None = None
+    parsed: ProtocolResult | None = None
+    result: DeployResult | None = None
+    report_paths: list[Path] = field(default_factory=list)
+    stage_durations_ms: dict[str, float] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.time)
+
+    @staticmethod
+    def _require(value: V | None, name: str) -> V:
+        if value is None:
+            producer = PRODUCERS[name]
+            raise PipelineError(
+                f"ctx.{name} is not available — {producer}Stage has not run",
+                hint="This is a bug in the stage order; please report it with the log.",
+            )
+        return value
+
+    @property
+    def resolved_target_name(self) -> str:
+        return self._require(self.target_name, "target_name")
+
+    @property
+    def resolved_target(self) -> DeployTarget:
+        return self._require(self.target, "target")
+
+    @property
+    def resolved_runtime(self) -> RuntimeSettings:
+        return self._require(self.runtime, "runtime")
+
+    @property
+    def prepared_context(self) -> DeployContext:
+        return self._require(self.deploy_context, "deploy_context")
+
+    @property
+    def built(self) -> BuildResult:
+        return self._require(self.build_result, "build_result")
+
+    @property
+    def inspected_binary(self) -> BinaryInfo:
+        return self._require(self.binary_info, "binary_info")
+
+    @property
+    def executed(self) -> ExecutionResult:
+        return self._require(self.execution, "execution")
+
+    @property
+    def parsed_output(self) -> ProtocolResult:
+        return self._require(self.parsed, "parsed")
+
+    @property
+    def deploy_result(self) -> DeployResult:
+        return self._require(self.result, "result")
+
+    def report(
+        self,
+        stage: str,
+        kind: ProgressKind,
+        message: str = "",
+        completed: float | None = None,
+        total: float | None = None,
+        unit: str = "",
+    ) -> None:
+        if self.progress is not None:
+            self.progress(ProgressUpdate(stage, kind, message, completed, total, unit))

@@ -1,0 +1,32 @@
+"""The default deploy pipeline: one flat, ordered list of stages."""
+
+from __future__ import annotations
+
+from aidge_deploy.pipeline.runner import PipelineRunner
+from aidge_deploy.pipeline.stages.assemble import AssembleStage
+from aidge_deploy.pipeline.stages.build import BuildStage
+from aidge_deploy.pipeline.stages.execute import ExecuteStage
+from aidge_deploy.pipeline.stages.flash import FlashStage
+from aidge_deploy.pipeline.stages.inspect_binary import InspectBinaryStage
+from aidge_deploy.pipeline.stages.parse_output import ParseOutputStage
+from aidge_deploy.pipeline.stages.preflight import PreflightStage
+from aidge_deploy.pipeline.stages.prepare import PrepareStage
+from aidge_deploy.pipeline.stages.resolve import ResolveTargetStage
+from aidge_deploy.pipeline.stages.transfer import TransferStage
+
+
+def build_default_pipeline() -> PipelineRunner:
+    return PipelineRunner(
+        [
+            PreflightStage(),  # config and tool checks, nothing touched yet
+            ResolveTargetStage(),  # (target, backend) -> implementation; runtime defaults
+            PrepareStage(),  # build location and log folder
+            BuildStage(),  # local build, or remote build for RemoteBuildTarget
+            InspectBinaryStage(),  # flash/RAM against the hardware model, before flashing
+            TransferStage(),  # TransferableTarget only
+            FlashStage(),  # FlashableTarget only
+            ExecuteStage(),  # run and capture (interactive sessions included)
+            ParseOutputStage(),  # the manifest's protocol parser
+            AssembleStage(),  # DeployResult with units and provenance
+        ]
+    )

@@ -1,0 +1,60 @@
+"""Runs the flat, ordered list of stages over one ``PipelineContext``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from aidge_deploy.errors import DeployError
+from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
+
+log = logging.getLogger("aidge_deploy")
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """A step of the pipeline: skips itself when irrelevant, else writes its own fields."""
+
+    name: str
+
+    def should_skip(self, ctx: PipelineContext) -> bool: ...
+
+    def run(self, ctx: PipelineContext) -> None: ...
+
+
+class PipelineRunner:
+    """Execute stages in order; stop at the first error and report it typed, with its stage."""
+
+    def __init__(self, stages: Sequence[Stage]) -> None:
+        self.stages = list(stages)
+
+    def run(self, ctx: PipelineContext) -> PipelineContext:
+        for stage in self.stages:
+            if stage.should_skip(ctx):
+                log.debug("[skip] %s", stage.name)
+                ctx.report(stage.name, ProgressKind.SKIP)
+                continue
+            log.debug("[start] %s", stage.name)
+            ctx.report(stage.name, ProgressKind.START)
+            started = time.perf_counter()
+            try:
+                stage.run(ctx)
+            except DeployError as exc:
+                if exc.stage is None:
+                    exc.stage = stage.name
+                raise
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:
+                raise DeployError(
+                    f"Unexpected error in stage {stage.name}: {type(exc).__name__}: {exc}",
+                    hint="This is likely a bug in aidge-deploy; rerun with -v and report the traceback.",
+                    stage=stage.name,
+                ) from exc
+            finally:
+                ctx.stage_durations_ms[stage.name] = (time.perf_counter() - started) * 1000.0
+            ctx.report(stage.name, ProgressKind.DONE)
+            log.debug("[done] %s", stage.name)
+        return ctx

@@ -1,0 +1,23 @@
+"""Build: compile locally (``build``) or on the remote machine (``build_remote``)."""
+
+from __future__ import annotations
+
+from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
+from aidge_deploy.registry import RemoteBuildTarget
+
+
+class BuildStage:
+    name = "Build"
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return False
+
+    def run(self, ctx: PipelineContext) -> None:
+        target = ctx.resolved_target
+        dctx = ctx.prepared_context
+        if isinstance(target, RemoteBuildTarget) and target.builds_remotely():
+            ctx.report(self.name, ProgressKind.STATUS, "building on the remote machine")
+            ctx.build_result = target.build_remote(dctx)
+        else:
+            ctx.build_result = target.build(dctx)
+        ctx.report(self.name, ProgressKind.STATUS, ctx.built.status.value)

@@ -1,0 +1,153 @@
+"""Flash and RAM use of a built program, read from its ELF with pyelftools.
+
+For MCU firmware the numbers are checked against the hardware model's memories before
+anything is flashed. Sections are classified by address against the linker's load/run
+split (``.data`` costs flash and RAM; ``.bss`` RAM only), so no toolchain ``size`` is needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
+
+from aidge_deploy.errors import MemoryFitError
+
+
+@dataclass(frozen=True)
+class SectionSize:
+    name: str
+    address: int
+    size: int
+    kind: str  # "text" | "rodata" | "data" | "bss" | "other"
+
+
+@dataclass(frozen=True)
+class MemoryCapacity:
+    """One memory of the hardware model, as the fit check sees it."""
+
+    name: str
+    capacity: int
+    role: str  # "flash" | "ram" | "other"
+
+
+@dataclass(frozen=True)
+class BinaryInfo:
+    """Sizes of one program and the capacities they are checked against."""
+
+    path: Path
+    machine: str
+    flash_bytes: int  # what must be stored: sum of PT_LOAD file sizes
+    ram_bytes: int  # static RAM: writable allocated sections (data + bss + heap/stack sections)
+    text_bytes: int
+    data_bytes: int
+    bss_bytes: int
+    sections: tuple[SectionSize, ...] = ()
+    capacities: tuple[MemoryCapacity, ...] = field(default_factory=tuple)
+
+    @property
+    def flash_capacity(self) -> int | None:
+        caps = [c.capacity for c in self.capacities if c.role == "flash"]
+        return sum(caps) if caps else None
+
+    @property
+    def ram_capacity(self) -> int | None:
+        caps = [c.capacity for c in self.capacities if c.role == "ram"]
+        return sum(caps) if caps else None
+
+    def check_fits(self, target: str) -> None:
+        """Raise ``MemoryFitError`` when flash or RAM use exceeds the target's capacity."""
+        for used, cap, what in (
+            (self.flash_bytes, self.flash_capacity, "flash"),
+            (self.ram_bytes, self.ram_capacity, "RAM"),
+        ):
+            if cap is not None and used > cap:
+                raise MemoryFitError(
+                    f"{self.path.name} needs {used} B of {what} but {target} has {cap} B "
+                    f"({used / cap:.0%} of capacity)",
+                    hint="Use a smaller model, quantise it (--dtype int8), or pick a board with "
+                    "more memory; nothing was flashed.",
+                )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "machine": self.machine,
+            "flash_bytes": self.flash_bytes,
+            "ram_bytes": self.ram_bytes,
+            "text_bytes": self.text_bytes,
+            "data_bytes": self.data_bytes,
+            "bss_bytes": self.bss_bytes,
+            "flash_capacity": self.flash_capacity,
+            "ram_capacity": self.ram_capacity,
+            "sections": [s.__dict__ for s in self.sections],
+        }
+
+
+def _classify(flags: int, sh_type: str) -> str:
+    alloc = bool(flags & SH_FLAGS.SHF_ALLOC)
+    if not alloc:
+        return "other"
+    if sh_type == "SHT_NOBITS":
+        return "bss"
+    if flags & SH_FLAGS.SHF_EXECINSTR:
+        return "text"
+    if flags & SH_FLAGS.SHF_WRITE:
+        return "data"
+    return "rodata"
+
+
+def memory_capacities(hardware_target: Any) -> tuple[MemoryCapacity, ...]:
+    """Flash/RAM capacities from the ``aidge_core.hw_model`` device (microcontrollers only)."""
+    if hardware_target is None:
+        return ()
+    try:
+        memories = dict(getattr(hardware_target, "memories", {}) or {})
+    except Exception:
+        return ()
+    is_mcu = getattr(hardware_target, "hal_board", None) is not None or (
+        str(getattr(getattr(hardware_target, "build_system", ""), "value", "")).lower() == "make"
+    )
+    if not is_mcu:
+        return ()
+    out = []
+    for name, mem in memories.items():
+        capacity = int(getattr(mem, "capacity", 0) or 0)
+        lname = name.lower()
+        role = "flash" if ("flash" in lname or "mram" in lname or "rom" in lname) else "ram"
+        if capacity > 0:
+            out.append(MemoryCapacity(name, capacity, role))
+    return tuple(out)
+
+
+def inspect_binary(path: Path, hardware_target: Any = None) -> BinaryInfo:
+    """Read section sizes of an ELF (a non-ELF artifact yields file size only)."""
+    capacities = memory_capacities(hardware_target)
+    try:
+        with path.open("rb") as fh:
+            elf = ELFFile(fh)
+            sections = []
+            for sec in elf.iter_sections():
+                kind = _classify(int(sec["sh_flags"]), sec["sh_type"])
+                if kind == "other" or sec["sh_size"] == 0:
+                    continue
+                sections.append(
+                    SectionSize(sec.name, int(sec["sh_addr"]), int(sec["sh_size"]), kind)
+                )
+            flash = sum(
+                int(seg["p_filesz"]) for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"
+            )
+            machine = str(elf["e_machine"])
+    except (ELFError, OSError):
+        size = path.stat().st_size
+        return BinaryInfo(path, "unknown", size, 0, size, 0, 0, (), capacities)
+    text = sum(s.size for s in sections if s.kind in ("text", "rodata"))
+    data = sum(s.size for s in sections if s.kind == "data")
+    bss = sum(s.size for s in sections if s.kind == "bss")
+    return BinaryInfo(
+        path, machine, flash, data + bss, text, data, bss, tuple(sections), capacities
+    )

@@ -1,0 +1,223 @@
+"""Deploy-target registry: ``(target, backend)`` -> the class that knows the mechanics.
+
+The target dimension selects hardware identity (resolved through ``aidge_core.hw_model``,
+which stays authoritative for hardware facts); the backend dimension selects how the
+board is reached. Third-party packages register their own targets with the same decorator.
+This table is the single source of truth behind ``aidge-deploy targets``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.results import Provenance
+
+if TYPE_CHECKING:
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.protocols.base import ProtocolResult
+    from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult
+
+
+@dataclass(frozen=True)
+class ToolCheck:
+    """One thing a target needs on this machine, and how to get it if missing."""
+
+    name: str
+    ok: bool
+    detail: str
+    hint: str | None = None
+
+
+class DeployTarget(ABC):
+    """Core lifecycle: ``prepare`` → ``build`` → ``execute`` → ``parse_output``.
+
+    Hardware facts come from ``self.hardware_target`` (the ``aidge_core.hw_model`` object),
+    session facts from ``self.config``; nothing here re-declares what the hardware model
+    or the manifest already say.
+    """
+
+    target_name: ClassVar[str]
+    backend_name: ClassVar[str]
+    hardware_target_class: ClassVar[type]
+    description: ClassVar[str] = ""
+    #: where this target's timings come from (silicon, host, emulated)
+    timing_provenance: ClassVar[Provenance] = Provenance.SILICON
+    #: name and unit under which the program's "cycles" counter is reported
+    cycle_metric: ClassVar[tuple[str, str]] = ("cycles", "cycles")
+
+    def convert_cycles(self, value: float) -> float:
+        """Map a raw counter value printed by the program to ``cycle_metric`` units."""
+        return value
+
+    def __init__(self, config: DeployConfig | None = None) -> None:
+        from aidge_deploy.config import DeployConfig
+
+        self.config = (
+            config
+            if config is not None
+            else DeployConfig(target=self.target_name, backend=self.backend_name)
+        )
+
+    @cached_property
+    def hardware_target(self) -> Any:
+        """The hardware-model object of this target (built once per instance)."""
+        return self.hardware_target_class()
+
+    def preflight(self) -> list[ToolCheck]:
+        """Tools and resources this target needs; failures stop the deploy early."""
+        return []
+
+    @abstractmethod
+    def prepare(self, ctx: DeployContext) -> None:
+        """Read manifest and runtime settings; create the build location."""
+
+    @abstractmethod
+    def build(self, ctx: DeployContext) -> BuildResult:
+        """Compile the export (or reuse an identical build)."""
+
+    @abstractmethod
+    def execute(self, ctx: DeployContext, build: BuildResult) -> ExecutionResult:
+        """Run the artifact on the target and capture its output."""
+
+    @abstractmethod
+    def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
+        """Turn the captured output into a protocol result."""
+
+    def cleanup(self, ctx: DeployContext) -> None:  # noqa: B027 - optional hook
+        """Release resources (remote workdirs, processes); called even after a failure."""
+
+
+class TransferableTarget(ABC):
+    """Mixin: the artifact (or the export) must be copied to a remote host first."""
+
+    @abstractmethod
+    def transfer(self, ctx: DeployContext, build: BuildResult) -> None: ...
+
+
+class FlashableTarget(ABC):
+    """Mixin: the firmware must be programmed into the device before it runs."""
+
+    @abstractmethod
+    def flash(self, ctx: DeployContext, build: BuildResult) -> None: ...
+
+
+class RemoteBuildTarget(ABC):
+    """Mixin: the build happens on a remote machine; ``build_remote`` replaces ``build``."""
+
+    @abstractmethod
+    def build_remote(self, ctx: DeployContext) -> BuildResult: ...
+
+    def builds_remotely(self) -> bool:
+        """Whether this run builds remotely (a target may also offer a local cross build)."""
+        return True
+
+
+_REGISTRY: dict[tuple[str, str], type[DeployTarget]] = {}
+T = TypeVar("T", bound=type[DeployTarget])
+
+#: Modules holding the built-in targets, imported on first lookup.
+_BUILTIN_MODULES = (
+    "aidge_deploy.boards.host.local",
+    "aidge_deploy.boards.sbc.targets",
+    "aidge_deploy.boards.baremetal.qemu.targets",
+)
+
+
+def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
+    """Class decorator registering a deploy implementation for ``(target, backend)``.
+
+    Resolves ``target`` through ``aidge_core.hw_model.get_target_class()`` and attaches the
+    hardware class as ``hardware_target_class``.
+    """
+    from aidge_core.hw_model import get_target_class
+
+    try:
+        hw_class = get_target_class(target)
+    except KeyError as exc:
+        raise ConfigError(
+            f"Cannot register deploy target {target!r}: unknown to aidge_core.hw_model",
+            hint="Register the hardware model first (aidge_core.hw_model.register_target).",
+        ) from exc
+
+    def decorator(cls: T) -> T:
+        key = (target.lower(), backend.lower())
+        existing = _REGISTRY.get(key)
+        if existing is not None and existing.__qualname__ != cls.__qualname__:
+            raise ConfigError(
+                f"Deploy target {key} is already registered by {existing.__module__}.{existing.__qualname__}",
+                hint="Use another backend name, or unregister the previous implementation.",
+            )
+        cls.target_name = target.lower()
+        cls.backend_name = backend.lower()
+        cls.hardware_target_class = hw_class
+        _REGISTRY[key] = cls
+        return cls
+
+    return decorator
+
+
+def _load_builtin() -> None:
+    for module in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def registered_targets() -> dict[tuple[str, str], type[DeployTarget]]:
+    """All registered ``(target, backend)`` pairs, sorted."""
+    _load_builtin()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
+    _load_builtin()
+    key = (_canonical(target), backend.lower())
+    cls = _REGISTRY.get(key)
+    if cls is None:
+        pairs = ", ".join(f"{t}/{b}" for t, b in sorted(_REGISTRY)) or "none"
+        same_target = sorted(b for t, b in _REGISTRY if t == key[0])
+        hint = (
+            f"Backends for {key[0]!r}: {', '.join(same_target)}."
+            if same_target
+            else f"Registered pairs: {pairs}."
+        )
+        raise ConfigError(f"No deploy target registered for ({target!r}, {backend!r})", hint=hint)
+    return cls
+
+
+def get_deploy_target(
+    target: str, backend: str = "local", config: DeployConfig | None = None
+) -> DeployTarget:
+    """Instantiate the deploy implementation registered for ``(target, backend)``."""
+    cls = get_deploy_target_class(target, backend)
+    return cls(config)
+
+
+def _canonical(target: str) -> str:
+    name = target.lower()
+    if any(t == name for t, _ in _REGISTRY):
+        return name
+    from aidge_deploy.artifact import canonical_target
+
+    return canonical_target(name)
+
+
+__all__ = [
+    "DeployTarget",
+    "FlashableTarget",
+    "RemoteBuildTarget",
+    "ToolCheck",
+    "TransferableTarget",
+    "get_deploy_target",
+    "get_deploy_target_class",
+    "register_deploy_target",
+    "registered_targets",
+]

@@ -1,0 +1,272 @@
+"""The data a deployment produces: build, execution and final results.
+
+Every measured figure is a ``Metric`` carrying its unit and provenance: a number measured
+on silicon, on the host, or counted by an emulator is never presented as another kind.
+``DeployResult`` keeps the attribute names of the deploy guide and the shapes the published
+Aidge consumers read (see the field docs).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aidge_core.export_utils import ExportArtifact
+
+
+class Provenance(StrEnum):
+    """Where a number comes from."""
+
+    SILICON = "silicon"  # measured on the real target hardware
+    HOST = "host"  # measured on the machine running aidge-deploy (or a Linux board's OS)
+    EMULATED = "emulated"  # counted by an emulator (QEMU icount): not cycle-accurate
+
+
+class BuildStatus(StrEnum):
+    BUILT = "built"
+    CACHED = "cached"  # an identical export was already built: nothing was recompiled
+    PREBUILT = "prebuilt"  # the caller's export already held the artifact
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure with its unit and provenance."""
+
+    name: str
+    value: float | int | None
+    unit: str
+    provenance: Provenance
+    description: str = ""
+    #: why ``value`` is None (counter unavailable, not measurable on this target, ...)
+    unavailable_reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "unit": self.unit,
+            "provenance": self.provenance.value,
+            "description": self.description,
+            "unavailable_reason": self.unavailable_reason,
+        }
+
+
+class MemoryPeaks(int):
+    """Peak memory in bytes: an ``int`` (the guide) that also indexes per memory component.
+
+    The deploy guide documents ``memory_peak_bytes`` as an int; ``aidge_core``'s runtime
+    heuristic (``eval_cache``) stores ``memory_peak_bytes[0]``. This value is the sum of the
+    per-memory peaks, and ``peaks[i]`` / ``len(peaks)`` / iteration expose each component.
+    """
+
+    per_memory: tuple[int, ...]
+
+    def __new__(cls, per_memory: Iterable[int]) -> MemoryPeaks:
+        values = tuple(int(v) for v in per_memory)
+        obj = super().__new__(cls, sum(values))
+        obj.per_memory = values
+        return obj
+
+    def __getitem__(self, index: int) -> int:
+        return self.per_memory[index]
+
+    def __len__(self) -> int:
+        return len(self.per_memory)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.per_memory)
+
+    def __repr__(self) -> str:
+        return f"MemoryPeaks({int(self)}, per_memory={list(self.per_memory)})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MemoryPeaks, (self.per_memory,))
+
+
+class TimingSeries(list[float]):
+    """Per-inference latencies in milliseconds (a plain list of floats, as the guide says).
+
+    Note for ``aidge_core`` 0.10.1's runtime heuristic: ``extract_inference_score`` takes
+    element ``[1]`` of a non-dict sequence, i.e. the second timed sample (after warm-up).
+    """
+
+    unit = "ms"
+
+    def stats(self) -> LatencyStats:
+        return LatencyStats.of(self)
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Summary statistics of a latency series, in ``unit``."""
+
+    n: int
+    mean: float
+    median: float
+    p90: float
+    min: float
+    max: float
+    std: float
+    unit: str = "ms"
+
+    @classmethod
+    def of(cls, values: Iterable[float], unit: str = "ms") -> LatencyStats:
+        data = sorted(float(v) for v in values)
+        if not data:
+            raise ValueError("no samples")
+        p90_index = max(0, int(np.ceil(0.9 * len(data))) - 1)
+        return cls(
+            n=len(data),
+            mean=statistics.fmean(data),
+            median=statistics.median(data),
+            p90=data[p90_index],
+            min=data[0],
+            max=data[-1],
+            std=statistics.pstdev(data) if len(data) > 1 else 0.0,
+            unit=unit,
+        )
+
+
+@dataclass(frozen=True)
+class LayerFigure:
+    """Per-layer profile row: time per call and the counters read around the layer."""
+
+    name: str
+    time_ms: float | None = None
+    counters: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeployContext:
+    """What a target's lifecycle methods receive: the export and the session facts."""
+
+    artifact: ExportArtifact
+    export_dir: Path
+    target: str
+    backend: str
+    build_dir: Path
+    log_dir: Path
+    keep_build_dir: bool = False
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Produced by ``build()``: where the artifact is and how it was made."""
+
+    artifact_path: Path
+    mem_peaks: tuple[int, ...]
+    status: BuildStatus
+    log: str
+    log_path: Path | None = None
+    build_dir: Path | None = None
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """Produced by ``execute()``: the raw captured output and how the run ended."""
+
+    raw_output: str
+    exit_status: int | None
+    duration_s: float
+    log_path: Path | None = None
+    stderr: str = ""
+    signal: int | None = None
+    peak_rss_bytes: int | None = None
+    #: interactive sessions: what the host sent, interleaved in the transcript
+    interactive: bool = False
+
+
+@dataclass
+class DeployResult:
+    """The outcome of ``deploy()``.
+
+    * ``output``: for output/standalone exports, a mutable list of 1-D ``np.ndarray``
+      (one per manifest output, in order — the exporter reshapes and reassigns them); for
+      benchmark/validation exports, the results dict the exporter's helpers use (``timings``,
+      ``cycles``, ``layer_timings``, ``layer_cycles``, ``predictions``, ``accuracy``, ...).
+    * ``metrics``: legacy keys (``cycles`` list or None, ``layer_timings``, ``layer_cycles``,
+      ``validation_metric``, ``mlperf``) plus ``measurements``: the typed ``Metric`` list.
+    * ``memory_peak_bytes``: a ``MemoryPeaks`` (int total, indexable per memory).
+    * ``timings``: per-inference latency in ms (``TimingSeries``), or None.
+    * ``accuracy``: top-1 accuracy on target when validation ran, else None.
+    """
+
+    output: dict[str, Any] | list[np.ndarray] | None
+    metrics: dict[str, Any]
+    memory_peak_bytes: MemoryPeaks | None
+    timings: TimingSeries | None
+    accuracy: float | None = None
+    protocol: str | None = None
+    target: str | None = None
+    backend: str | None = None
+    log: str = ""
+    log_path: Path | None = None
+    returncode: int | None = None
+    build: BuildResult | None = None
+    execution: ExecutionResult | None = None
+    layers: tuple[LayerFigure, ...] = ()
+    measurements: tuple[Metric, ...] = ()
+    stage_durations_ms: dict[str, float] = field(default_factory=dict)
+    report_dir: Path | None = None
+
+    @property
+    def latency(self) -> LatencyStats | None:
+        return LatencyStats.of(self.timings) if self.timings else None
+
+    def metric(self, name: str) -> Metric | None:
+        for m in self.measurements:
+            if m.name == name:
+                return m
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe summary (outputs as lists)."""
+        output: Any = self.output
+        if isinstance(output, list):
+            output = [np.asarray(o).tolist() for o in output]
+        latency = self.latency
+        return {
+            "target": self.target,
+            "backend": self.backend,
+            "protocol": self.protocol,
+            "returncode": self.returncode,
+            "timings_ms": list(self.timings) if self.timings is not None else None,
+            "latency": None if latency is None else latency.__dict__,
+            "accuracy": self.accuracy,
+            "memory_peak_bytes": None
+            if self.memory_peak_bytes is None
+            else {
+                "total": int(self.memory_peak_bytes),
+                "per_memory": list(self.memory_peak_bytes.per_memory),
+            },
+            "layers": [
+                {"name": layer.name, "time_ms": layer.time_ms, "counters": dict(layer.counters)}
+                for layer in self.layers
+            ],
+            "measurements": [m.as_dict() for m in self.measurements],
+            "output": _json_safe(output),
+            "log_path": str(self.log_path) if self.log_path else None,
+            "stage_durations_ms": self.stage_durations_ms,
+        }
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _json_safe(getattr(value, k)) for k in value.__dataclass_fields__}
+    return value
