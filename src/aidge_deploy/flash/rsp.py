@@ -1,0 +1,238 @@
+"""GDB Remote Serial Protocol framing over a TCP socket.
+
+Every debug server we flash through (QEMU's gdbstub, pyOCD, OpenOCD, SEGGER J-Link) speaks
+the same wire format: ``$payload#cs`` packets with a modulo-256 checksum, ``+``/``-``
+acknowledgements, ``}``-escaping of binary data and ``*`` run-length encoding in replies.
+This module owns only that layer, so the command logic in ``gdb_remote`` stays readable and
+the framing can be unit-tested against a tiny in-process server.
+
+Every blocking socket operation runs under a deadline: a debug server that stops answering
+raises ``ConnectError`` instead of hanging the deploy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import time
+
+from aidge_deploy.errors import ConnectError
+
+_log = logging.getLogger(__name__)
+
+#: bytes that must be escaped inside a packet (binary payloads and replies)
+_SPECIAL = frozenset(b"$#}*")
+_ESCAPE = 0x7D  # '}'
+_RETRANSMITS = 3
+
+
+def checksum(payload: bytes) -> int:
+    """Modulo-256 sum of the payload bytes as transmitted (after escaping)."""
+    return sum(payload) & 0xFF
+
+
+def frame(payload: bytes) -> bytes:
+    """Wrap an already-escaped payload into ``$payload#cs``."""
+    return b"$" + payload + b"#" + f"{checksum(payload):02x}".encode("ascii")
+
+
+def escape_binary(data: bytes) -> bytes:
+    """Escape ``$ # } *`` as ``}`` + (byte ^ 0x20), as binary packets (X, vFlashWrite) need."""
+    out = bytearray()
+    for byte in data:
+        if byte in _SPECIAL:
+            out.append(_ESCAPE)
+            out.append(byte ^ 0x20)
+        else:
+            out.append(byte)
+    return bytes(out)
+
+
+def unescape_binary(data: bytes) -> bytes:
+    """Undo ``escape_binary`` (binary replies such as qXfer data)."""
+    out = bytearray()
+    escaped = False
+    for byte in data:
+        if escaped:
+            out.append(byte ^ 0x20)
+            escaped = False
+        elif byte == _ESCAPE:
+            escaped = True
+        else:
+            out.append(byte)
+    return bytes(out)
+
+
+def decode_rle(data: bytes) -> bytes:
+    """Expand run-length encoding: ``X*n`` repeats X ``ord(n) - 29`` more times.
+
+    The byte after an escape character is data, never an RLE marker, so escaped binary
+    replies survive the expansion untouched.
+    """
+    out = bytearray()
+    i = 0
+    while i < len(data):
+        byte = data[i]
+        if byte == ord("*") and out and i + 1 < len(data):
+            out.extend(out[-1:] * (data[i + 1] - 29))
+            i += 2
+            continue
+        out.append(byte)
+        if byte == _ESCAPE and i + 1 < len(data):
+            out.append(data[i + 1])
+            i += 2
+            continue
+        i += 1
+    return bytes(out)
+
+
+def hex_encode(data: bytes) -> str:
+    return data.hex()
+
+
+def hex_decode(text: bytes | str) -> bytes:
+    return bytes.fromhex(text.decode("ascii") if isinstance(text, bytes) else text)
+
+
+class RspTransport:
+    """One RSP connection: send packets, receive replies, acknowledge both ways."""
+
+    def __init__(self, sock: socket.socket, *, peer: str, timeout: float) -> None:
+        self._sock = sock
+        self._peer = peer
+        self.timeout = timeout
+        #: False after a successful QStartNoAckMode negotiation
+        self.ack_mode = True
+        self._buffer = bytearray()
+
+    @classmethod
+    def connect(cls, host: str, port: int, timeout: float) -> RspTransport:
+        peer = f"{host}:{port}"
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ConnectError(
+                f"cannot connect to the GDB server at {peer}: {exc}",
+                "check that the GDB server (QEMU -gdb, pyocd gdbserver, openocd, JLinkGDBServer) "
+                "is running and listening on that port",
+            ) from exc
+        # Without TCP_NODELAY every small packet/ack pair waits for Nagle + delayed ACK:
+        # a 22 KB image took 1.2 s instead of 0.02 s in the lab.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock, peer=peer, timeout=timeout)
+
+    @property
+    def peer(self) -> str:
+        return self._peer
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    # -- raw byte I/O under a deadline -----------------------------------------------------
+
+    def _fill(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._timeout_error()
+        self._sock.settimeout(remaining)
+        try:
+            chunk = self._sock.recv(65536)
+        except TimeoutError as exc:
+            raise self._timeout_error() from exc
+        except OSError as exc:
+            raise ConnectError(
+                f"connection to the GDB server at {self._peer} failed: {exc}",
+                "the GDB server crashed or was stopped; see its log",
+            ) from exc
+        if not chunk:
+            raise ConnectError(
+                f"the GDB server at {self._peer} closed the connection",
+                "the GDB server crashed or exited; see its log",
+            )
+        self._buffer.extend(chunk)
+
+    def _read_byte(self, deadline: float) -> int:
+        if not self._buffer:
+            self._fill(deadline)
+        byte = self._buffer[0]
+        del self._buffer[0]
+        return byte
+
+    def _send_raw(self, data: bytes, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._timeout_error()
+        self._sock.settimeout(remaining)
+        try:
+            self._sock.sendall(data)
+        except TimeoutError as exc:
+            raise self._timeout_error() from exc
+        except OSError as exc:
+            raise ConnectError(
+                f"sending to the GDB server at {self._peer} failed: {exc}",
+                "the GDB server crashed or was stopped; see its log",
+            ) from exc
+
+    def _timeout_error(self) -> ConnectError:
+        return ConnectError(
+            f"the GDB server at {self._peer} did not answer within {self.timeout:g} s",
+            "the server is hung or busy; restart it, or raise the flash timeout",
+        )
+
+    # -- packets ------------------------------------------------------------------------------
+
+    def send_packet(self, payload: bytes, timeout: float | None = None) -> None:
+        """Send one packet; in ack mode wait for ``+`` and retransmit on ``-``."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        packet = frame(payload)
+        for _ in range(_RETRANSMITS + 1):
+            self._send_raw(packet, deadline)
+            if not self.ack_mode:
+                return
+            while True:
+                byte = self._read_byte(deadline)
+                if byte == ord("+"):
+                    return
+                if byte == ord("-"):
+                    _log.debug("RSP %s: NAK, retransmitting", self._peer)
+                    break
+                # Anything else before the ack is line noise (e.g. a late stray ack).
+        raise ConnectError(
+            f"the GDB server at {self._peer} rejected a packet {_RETRANSMITS + 1} times",
+            "the connection is corrupting data; check what else talks to that port",
+        )
+
+    def receive_packet(self, timeout: float | None = None) -> bytes:
+        """Receive one reply packet (RLE-expanded, still escaped) and acknowledge it."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        for _ in range(_RETRANSMITS + 1):
+            while self._read_byte(deadline) != ord("$"):
+                pass  # skip acks, notifications' leftovers and noise between packets
+            body = bytearray()
+            while (byte := self._read_byte(deadline)) != ord("#"):
+                body.append(byte)
+            received = bytes([self._read_byte(deadline), self._read_byte(deadline)])
+            try:
+                valid = int(received, 16) == checksum(bytes(body))
+            except ValueError:
+                valid = False
+            if valid:
+                if self.ack_mode:
+                    self._send_raw(b"+", deadline)
+                return decode_rle(bytes(body))
+            _log.debug("RSP %s: bad checksum, asking for a retransmit", self._peer)
+            if self.ack_mode:
+                self._send_raw(b"-", deadline)
+            else:
+                break
+        raise ConnectError(
+            f"the GDB server at {self._peer} sent corrupted packets",
+            "the connection is corrupting data; check what else talks to that port",
+        )
+
+    def request(self, payload: bytes, timeout: float | None = None) -> bytes:
+        """Send a packet and return the reply packet."""
+        self.send_packet(payload, timeout)
+        return self.receive_packet(timeout)
