@@ -58,6 +58,7 @@ __all__ = [
     "RemoteBuildTarget",
     "TimingSeries",
     "TransferableTarget",
+    "ValidationConfig",
     "__version__",
     "deploy",
     "get_deploy_target",

@@ -139,6 +139,7 @@ class AssembleStage:
             "mlperf": parsed.mlperf,
             "peak_rss_bytes": execution.peak_rss_bytes,
             "notices": list(parsed.notices),
+            "binary": ctx.binary_info.as_dict() if ctx.binary_info is not None else None,
         }
         timings = TimingSeries(parsed.timings_ms) if parsed.timings_ms is not None else None
         if parsed.mlperf is not None and timings is None:

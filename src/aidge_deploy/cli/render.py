@@ -1,0 +1,113 @@
+"""Rich rendering of results and errors for the CLI (the library itself never prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.table import Table
+
+from aidge_deploy.errors import DeployError
+from aidge_deploy.pipeline.context import ProgressCallback, ProgressKind, ProgressUpdate
+from aidge_deploy.results import DeployResult, Provenance
+
+console = Console()
+err_console = Console(stderr=True)
+
+_PROVENANCE_LABEL = {
+    Provenance.SILICON: "measured on target",
+    Provenance.HOST: "measured on host",
+    Provenance.EMULATED: "EMULATED (QEMU icount, CPI=1 instruction counts, not cycle-accurate)",
+}
+
+
+def print_error(exc: DeployError) -> None:
+    where = f" [dim](stage {exc.stage})[/dim]" if exc.stage else ""
+    err_console.print(f"[bold red]Error:[/bold red] {exc.message}{where}", highlight=False)
+    if exc.log_path is not None:
+        err_console.print(f"  [bold]Log:[/bold] {exc.log_path}", highlight=False)
+    if exc.hint:
+        err_console.print(f"  [bold yellow]Hint:[/bold yellow] {exc.hint}", highlight=False)
+
+
+@contextmanager
+def progress_display(enabled: bool = True) -> Iterator[ProgressCallback]:
+    """A spinner naming the running stage; yields the callback to pass to ``deploy``."""
+    if not enabled:
+        yield lambda update: None
+        return
+    with console.status("starting", spinner="dots") as status:
+
+        def callback(update: ProgressUpdate) -> None:
+            if update.kind == ProgressKind.START:
+                status.update(f"[bold]{update.stage}[/bold]")
+            elif update.kind == ProgressKind.STATUS and update.message:
+                status.update(f"[bold]{update.stage}[/bold] — {update.message}")
+            elif update.kind == ProgressKind.DONE:
+                console.log(f"[green]✓[/green] {update.stage}", highlight=False)
+
+        yield callback
+
+
+def print_result(result: DeployResult) -> None:
+    prov = Provenance(result.metrics.get("provenance", Provenance.HOST.value))
+    console.print(
+        f"[bold]Target[/bold] {result.target} ({result.backend}) · protocol {result.protocol} · "
+        f"[italic]{_PROVENANCE_LABEL[prov]}[/italic]",
+        highlight=False,
+    )
+    latency = result.latency
+    if latency is not None:
+        table = Table(title=f"Latency per inference ({latency.unit})", title_justify="left")
+        for col in ("n", "mean", "median", "p90", "min", "max", "std"):
+            table.add_column(col, justify="right")
+        table.add_row(
+            str(latency.n),
+            *(f"{getattr(latency, k):.6f}" for k in ("mean", "median", "p90", "min", "max", "std")),
+        )
+        console.print(table)
+    cycles_name = result.metrics.get("cycles_unit", "cycles")
+    if result.metrics.get("cycles"):
+        values = result.metrics["cycles"]
+        console.print(f"{cycles_name} per inference (median of {len(values)}): {sorted(values)[len(values) // 2]}")
+    if result.layers:
+        counter_names: list[str] = []
+        for layer in result.layers:
+            counter_names += [c for c in layer.counters if c not in counter_names]
+        table = Table(title="Per-layer profile", title_justify="left")
+        table.add_column("layer")
+        table.add_column("time (ms/call)", justify="right")
+        for name in counter_names:
+            table.add_column(name.replace("_", " "), justify="right")
+        total = sum(layer.time_ms or 0.0 for layer in result.layers)
+        table.add_column("share", justify="right")
+        for layer in result.layers:
+            share = f"{(layer.time_ms or 0) / total:.0%}" if total > 0 else "-"
+            table.add_row(
+                layer.name,
+                "-" if layer.time_ms is None else f"{layer.time_ms:.6f}",
+                *(f"{layer.counters[c]:.0f}" if c in layer.counters else "-" for c in counter_names),
+                share,
+            )
+        console.print(table)
+    if result.accuracy is not None:
+        console.print(f"[bold]Accuracy on target:[/bold] {result.accuracy:.2%}")
+    if isinstance(result.output, list):
+        for index, values in enumerate(result.output):
+            preview = " ".join(f"{v:.6g}" for v in values[:10])
+            more = " …" if len(values) > 10 else ""
+            console.print(f"output[{index}] ({len(values)} values): {preview}{more}", highlight=False)
+    if result.memory_peak_bytes is not None:
+        per = ", ".join(f"mem_{i}={v} B" for i, v in enumerate(result.memory_peak_bytes))
+        console.print(f"[bold]Activation memory:[/bold] {int(result.memory_peak_bytes)} B ({per})")
+    rss = result.metrics.get("peak_rss_bytes")
+    if rss:
+        console.print(f"[bold]Peak RSS:[/bold] {rss / 1024:.0f} KiB")
+    binary = result.metrics.get("binary")
+    if binary:
+        console.print(f"[bold]Binary:[/bold] flash {binary['flash_bytes']} B, RAM {binary['ram_bytes']} B")
+    if result.log_path is not None:
+        console.print(f"[dim]Log: {result.log_path}[/dim]", highlight=False)
+    if result.report_dir is not None:
+        console.print(f"[dim]Report: {result.report_dir}[/dim]", highlight=False)
