@@ -1,0 +1,45 @@
+"""Emulated Cortex-M boards (QEMU) as Aidge export targets, with their own local BSPs.
+
+Importing this package registers ``mps2-an386`` (Cortex-M4F), ``mps3-an547`` (Cortex-M55)
+and ``netduinoplus2`` (STM32F405, Cortex-M4F) in ``aidge_core.hw_model`` and with
+``aidge_export_arm_cortexm``, so ``aidge_core.export_utils.export()`` can produce a
+buildable ``make build`` project for them, and exposes the board descriptors
+(:func:`get_board`, :func:`list_boards`) a runner needs to start QEMU and to convert the
+firmware's SysTick "cycles" into emulated instruction counts.
+"""
+
+from __future__ import annotations
+
+from aidge_qemu_boards import hw_targets
+from aidge_qemu_boards.boards import (
+    QEMU_BINARY,
+    MemoryRegion,
+    QemuBoard,
+    RegionKind,
+    UartKind,
+    get_board,
+    icount_shift_for,
+    list_boards,
+    qemu_command,
+    ticks_to_instructions,
+)
+
+# Must come after ``hw_targets``: a TargetExport resolves its hardware class when built.
+from aidge_qemu_boards.exports import ASSETS_ROOT, TARGET_EXPORTS, assets_root_for
+
+__all__ = [
+    "ASSETS_ROOT",
+    "QEMU_BINARY",
+    "TARGET_EXPORTS",
+    "MemoryRegion",
+    "QemuBoard",
+    "RegionKind",
+    "UartKind",
+    "assets_root_for",
+    "get_board",
+    "hw_targets",
+    "icount_shift_for",
+    "list_boards",
+    "qemu_command",
+    "ticks_to_instructions",
+]

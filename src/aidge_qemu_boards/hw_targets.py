@@ -1,0 +1,83 @@
+"""Hardware-model classes of the emulated boards, registered in ``aidge_core.hw_model``.
+
+``aidge_core.export_utils.export(graph, ExportConfig(target="mps2-an386", ...))`` resolves
+the target by name in the hardware registry, picks the Cortex-M project composer from the
+main processing element's type (so the CPU must be a ``CortexM`` subclass) and reads
+``hal_board``, ``uart_handle`` and ``bsp_package`` from the device. The capacities are the
+boards' real ones as QEMU maps them (see :mod:`aidge_qemu_boards.boards`).
+"""
+
+from __future__ import annotations
+
+from aidge_core.hw_model import (
+    M4,
+    M55,
+    BSPPackage,
+    BuildSystem,
+    ExecutionDomain,
+    ExecutionEnvironment,
+    Memory,
+    register_target,
+)
+from aidge_core.hw_model.processing_elements import CortexM
+from aidge_core.hw_model.targets.base import Microcontroller
+
+from aidge_qemu_boards.boards import QemuBoard, get_board
+
+__all__ = ["MPS2_AN386", "MPS3_AN547", "NetduinoPlus2", "QemuMicrocontroller"]
+
+# The BSP ships inside this package (``assets/<board>/board_files``), so this version is
+# never downloaded; the exporter still calls ``bsp_package.with_version()`` on every export.
+BSP_VERSION = "v1.0.0"
+
+
+class QemuMicrocontroller(Microcontroller):
+    """A Cortex-M board emulated by ``qemu-system-arm`` with a BSP local to this package."""
+
+    def __init__(self, board: QemuBoard, cpu: CortexM) -> None:
+        super().__init__(name=board.name)
+        self.qemu_board = board
+        self.build_system = BuildSystem.MAKE
+        self.hal_board = board.hal_board
+        self.uart_handle = board.uart_handle
+        slug = board.name.replace("-", "_")
+        self.bsp_package = BSPPackage(f"aidge_qemu_bsp_{slug}", BSP_VERSION, f"{slug}.tar.gz")
+        cpu.frequency_hz = board.cpu_hz
+        self.cpu = cpu
+        # Same priorities as the STM32 targets: activations in SRAM first, weights in flash.
+        self.sram = Memory(capacity=board.ram_size, priority=0)
+        self.flash = Memory(capacity=board.flash_size, priority=2)
+        self.baremetal_domain = ExecutionDomain(
+            name="baremetal",
+            environment=ExecutionEnvironment.BAREMETAL,
+            processing_elements=[self.cpu],
+            memories=[self.sram, self.flash],
+            build_system=BuildSystem.MAKE,
+            # No CMSIS-NN is shipped with the local BSP, so the CMSIS kernels are never used.
+            cmsis_configurable=False,
+        )
+        self.default_execution_domain = self.baremetal_domain
+
+
+@register_target("mps2-an386")
+class MPS2_AN386(QemuMicrocontroller):
+    """Arm MPS2 FPGA image AN386: Cortex-M4F at 25 MHz, 4 MB code SSRAM, 4 MB data SSRAM."""
+
+    def __init__(self, cmsis: bool = False) -> None:
+        super().__init__(get_board("mps2-an386"), M4(cmsis))
+
+
+@register_target("mps3-an547")
+class MPS3_AN547(QemuMicrocontroller):
+    """Arm MPS3 FPGA image AN547 (Corstone-300): Cortex-M55 at 32 MHz, 8 MB QSPI, 4 MB SRAM."""
+
+    def __init__(self, cmsis: bool = False) -> None:
+        super().__init__(get_board("mps3-an547"), M55(cmsis))
+
+
+@register_target("netduinoplus2")
+class NetduinoPlus2(QemuMicrocontroller):
+    """Netduino Plus 2 (STM32F405RG): Cortex-M4F at 168 MHz, 1 MB flash, 192 KB SRAM."""
+
+    def __init__(self, cmsis: bool = False) -> None:
+        super().__init__(get_board("netduinoplus2"), M4(cmsis))
