@@ -1,0 +1,101 @@
+"""Shared fixtures: real Aidge exports of the small models in ``modelzoo``, built once per session."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+if (Path(__file__).parent / "boards.py").exists():
+    pytest_plugins = ["boards"]
+
+import modelzoo  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep the build cache and run logs of the tests out of the user's ~/.cache."""
+    root = tmp_path_factory.mktemp("aidge-deploy-cache")
+    old = os.environ.get("AIDGE_DEPLOY_CACHE_DIR")
+    os.environ["AIDGE_DEPLOY_CACHE_DIR"] = str(root)
+    yield root
+    if old is None:
+        os.environ.pop("AIDGE_DEPLOY_CACHE_DIR", None)
+    else:
+        os.environ["AIDGE_DEPLOY_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def tiny_cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return modelzoo.tiny_cnn(tmp_path_factory.mktemp("models") / "tiny_cnn.onnx")
+
+
+@pytest.fixture(scope="session")
+def tiny_input() -> np.ndarray:
+    return modelzoo.sample_input((1, 3, 4, 4))
+
+
+ExportFactory = Callable[..., object]
+
+
+@pytest.fixture(scope="session")
+def export_factory(tmp_path_factory: pytest.TempPathFactory, tiny_cnn: Path, tiny_input: np.ndarray) -> ExportFactory:
+    """``export_factory(kind, target="host", dtype="float32", **app)`` -> ExportArtifact (cached)."""
+    cache: dict[tuple[object, ...], object] = {}
+    root = tmp_path_factory.mktemp("exports")
+
+    def make(kind: str, target: str = "host", dtype: str = "float32", model: Path | None = None, **app: object) -> object:
+        key = (kind, target, dtype, model, tuple(sorted(app.items())))
+        if key not in cache:
+            cache[key] = export_with_aidge(
+                model or tiny_cnn,
+                root / f"{target}_{kind}_{dtype}_{len(cache)}",
+                target=target,
+                kind=kind,
+                dtype=dtype,
+                x=tiny_input,
+                **app,
+            )
+        return cache[key]
+
+    return make
+
+
+def export_with_aidge(
+    model: Path, out: Path, *, target: str, kind: str, dtype: str, x: np.ndarray, **app: object
+) -> object:
+    """Export ``model`` with the published Aidge exporter, using ``x`` as the sample input."""
+    import aidge_backend_cpu  # noqa: F401
+    import aidge_core
+    import aidge_onnx
+    from aidge_core.export_utils import ExportApplication, export
+    from aidge_core.export_utils.config import ExportConfig
+
+    from aidge_deploy.modelexport import load_plugins
+
+    load_plugins()
+    tensor = aidge_core.Tensor(x)
+    tensor.set_backend("cpu")
+    if x.ndim == 4:
+        tensor.to_dformat(aidge_core.dformat.nchw)
+    elif x.ndim == 2:
+        tensor.to_dformat(aidge_core.dformat.nc)
+    params = {"nb_warmup": 2, "nb_iterations": 10, "profiling": True}
+    params.update(app)
+    application = ExportApplication(kind=kind, **params)  # type: ignore[arg-type]
+    config = ExportConfig(
+        target=target,
+        export_folder=str(out),
+        dtype=dtype,
+        compile=False,
+        clone_model=False,
+        application=application,
+    )
+    graph = aidge_onnx.load_onnx(str(model))
+    return export(graph, config, input_tensors=[tensor])

@@ -1,0 +1,152 @@
+"""The host target end to end on real Aidge exports: build, run, parse, cache, and failures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aidge_deploy
+import modelzoo
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.errors import BuildError, ExecutionError, ProtocolError
+from aidge_deploy.results import BuildStatus, MemoryPeaks, Provenance
+
+pytestmark = pytest.mark.slow
+
+
+def _copy(artifact, tmp_path: Path, name: str = "export") -> Path:  # type: ignore[no-untyped-def]
+    dst = tmp_path / name
+    shutil.copytree(artifact.path, dst)
+    return dst
+
+
+def test_output_kind_matches_onnxruntime(export_factory, tiny_cnn: Path, tiny_input: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+    artifact = export_factory("output")
+    result = aidge_deploy.deploy(artifact, DeployConfig(target="host"))
+    assert isinstance(result.output, list) and len(result.output) == 1
+    expected = modelzoo.onnx_reference(tiny_cnn, tiny_input).reshape(-1)
+    np.testing.assert_allclose(result.output[0], expected, rtol=1e-5, atol=1e-6)
+    assert result.output[0].dtype == np.float32
+    result.output[0] = result.output[0] * 2  # the exporter's run() reassigns entries
+
+
+def test_benchmark_kind_returns_timings_per_iteration(export_factory) -> None:  # type: ignore[no-untyped-def]
+    artifact = export_factory("benchmark", nb_iterations=12)
+    result = aidge_deploy.deploy(artifact, DeployConfig())
+    assert result.timings is not None and len(result.timings) == 12
+    assert all(t > 0 for t in result.timings)
+    assert isinstance(result.output, dict) and result.output["timings"] == list(result.timings)
+    assert {layer.name for layer in result.layers} >= {"_3_FC_0"}
+    assert result.metric("latency_median") is not None
+    assert result.metric("latency_median").provenance == Provenance.HOST  # type: ignore[union-attr]
+    assert result.metric("latency_median").unit == "ms"  # type: ignore[union-attr]
+    peaks = result.memory_peak_bytes
+    assert isinstance(peaks, MemoryPeaks) and int(peaks) > 0 and peaks[0] > 0
+    assert result.metrics["peak_rss_bytes"] and result.metrics["peak_rss_bytes"] > 0
+    assert result.log_path is not None and result.log_path.is_file()
+
+
+def test_unchanged_export_is_not_rebuilt(export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    export_dir = _copy(export_factory("benchmark"), tmp_path)
+    first = aidge_deploy.deploy(export_dir, DeployConfig())
+    assert first.build is not None and first.build.status == BuildStatus.BUILT
+    artifact = first.build.artifact_path
+    mtime = artifact.stat().st_mtime_ns
+    second = aidge_deploy.deploy(export_dir, DeployConfig())
+    assert second.build is not None and second.build.status == BuildStatus.CACHED
+    assert artifact.stat().st_mtime_ns == mtime
+    # a changed source is rebuilt
+    with (export_dir / "main.cpp").open("a") as fh:
+        fh.write("\n// changed\n")
+    third = aidge_deploy.deploy(export_dir, DeployConfig())
+    assert third.build is not None and third.build.status == BuildStatus.BUILT
+
+
+def test_explicit_build_dir(export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    result = aidge_deploy.deploy(export_factory("benchmark"), DeployConfig(build_dir=tmp_path / "b"))
+    assert result.build is not None and result.build.artifact_path == tmp_path / "b" / "run_export"
+
+
+def _replace_main(export_dir: Path, body: str) -> None:
+    (export_dir / "main.cpp").write_text(
+        "#include <cstdio>\n#include <csignal>\n#include <cstdlib>\n#include <unistd.h>\nint main() {\n" + body + "\n}\n"
+    )
+
+
+def test_build_failure_quotes_compiler_and_keeps_log(export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    export_dir = _copy(export_factory("benchmark"), tmp_path)
+    _replace_main(export_dir, "this is not C++;")
+    with pytest.raises(BuildError) as info:
+        aidge_deploy.deploy(export_dir, DeployConfig())
+    err = info.value
+    assert "error" in err.message and "main.cpp" in err.message  # the compiler's last lines
+    assert err.hint and err.log_path is not None and err.log_path.is_file()
+    assert "this is not C++" in err.log_path.read_text()
+    assert err.stage == "Build"
+
+
+def test_crash_reports_the_signal(export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    export_dir = _copy(export_factory("benchmark"), tmp_path)
+    _replace_main(export_dir, 'std::printf("inference_time: 0.1 ms\\n"); std::fflush(stdout); std::raise(SIGSEGV); return 0;')
+    with pytest.raises(ExecutionError) as info:
+        aidge_deploy.deploy(export_dir, DeployConfig())
+    assert "SIGSEGV" in info.value.message and info.value.hint
+    assert info.value.log_path is not None and "inference_time" in info.value.log_path.read_text()
+
+
+def test_hang_is_killed_at_the_timeout(export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    export_dir = _copy(export_factory("benchmark"), tmp_path)
+    _replace_main(export_dir, 'std::printf("started\\n"); std::fflush(stdout); for (;;) pause(); return 0;')
+    with pytest.raises(ExecutionError) as info:
+        aidge_deploy.deploy(export_dir, DeployConfig(run_timeout=1.0))
+    assert "did not finish within 1 s" in info.value.message and info.value.hint
+    assert info.value.log_path is not None and "started" in info.value.log_path.read_text()
+
+
+def test_nonzero_exit_is_reported(export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    export_dir = _copy(export_factory("benchmark"), tmp_path)
+    _replace_main(export_dir, 'std::fprintf(stderr, "bad input\\n"); return 3;')
+    with pytest.raises(ExecutionError) as info:
+        aidge_deploy.deploy(export_dir, DeployConfig())
+    assert "status 3" in info.value.message and "bad input" in info.value.message
+
+
+def test_garbage_output_is_a_protocol_error_with_log(export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    export_dir = _copy(export_factory("benchmark"), tmp_path)
+    _replace_main(export_dir, 'std::printf("inference_time: 0.1 zero 0.3 ms\\n"); return 0;')
+    with pytest.raises(ProtocolError) as info:
+        aidge_deploy.deploy(export_dir, DeployConfig())
+    assert "zero" in info.value.message
+    assert info.value.log_path is not None and info.value.log_path.is_file()
+
+
+def test_int8_export_runs(export_factory) -> None:  # type: ignore[no-untyped-def]
+    result = aidge_deploy.deploy(export_factory("output", dtype="int8"), DeployConfig())
+    assert isinstance(result.output, list) and result.output[0].size == 10
+
+
+def test_runtime_heuristic_of_aidge_core_gets_a_finite_time(tiny_cnn: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """aidge_core's graph_evaluator deploys an unbuilt export through our deploy()."""
+    import aidge_backend_cpu  # noqa: F401
+    import aidge_core
+    import aidge_onnx
+    from aidge_core.export_utils import graph_evaluator
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AIDGE_INFERENCE_TIME_CACHE", str(tmp_path / "cache.json"))
+    graph = aidge_onnx.load_onnx(str(tiny_cnn))
+    x = aidge_core.Tensor(modelzoo.sample_input((1, 3, 4, 4)))
+    x.set_backend("cpu")
+    graph.set_backend("cpu")
+    graph.compile("cpu", aidge_core.dtype.float32, dims=[[1, 3, 4, 4]])
+    cache = tmp_path / "cache.json"
+    best = graph_evaluator.evaluate_inference_time([graph], target="host", backend="local", memoize=True, cache_file=str(cache))
+    assert best is graph, "the evaluator returns None when deploy() fails"
+    entries = json.loads(cache.read_text())["entries"]
+    (entry,) = entries.values()
+    assert np.isfinite(entry["score"]) and entry["score"] > 0
+    assert entry["mem_peaks"] > 0  # memory_peak_bytes[0]
