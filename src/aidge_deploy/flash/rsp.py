@@ -70,6 +70,8 @@ def decode_rle(data: bytes) -> bytes:
     The byte after an escape character is data, never an RLE marker, so escaped binary
     replies survive the expansion untouched.
     """
+    if b"*" not in data:
+        return data
     out = bytearray()
     i = 0
     while i < len(data):
@@ -160,6 +162,23 @@ class RspTransport:
         del self._buffer[0]
         return byte
 
+    def _read_until(self, terminator: int, deadline: float) -> bytes:
+        """Bytes up to ``terminator`` (consumed, not returned); searches whole chunks at once."""
+        searched = 0
+        while (index := self._buffer.find(terminator, searched)) < 0:
+            searched = len(self._buffer)
+            self._fill(deadline)
+        data = bytes(self._buffer[:index])
+        del self._buffer[: index + 1]
+        return data
+
+    def _read_exact(self, count: int, deadline: float) -> bytes:
+        while len(self._buffer) < count:
+            self._fill(deadline)
+        data = bytes(self._buffer[:count])
+        del self._buffer[:count]
+        return data
+
     def _send_raw(self, data: bytes, deadline: float) -> None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -208,20 +227,18 @@ class RspTransport:
         """Receive one reply packet (RLE-expanded, still escaped) and acknowledge it."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         for _ in range(_RETRANSMITS + 1):
-            while self._read_byte(deadline) != ord("$"):
-                pass  # skip acks, notifications' leftovers and noise between packets
-            body = bytearray()
-            while (byte := self._read_byte(deadline)) != ord("#"):
-                body.append(byte)
-            received = bytes([self._read_byte(deadline), self._read_byte(deadline)])
+            # Skip acks, notifications' leftovers and noise between packets.
+            self._read_until(ord("$"), deadline)
+            body = self._read_until(ord("#"), deadline)
+            received = self._read_exact(2, deadline)
             try:
-                valid = int(received, 16) == checksum(bytes(body))
+                valid = int(received, 16) == checksum(body)
             except ValueError:
                 valid = False
             if valid:
                 if self.ack_mode:
                     self._send_raw(b"+", deadline)
-                return decode_rle(bytes(body))
+                return decode_rle(body)
             _log.debug("RSP %s: bad checksum, asking for a retransmit", self._peer)
             if self.ack_mode:
                 self._send_raw(b"-", deadline)

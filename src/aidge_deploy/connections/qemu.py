@@ -1,0 +1,485 @@
+"""QEMU machine lifecycle for emulated Cortex-M boards, and a one-call run of a firmware.
+
+An emulated board is driven exactly like a real one (reference/emulation.md section 11):
+QEMU starts *halted* (``-S``) with a GDB stub and its UART on a TCP socket; the host
+connects the serial socket first (``wait=on`` holds the guest until then, so no output is
+lost), programs the ELF over the GDB remote protocol with read-back verification, sets
+SP/PC/xPSR from the vector table, detaches (the core runs) and reads the UART until an end
+marker, a semihosting exit or a deadline.
+
+Ports are picked at run time on 127.0.0.1, so several boards run in parallel. QEMU is
+*always* stopped when the ``QemuMachine`` context ends, whether normally, on an error or on
+Ctrl-C (SIGTERM, then SIGKILL after a grace period, then reaped); where ``setpriv`` exists
+QEMU also gets a parent-death signal so even a killed host process leaves no emulator behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from serial import SerialBase
+
+from aidge_deploy.connections.serial_capture import (
+    CaptureOutcome,
+    SerialChannel,
+    close_serial,
+    open_serial,
+)
+from aidge_deploy.errors import ConfigError, ConnectError, ExecutionError, PreflightError
+from aidge_deploy.flash.gdb_remote import FlashReport, GdbRemoteClient, ResetMode, program
+from aidge_deploy.flash.image import load_elf
+from aidge_deploy.protocols.base import Channel
+
+_log = logging.getLogger(__name__)
+
+QEMU_INSTALL_HINT = "install it: apt-get install -y --no-install-recommends qemu-system-arm"
+_LOOPBACK = "127.0.0.1"
+_RETRY_INTERVAL_S = 0.01
+_START_ATTEMPTS = 3
+_BIND_FAILURE = re.compile(r"address already in use|failed to bind|could not connect", re.I)
+_VERSION_RE = re.compile(r"version\s+(\d+\.\d+(?:\.\d+)?)")
+
+
+def find_qemu(binary: str | Path = "qemu-system-arm") -> Path:
+    """Resolve the QEMU binary (a name on PATH or a path); ``PreflightError`` if missing."""
+    text = str(binary)
+    if os.sep in text:
+        path = Path(text)
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        raise PreflightError(
+            f"QEMU binary {path} does not exist or is not executable", QEMU_INSTALL_HINT
+        )
+    found = shutil.which(text)
+    if found is None:
+        raise PreflightError(f"{text} is not installed (not found on PATH)", QEMU_INSTALL_HINT)
+    return Path(found)
+
+
+@functools.lru_cache(maxsize=8)
+def _version_of(path: str) -> str:
+    try:
+        completed = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PreflightError(f"cannot run {path} --version: {exc}", QEMU_INSTALL_HINT) from exc
+    match = _VERSION_RE.search(completed.stdout)
+    if completed.returncode != 0 or match is None:
+        raise PreflightError(
+            f"{path} --version did not report a QEMU version: {completed.stdout.strip()[:200]!r}",
+            QEMU_INSTALL_HINT,
+        )
+    return match.group(1)
+
+
+def qemu_version(binary: str | Path = "qemu-system-arm") -> str:
+    """The QEMU version, e.g. ``"7.2.22"`` (recorded with every emulated result)."""
+    return _version_of(str(find_qemu(binary)))
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((_LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+class QemuMachine:
+    """One halted QEMU machine with a GDB stub and a TCP serial port; stops on exit."""
+
+    def __init__(
+        self,
+        machine: str,
+        log_dir: Path,
+        *,
+        qemu_binary: str | Path = "qemu-system-arm",
+        icount_shift: int | None = None,
+        extra_args: Sequence[str] = (),
+        semihosting: bool = True,
+        guest_errors_log: bool = True,
+        start_timeout_s: float = 10.0,
+        stop_grace_s: float = 2.0,
+    ) -> None:
+        if icount_shift is not None and not 0 <= icount_shift <= 10:
+            raise ConfigError(
+                f"icount shift {icount_shift} is out of range",
+                "use 0..10; shift ≈ log2(1e9 / cpu_hz) gives about one tick per instruction",
+            )
+        self.machine = machine
+        self.log_dir = Path(log_dir)
+        self.qemu_binary = qemu_binary
+        self.icount_shift = icount_shift
+        self.extra_args = tuple(extra_args)
+        self.semihosting = semihosting
+        self.guest_errors_log = guest_errors_log
+        self.start_timeout_s = start_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._serial: SerialBase | None = None
+        self._gdb_port: int | None = None
+        self._serial_port: int | None = None
+        self._command: tuple[str, ...] = ()
+        self._stderr_path: Path | None = None
+        self._guest_log_path: Path | None = None
+        self._exit_status: int | None = None
+        self._stopped_by_host = False
+
+    # -- properties -----------------------------------------------------------------------
+
+    @property
+    def gdb_port(self) -> int:
+        if self._gdb_port is None:
+            raise ExecutionError("QEMU is not running", "start the machine first")
+        return self._gdb_port
+
+    @property
+    def serial_port_number(self) -> int:
+        if self._serial_port is None:
+            raise ExecutionError("QEMU is not running", "start the machine first")
+        return self._serial_port
+
+    @property
+    def serial_url(self) -> str:
+        return f"socket://{_LOOPBACK}:{self.serial_port_number}"
+
+    @property
+    def serial(self) -> SerialBase:
+        """The connected UART (serial0) of the machine."""
+        if self._serial is None:
+            raise ExecutionError("QEMU is not running", "start the machine first")
+        return self._serial
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        return self._command
+
+    @property
+    def stderr_path(self) -> Path | None:
+        """QEMU's own stdout+stderr (start-up errors, 'terminating on signal')."""
+        return self._stderr_path
+
+    @property
+    def guest_log_path(self) -> Path | None:
+        """``-d guest_errors,unimp`` output: why a register reads 0, unimplemented devices."""
+        return self._guest_log_path
+
+    @property
+    def exit_status(self) -> int | None:
+        """QEMU's exit status when it exited by itself (semihosting: 0 ok, 1 error)."""
+        return self._exit_status
+
+    @property
+    def stopped_by_host(self) -> bool:
+        """True when we had to terminate QEMU (its exit status then means nothing)."""
+        return self._stopped_by_host
+
+    def poll(self) -> int | None:
+        """The exit status if QEMU has exited by itself, else ``None``."""
+        if self._process is None:
+            return self._exit_status
+        status = self._process.poll()
+        if status is not None and not self._stopped_by_host:
+            self._exit_status = status
+        return status
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> QemuMachine:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> QemuMachine:
+        """Launch QEMU halted and connect its serial port (wait=on ordering)."""
+        qemu = find_qemu(self.qemu_binary)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for attempt in range(1, _START_ATTEMPTS + 1):
+                if self._launch(qemu):
+                    return self
+                _log.debug("QEMU port collision, retrying (attempt %d)", attempt)
+            raise ExecutionError(
+                f"QEMU could not bind loopback ports after {_START_ATTEMPTS} attempts",
+                "another program keeps taking the ports; see the QEMU log",
+                log_path=self._stderr_path,
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    def _build_command(self, qemu: Path, gdb_port: int, serial_port: int) -> list[str]:
+        command = [
+            str(qemu),
+            "-M",
+            self.machine,
+            "-nographic",
+            "-monitor",
+            "none",
+            "-S",
+            "-gdb",
+            f"tcp:{_LOOPBACK}:{gdb_port}",
+            "-serial",
+            f"tcp:{_LOOPBACK}:{serial_port},server=on,wait=on",
+        ]
+        if self.semihosting:
+            command += ["-semihosting-config", "enable=on,target=native"]
+        if self.icount_shift is not None:
+            command += ["-icount", f"shift={self.icount_shift},align=off,sleep=off"]
+        if self._guest_log_path is not None:
+            command += ["-d", "guest_errors,unimp", "-D", str(self._guest_log_path)]
+        return [*command, *self.extra_args]
+
+    def _launch(self, qemu: Path) -> bool:
+        """Start QEMU once; ``False`` if it lost a race for its ports (caller retries)."""
+        gdb_port = _free_port()
+        serial_port = _free_port()
+        while serial_port == gdb_port:
+            serial_port = _free_port()
+        self._gdb_port, self._serial_port = gdb_port, serial_port
+        stem = f"qemu-{self.machine}-{serial_port}"
+        self._stderr_path = self.log_dir / f"{stem}.stderr.log"
+        self._guest_log_path = self.log_dir / f"{stem}.guest.log" if self.guest_errors_log else None
+        self._command = tuple(self._build_command(qemu, gdb_port, serial_port))
+        setpriv = shutil.which("setpriv")
+        # setpriv execs QEMU with a parent-death signal: no orphan if the host is SIGKILLed.
+        argv = [setpriv, "--pdeathsig", "KILL", *self._command] if setpriv else list(self._command)
+        _log.debug("starting %s", " ".join(self._command))
+        with self._stderr_path.open("wb") as stderr:
+            self._process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches us, and we stop QEMU in order
+            )
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            status = self._process.poll()
+            if status is not None:
+                output = self._stderr_tail()
+                self._process = None
+                if _BIND_FAILURE.search(output):
+                    return False
+                raise ExecutionError(
+                    f"QEMU exited during start-up with status {status}: {output or '(no output)'}",
+                    f"check the machine name ({self.machine!r}; list: qemu-system-arm -M help) "
+                    "and the extra arguments",
+                    log_path=self._stderr_path,
+                )
+            try:
+                self._serial = open_serial(f"socket://{_LOOPBACK}:{serial_port}", timeout_s=1.0)
+                return True
+            except ConnectError:
+                if time.monotonic() >= deadline:
+                    raise ExecutionError(
+                        f"QEMU did not open its serial port within {self.start_timeout_s:g} s",
+                        "the machine is overloaded or QEMU hung at start-up; see the QEMU log",
+                        log_path=self._stderr_path,
+                    ) from None
+                time.sleep(_RETRY_INTERVAL_S)
+
+    def connect_gdb(self, timeout_s: float = 10.0) -> GdbRemoteClient:
+        """A connected RSP client for this machine's GDB stub (retried until it listens)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            client = GdbRemoteClient(timeout=timeout_s)
+            try:
+                client.connect(_LOOPBACK, self.gdb_port)
+                return client
+            except ConnectError:
+                if self.poll() is not None:
+                    raise ExecutionError(
+                        f"QEMU exited before its GDB stub answered: {self._stderr_tail()}",
+                        "see the QEMU log",
+                        log_path=self._stderr_path,
+                    ) from None
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(_RETRY_INTERVAL_S)
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Wait up to ``timeout_s`` for QEMU to exit by itself; its status or ``None``."""
+        if self._process is None:
+            return self._exit_status
+        try:
+            self._process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.poll()
+
+    def stop(self) -> int | None:
+        """Stop QEMU (SIGTERM, SIGKILL after the grace period) and reap it. Idempotent."""
+        process, self._process = self._process, None
+        serial_port, self._serial = self._serial, None
+        try:
+            if process is not None:
+                status = process.poll()
+                if status is None:
+                    self._stopped_by_host = True
+                    self._terminate(process)
+                else:
+                    self._exit_status = status
+        finally:
+            if serial_port is not None:
+                close_serial(serial_port)
+        return self._exit_status
+
+    def _terminate(self, process: subprocess.Popen[bytes]) -> None:
+        try:
+            process.terminate()
+            process.wait(self.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            _log.warning("QEMU (pid %d) ignored SIGTERM; killing it", process.pid)
+            process.kill()
+            process.wait(10)
+        except BaseException:
+            # Interrupted while waiting (Ctrl-C): never leave the emulator behind.
+            process.kill()
+            process.wait(10)
+            raise
+
+    def _stderr_tail(self, limit: int = 2000) -> str:
+        if self._stderr_path is None or not self._stderr_path.exists():
+            return ""
+        return self._stderr_path.read_text(errors="replace")[-limit:].strip()
+
+
+# -- one-call run -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QemuRun:
+    """The result of ``run_firmware``."""
+
+    machine: str
+    outcome: CaptureOutcome
+    text: str
+    raw: bytes
+    matched_marker: str | None
+    reason: str
+    #: QEMU's own exit status when it exited by itself (semihosting 0 ok / 1 error), else None
+    exit_status: int | None
+    stopped_by_host: bool
+    flash: FlashReport
+    #: what the interactive driver returned (None for plain runs)
+    session_result: str | None
+    uart_log: Path
+    qemu_log: Path | None
+    guest_log: Path | None
+    qemu_version: str
+    icount_shift: int | None
+    startup_s: float
+    flash_s: float
+    run_s: float
+    duration_s: float
+
+
+def run_firmware(
+    machine: str,
+    elf: Path,
+    *,
+    end_markers: Sequence[str] | str,
+    timeout_s: float,
+    log_path: Path,
+    icount_shift: int | None = None,
+    interactive: Callable[[Channel], str] | None = None,
+    qemu_binary: str | Path = "qemu-system-arm",
+    extra_args: Sequence[str] = (),
+    log_dir: Path | None = None,
+    inactivity_timeout_s: float | None = None,
+    verify: bool = True,
+    flash_timeout_s: float = 10.0,
+    exit_wait_s: float = 2.0,
+    linger_s: float = 0.5,
+    on_line: Callable[[str], None] | None = None,
+) -> QemuRun:
+    """Start QEMU halted, flash ``elf`` over RSP (verified), run it and capture its UART.
+
+    Capture stops on an end marker, the semihosting exit (end of stream) or ``timeout_s``
+    after the core starts; with ``interactive`` the driver talks over the channel first and
+    the capture then continues to the end marker. QEMU is stopped in every case; the UART
+    log is at ``log_path`` even when an exception escapes. A ``TIMEOUT`` outcome is returned,
+    not raised: the caller turns it into ``CaptureError`` with the log path.
+    """
+    started = time.monotonic()
+    image = load_elf(Path(elf))
+    version = qemu_version(qemu_binary)
+    qemu_logs = Path(log_dir) if log_dir is not None else Path(log_path).parent
+    with QemuMachine(
+        machine,
+        qemu_logs,
+        qemu_binary=qemu_binary,
+        icount_shift=icount_shift,
+        extra_args=extra_args,
+    ) as qemu:
+        with SerialChannel(qemu.serial, Path(log_path), on_line=on_line) as channel:
+            booted = time.monotonic()
+            with qemu.connect_gdb(flash_timeout_s) as gdb:
+                report = program(gdb, image, verify=verify, reset=ResetMode.VECTOR)
+            running = time.monotonic()
+            session_result = interactive(channel) if interactive is not None else None
+            remaining = max(running + timeout_s - time.monotonic(), 1.0)
+            result = channel.capture(
+                end_markers=end_markers,
+                timeout_s=remaining,
+                inactivity_timeout_s=inactivity_timeout_s,
+                linger_s=linger_s,
+            )
+            finished = time.monotonic()
+            # After END a semihosting firmware exits within microseconds of emulated time;
+            # give it a moment so its exit status is QEMU's own, not our SIGTERM's.
+            if channel.at_eof:
+                qemu.wait(exit_wait_s)
+        qemu.stop()
+        return QemuRun(
+            machine=machine,
+            outcome=result.outcome,
+            text=result.text,
+            raw=result.raw,
+            matched_marker=result.matched_marker,
+            reason=result.reason,
+            exit_status=qemu.exit_status,
+            stopped_by_host=qemu.stopped_by_host,
+            flash=report,
+            session_result=session_result,
+            uart_log=result.log_path,
+            qemu_log=qemu.stderr_path,
+            guest_log=qemu.guest_log_path,
+            qemu_version=version,
+            icount_shift=icount_shift,
+            startup_s=booted - started,
+            flash_s=running - booted,
+            run_s=finished - running,
+            duration_s=time.monotonic() - started,
+        )
+
+
+__all__ = [
+    "QEMU_INSTALL_HINT",
+    "QemuMachine",
+    "QemuRun",
+    "find_qemu",
+    "qemu_version",
+    "run_firmware",
+]
