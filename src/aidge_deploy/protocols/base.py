@@ -50,6 +50,8 @@ class ProtocolResult:
     layer_times_ms: Mapping[str, float] | None = None
     layer_cycles: Mapping[str, int] | None = None
     predictions: tuple[int, ...] | None = None
+    #: labels the program printed itself (``aidge-stdout/v1`` built with ``labels``)
+    labels: tuple[int, ...] | None = None
     validation_metrics: tuple[float, ...] | None = None
     mlperf: MlperfResult | None = None
     #: side-channel notices (aidge_cmp, SAVE_OUTPUTS, board diagnostics), in order
@@ -83,6 +85,10 @@ class SessionRequest:
     nb_iterations: int | None = None  # MLPerf: infer N
     nb_warmup: int | None = None  # MLPerf: warm-up W
     line_timeout_s: float = 30.0
+    #: silence allowed while the firmware runs its timed loop (validation phase 2, MLPerf
+    #: ``infer``), which prints nothing for nb_iterations x max(10, nb_iterations) forwards;
+    #: ``None`` means ``line_timeout_s``
+    benchmark_timeout_s: float | None = None
 
 
 @runtime_checkable

@@ -52,4 +52,8 @@ def list_protocols() -> list[OutputProtocol]:
 
 def _load_builtin() -> None:
     # Imported lazily so that the registry module has no import cycle with the parsers.
-    from aidge_deploy.protocols import mlperf, stdout, uart  # noqa: F401
+    # (``import a.b.c`` rather than ``from a.b import c``: mypy reports the latter as a
+    # missing attribute inside this import cycle.)
+    import aidge_deploy.protocols.mlperf
+    import aidge_deploy.protocols.stdout
+    import aidge_deploy.protocols.uart  # noqa: F401
