@@ -55,7 +55,17 @@ def build_firmware(board: str, variant: Variant, out_dir: Path) -> Path:
     linker_script = out_dir / f"{stem}.ld"
     elf = out_dir / f"{stem}.elf"
     subprocess.run(
-        [gcc, "-E", "-P", "-x", "c", *defines, str(SOURCE_DIR / "link.ld.S"), "-o", str(linker_script)],
+        [
+            gcc,
+            "-E",
+            "-P",
+            "-x",
+            "c",
+            *defines,
+            str(SOURCE_DIR / "link.ld.S"),
+            "-o",
+            str(linker_script),
+        ],
         check=True,
         capture_output=True,
         timeout=60,
