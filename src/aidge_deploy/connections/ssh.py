@@ -1,0 +1,361 @@
+"""SSH connection to a Linux board (Raspberry Pi, Jetson, ...): run, upload, download.
+
+Why this module exists: it is the one object the SBC deploy targets talk to. It is built on
+asyncssh (fast, real ssh_config support, SSH signals, concurrent streams) and offers
+``AsyncSshConnection`` for async callers and ``SshConnection``, a small synchronous facade for
+the synchronous deploy pipeline. Policy lives here: connecting and idempotent reads (download,
+home) are retried after a reconnect, a command run is never retried, and every failure becomes
+a typed error (``ConnectError``, ``TransferError``, ``ExecutionError``) saying what was being
+done, where the partial log is, and what to check. The pieces live in ``ssh_settings``
+(what to connect to), ``ssh_connect`` (connect + host keys + auth), ``ssh_exec`` (one remote
+command) and ``ssh_transfer`` (SFTP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import asyncssh
+
+from aidge_deploy.connections.ssh_connect import open_connection
+from aidge_deploy.connections.ssh_exec import (
+    ConnectionLostDuringRun,
+    LineSink,
+    RemoteRunResult,
+    reap_command,
+    run_remote,
+)
+from aidge_deploy.connections.ssh_settings import SshSettings
+from aidge_deploy.connections.ssh_transfer import (
+    DEFAULT_EXCLUDE,
+    FileSentCallback,
+    TransferConnectionLost,
+    TransferReport,
+    download,
+    remove_tree,
+    transfer_error,
+    upload_dir,
+)
+from aidge_deploy.errors import ConnectError, ExecutionError
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_REAP_TIMEOUT_S = 10.0
+
+
+class AsyncSshConnection:
+    """One SSH connection to a board (asyncio API). Reconnects lazily after a drop."""
+
+    def __init__(self, settings: SshSettings) -> None:
+        self.settings = settings
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._active: set[asyncssh.SSHClientProcess[Any]] = set()
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "not connected"
+        return f"AsyncSshConnection({self.target}, {state})"
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    @property
+    def target(self) -> str:
+        """``user@host:port`` as resolved by the live connection (settings before that)."""
+        if self._conn is None:
+            return self.settings.label
+        user = self._conn.get_extra_info("username") or self.settings.user or "?"
+        peer = self._conn.get_extra_info("peername") or (self.settings.host, self.settings.port)
+        return f"{user}@{peer[0]}:{peer[1]}"
+
+    async def connect(self) -> None:
+        """Open the connection if it is not open (idempotent)."""
+        if not self.connected:
+            self._conn = await open_connection(self.settings)
+            _log.info("Connected to %s", self.target)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._conn.wait_closed(), timeout=5.0)
+            self._conn = None
+
+    async def _live(self) -> asyncssh.SSHClientConnection:
+        await self.connect()
+        if self._conn is None:  # connect() either sets it or raises
+            raise ConnectError(f"Not connected to {self.target}", stage="connect")
+        return self._conn
+
+    async def _reap(self, token: str) -> bool:
+        """Kill leftovers of a run (by token), reconnecting once if needed."""
+        try:
+            async with asyncio.timeout(_REAP_TIMEOUT_S + self.settings.connect_timeout_s):
+                conn = await self._live()  # reconnects after a drop
+                await conn.run(reap_command(token), check=False)
+            return True
+        except (asyncssh.Error, OSError, TimeoutError, ConnectError) as exc:
+            _log.warning("Could not stop remote processes of %s on %s: %s", token, self.target, exc)
+            return False
+
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        stdout_sink: LineSink | None = None,
+        stderr_sink: LineSink | None = None,
+        log_path: Path | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> RemoteRunResult:
+        """Run ``command`` (a shell line) on the board; never retried.
+
+        A non-zero exit or a timeout is a *result* (see ``RemoteRunResult.timed_out``); a lost
+        connection or an unopenable session raises ``ExecutionError`` with the partial log.
+        """
+        conn = await self._live()
+        limit = timeout_s if timeout_s is not None else self.settings.command_timeout_s
+        what = f"running `{command}` on {self.target}"
+        try:
+            return await run_remote(
+                conn,
+                command,
+                target=self.target,
+                timeout_s=limit,
+                kill_after_s=self.settings.kill_after_s,
+                reaper=self._reap,
+                stdout_sink=stdout_sink,
+                stderr_sink=stderr_sink,
+                log_path=log_path,
+                cwd=cwd,
+                env=env,
+            )
+        except ConnectionLostDuringRun as lost:
+            leftovers = (
+                "its remote processes were stopped after reconnecting"
+                if lost.reaped
+                else f"its remote processes could not be stopped and end at the remote "
+                f"timeout ({limit:g} s); check with `pgrep -af {lost.token}` on the board"
+            )
+            raise ExecutionError(
+                f"Connection lost after {lost.partial.duration_s:.1f} s while {what}; {leftovers}",
+                "Check the board's power and network (a reboot or an out-of-memory kill of "
+                "sshd also drops the session); the output received so far is in the log.",
+                log_path=log_path,
+                stage="execute",
+            ) from None
+        except asyncssh.ChannelOpenError as exc:
+            raise ExecutionError(
+                f"The board refused to open a session while {what}: {exc}",
+                "Check MaxSessions in the board's sshd_config and that the account has a "
+                "valid shell.",
+                log_path=log_path,
+                stage="execute",
+            ) from None
+
+    async def _sftp_op(self, doing: str, op: Callable[[asyncssh.SFTPClient], Awaitable[_T]]) -> _T:
+        conn = await self._live()
+        try:
+            async with asyncio.timeout(self.settings.transfer_timeout_s):
+                async with conn.start_sftp_client() as sftp:
+                    return await op(sftp)
+        except (asyncssh.Error, OSError, TimeoutError) as exc:  # opening the SFTP channel
+            raise transfer_error(
+                exc, doing=doing, target=self.target, remote="", done="nothing transferred"
+            ) from None
+
+    async def _idempotent(
+        self, doing: str, op: Callable[[asyncssh.SFTPClient], Awaitable[_T]]
+    ) -> _T:
+        """An SFTP read that may be repeated: retry after reconnecting on a drop."""
+        attempts = self.settings.connect_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._sftp_op(doing, op)
+            except TransferConnectionLost:
+                if attempt == attempts:
+                    raise
+                _log.info(
+                    "Connection lost while %s; reconnecting (%d/%d)", doing, attempt, attempts
+                )
+                await asyncio.sleep(self.settings.retry_backoff_s * 2 ** (attempt - 1))
+        raise ConnectError(f"Gave up {doing}", stage="transfer")  # unreachable: loop raises
+
+    async def upload_dir(
+        self,
+        local: Path,
+        remote: str,
+        *,
+        exclude: Sequence[str] = DEFAULT_EXCLUDE,
+        on_file: FileSentCallback | None = None,
+    ) -> TransferReport:
+        """Mirror ``local`` into ``remote``, sending only changed files (not retried)."""
+        return await self._sftp_op(
+            f"uploading {local} to {remote}",
+            lambda sftp: upload_dir(
+                sftp, local, remote, target=self.target, exclude=exclude, on_file=on_file
+            ),
+        )
+
+    async def download(self, remote: str, local: Path) -> TransferReport:
+        """Copy a remote file or tree to ``local``; retried after a reconnect."""
+        return await self._idempotent(
+            f"downloading {remote}",
+            lambda sftp: download(sftp, remote, local, target=self.target),
+        )
+
+    async def remove_tree(self, remote: str) -> bool:
+        """Remove a remote file or tree; ``False`` if absent. Refuses ``/`` and home."""
+        return await self._sftp_op(
+            f"removing {remote}", lambda sftp: remove_tree(sftp, remote, target=self.target)
+        )
+
+    async def home(self) -> str:
+        """The board user's home directory (absolute)."""
+
+        async def realpath(sftp: asyncssh.SFTPClient) -> str:
+            path = await sftp.realpath(".")
+            return path.decode() if isinstance(path, bytes) else str(path)
+
+        return await self._idempotent("reading the home directory", realpath)
+
+
+class SshConnection:
+    """Synchronous facade over ``AsyncSshConnection`` for the deploy pipeline.
+
+    Use as a context manager. It owns a private event loop (``asyncio.Runner``), so it must
+    not be used from inside a running event loop (use ``AsyncSshConnection`` there). Ctrl-C
+    during ``run`` stops the remote process before ``KeyboardInterrupt`` propagates.
+    """
+
+    def __init__(self, settings: SshSettings) -> None:
+        self.settings = settings
+        self._async = AsyncSshConnection(settings)
+        self._runner: asyncio.Runner | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    def __repr__(self) -> str:
+        state = "connected" if self._async.connected else "not connected"
+        return f"SshConnection({self._async.target}, {state})"
+
+    @property
+    def target(self) -> str:
+        return self._async.target
+
+    @property
+    def connected(self) -> bool:
+        return self._async.connected
+
+    async def _tracked(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        self._task = asyncio.current_task()
+        return await coro
+
+    def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        try:
+            return self._runner.run(self._tracked(coro))
+        except KeyboardInterrupt:
+            # asyncio.Runner turns SIGINT into a cancellation of the task, and run_remote
+            # answers that by stopping the remote process. If the interrupt was raised some
+            # other way (custom SIGINT handler), the task is still pending: cancel it and let
+            # it clean up the same way before propagating.
+            task = self._task
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    self._runner.get_loop().run_until_complete(task)
+            raise
+        finally:
+            self._task = None
+
+    def connect(self) -> Self:
+        self._call(self._async.connect())
+        return self
+
+    def close(self) -> None:
+        if self._runner is None:
+            return
+        try:
+            self._runner.run(self._async.close())
+        finally:
+            self._runner.close()
+            self._runner = None
+
+    def __enter__(self) -> Self:
+        try:
+            return self.connect()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def run(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        stdout_sink: LineSink | None = None,
+        stderr_sink: LineSink | None = None,
+        log_path: Path | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> RemoteRunResult:
+        """See ``AsyncSshConnection.run``."""
+        return self._call(
+            self._async.run(
+                command,
+                timeout_s=timeout_s,
+                stdout_sink=stdout_sink,
+                stderr_sink=stderr_sink,
+                log_path=log_path,
+                cwd=cwd,
+                env=env,
+            )
+        )
+
+    def upload_dir(
+        self,
+        local: Path,
+        remote: str,
+        *,
+        exclude: Sequence[str] = DEFAULT_EXCLUDE,
+        on_file: FileSentCallback | None = None,
+    ) -> TransferReport:
+        """See ``AsyncSshConnection.upload_dir``."""
+        return self._call(self._async.upload_dir(local, remote, exclude=exclude, on_file=on_file))
+
+    def download(self, remote: str, local: Path) -> TransferReport:
+        """See ``AsyncSshConnection.download``."""
+        return self._call(self._async.download(remote, local))
+
+    def remove_tree(self, remote: str) -> bool:
+        """See ``AsyncSshConnection.remove_tree``."""
+        return self._call(self._async.remove_tree(remote))
+
+    def home(self) -> str:
+        """See ``AsyncSshConnection.home``."""
+        return self._call(self._async.home())
+
+
+__all__ = [
+    "AsyncSshConnection",
+    "RemoteRunResult",
+    "SshConnection",
+    "SshSettings",
+    "TransferReport",
+]
