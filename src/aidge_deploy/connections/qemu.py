@@ -89,6 +89,24 @@ def qemu_version(binary: str | Path = "qemu-system-arm") -> str:
     return _version_of(str(find_qemu(binary)))
 
 
+def _listening(port: int) -> bool | None:
+    """Whether something listens on 127.0.0.1:``port`` (``None`` where /proc is missing).
+
+    Read from /proc/net/tcp instead of probing with a connection: QEMU's gdbstub takes a
+    single client, and a probe would use it up.
+    """
+    try:
+        table = Path("/proc/net/tcp").read_text()
+    except OSError:
+        return None
+    wanted = f"0100007F:{port:04X}"
+    for row in table.splitlines()[1:]:
+        fields = row.split()
+        if len(fields) > 3 and fields[1] == wanted and fields[3] == "0A":  # 0A = LISTEN
+            return True
+    return False
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((_LOOPBACK, 0))
@@ -279,6 +297,9 @@ class QemuMachine:
             if status is not None:
                 output = self._stderr_tail()
                 self._process = None
+                if self._serial is not None:
+                    close_serial(self._serial)
+                    self._serial = None
                 if _BIND_FAILURE.search(output):
                     return False
                 raise ExecutionError(
@@ -288,16 +309,21 @@ class QemuMachine:
                     log_path=self._stderr_path,
                 )
             try:
-                self._serial = open_serial(f"socket://{_LOOPBACK}:{serial_port}", timeout_s=1.0)
-                return True
+                if self._serial is None:
+                    self._serial = open_serial(f"socket://{_LOOPBACK}:{serial_port}", timeout_s=1.0)
+                # QEMU opens the GDB stub only once the serial client is in (wait=on);
+                # returning before it listens would hand out a port that refuses.
+                if _listening(gdb_port) is not False:
+                    return True
             except ConnectError:
-                if time.monotonic() >= deadline:
-                    raise ExecutionError(
-                        f"QEMU did not open its serial port within {self.start_timeout_s:g} s",
-                        "the machine is overloaded or QEMU hung at start-up; see the QEMU log",
-                        log_path=self._stderr_path,
-                    ) from None
-                time.sleep(_RETRY_INTERVAL_S)
+                pass
+            if time.monotonic() >= deadline:
+                raise ExecutionError(
+                    f"QEMU did not open its serial and GDB ports within {self.start_timeout_s:g} s",
+                    "the machine is overloaded or QEMU hung at start-up; see the QEMU log",
+                    log_path=self._stderr_path,
+                )
+            time.sleep(_RETRY_INTERVAL_S)
 
     def connect_gdb(self, timeout_s: float = 10.0) -> GdbRemoteClient:
         """A connected RSP client for this machine's GDB stub (retried until it listens)."""
