@@ -49,9 +49,9 @@ def split_lines(text: str) -> list[Line]:
 
 _FLOAT_RE = re.compile(
     r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan(?:\([0-9A-Za-z_]*\))?)",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
-_INT_RE = re.compile(r"[-+]?\d+")
+_INT_RE = re.compile(r"[-+]?\d+", re.ASCII)
 
 
 def parse_float_token(token: str) -> float | None:
@@ -366,6 +366,16 @@ def to_output_array(
                     f"outside [{info_min}, {info_max}]",
                     "The program printed a value its output type cannot hold; the manifest "
                     "does not describe this program, or the capture is corrupted.",
+                    line,
+                    log_path,
+                )
+    if spec.dtype.kind == "f" and spec.dtype.itemsize < 8:
+        finfo = np.finfo(spec.dtype)
+        for value in values:
+            if abs(value) > float(finfo.max) and abs(value) != float("inf"):
+                raise protocol_error(
+                    f"Output {spec.name!r} ({spec.c_type}) got {value!r}, beyond its range",
+                    "A float output cannot print such a value; the capture is corrupted.",
                     line,
                     log_path,
                 )
