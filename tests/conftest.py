@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 if (Path(__file__).parent / "boards.py").exists():
     pytest_plugins = ["boards"]
 
-import modelzoo  # noqa: E402
+import modelzoo
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -45,12 +45,20 @@ ExportFactory = Callable[..., object]
 
 
 @pytest.fixture(scope="session")
-def export_factory(tmp_path_factory: pytest.TempPathFactory, tiny_cnn: Path, tiny_input: np.ndarray) -> ExportFactory:
+def export_factory(
+    tmp_path_factory: pytest.TempPathFactory, tiny_cnn: Path, tiny_input: np.ndarray
+) -> ExportFactory:
     """``export_factory(kind, target="host", dtype="float32", **app)`` -> ExportArtifact (cached)."""
     cache: dict[tuple[object, ...], object] = {}
     root = tmp_path_factory.mktemp("exports")
 
-    def make(kind: str, target: str = "host", dtype: str = "float32", model: Path | None = None, **app: object) -> object:
+    def make(
+        kind: str,
+        target: str = "host",
+        dtype: str = "float32",
+        model: Path | None = None,
+        **app: object,
+    ) -> object:
         key = (kind, target, dtype, model, tuple(sorted(app.items())))
         if key not in cache:
             cache[key] = export_with_aidge(

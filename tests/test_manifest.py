@@ -97,7 +97,9 @@ def test_runtime_defaults_hydrated_from_application_config(export_factory) -> No
     assert settings.benchmark.nb_iterations == 7 and settings.benchmark.nb_warmup == 3
     assert settings.benchmark.profiling is True and settings.tinyml is False
     explicit = BenchmarkConfig(nb_iterations=99)
-    assert hydrate_runtime(DeployConfig(benchmark=explicit), artifact.manifest).benchmark is explicit
+    assert (
+        hydrate_runtime(DeployConfig(benchmark=explicit), artifact.manifest).benchmark is explicit
+    )
     # the firmware's real iteration count still comes from the manifest
     assert hydrate_runtime(DeployConfig(benchmark=explicit), artifact.manifest).nb_iterations == 7
 

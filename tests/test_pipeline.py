@@ -20,8 +20,13 @@ STAGES = SRC / "aidge_deploy" / "pipeline" / "stages"
 
 def _ctx(tmp_path: Path) -> PipelineContext:
     manifest = ExportManifest(
-        target="host", execution_domain="linux", environment="linux", build_system="cmake",
-        application="benchmark", expected_artifact="build/run_export", protocol="aidge-stdout-benchmark/v1",
+        target="host",
+        execution_domain="linux",
+        environment="linux",
+        build_system="cmake",
+        application="benchmark",
+        expected_artifact="build/run_export",
+        protocol="aidge-stdout-benchmark/v1",
     )
     return PipelineContext(DeployConfig(), ExportArtifact(tmp_path, manifest), tmp_path)
 
@@ -41,21 +46,36 @@ def test_no_assert_narrowing_of_context_fields_in_src() -> None:
 
 def test_the_guard_itself_catches_an_assert() -> None:
     fields = "|".join(PRODUCERS)
-    assert re.search(rf"assert\s+(?:self\.)?ctx\.({fields})\s+is\s+not\s+None", "    assert ctx.build_result is not None")
+    assert re.search(
+        rf"assert\s+(?:self\.)?ctx\.({fields})\s+is\s+not\s+None",
+        "    assert ctx.build_result is not None",
+    )
 
 
 def test_every_producer_stage_writes_its_field() -> None:
     stage_sources = {p.stem: p.read_text() for p in STAGES.glob("*.py")}
-    names = {type(s).__name__.removesuffix("Stage"): type(s).__module__.rsplit(".", 1)[-1] for s in build_default_pipeline().stages}
+    names = {
+        type(s).__name__.removesuffix("Stage"): type(s).__module__.rsplit(".", 1)[-1]
+        for s in build_default_pipeline().stages
+    }
     for field, producer in PRODUCERS.items():
         assert producer in names, f"{producer} is not in the default pipeline"
-        assert re.search(rf"ctx\.{field}\s*=", stage_sources[names[producer]]), f"{producer} never sets ctx.{field}"
+        assert re.search(rf"ctx\.{field}\s*=", stage_sources[names[producer]]), (
+            f"{producer} never sets ctx.{field}"
+        )
 
 
-@pytest.mark.parametrize("accessor,field", [
-    ("resolved_target", "target"), ("built", "build_result"), ("executed", "execution"),
-    ("parsed_output", "parsed"), ("deploy_result", "result"), ("prepared_context", "deploy_context"),
-])
+@pytest.mark.parametrize(
+    "accessor,field",
+    [
+        ("resolved_target", "target"),
+        ("built", "build_result"),
+        ("executed", "execution"),
+        ("parsed_output", "parsed"),
+        ("deploy_result", "result"),
+        ("prepared_context", "deploy_context"),
+    ],
+)
 def test_accessor_names_field_and_producer(tmp_path: Path, accessor: str, field: str) -> None:
     with pytest.raises(PipelineError) as info:
         getattr(_ctx(tmp_path), accessor)
@@ -114,7 +134,10 @@ def test_progress_events_and_durations(tmp_path: Path) -> None:
 
     PipelineRunner([_Skipped(), _Ok()]).run(ctx)
     assert [(e.stage, e.kind) for e in events] == [
-        ("Skipped", ProgressKind.SKIP), ("Ok", ProgressKind.START), ("Ok", ProgressKind.STATUS), ("Ok", ProgressKind.DONE)
+        ("Skipped", ProgressKind.SKIP),
+        ("Ok", ProgressKind.START),
+        ("Ok", ProgressKind.STATUS),
+        ("Ok", ProgressKind.DONE),
     ]
     assert "Ok" in ctx.stage_durations_ms
 
@@ -122,4 +145,9 @@ def test_progress_events_and_durations(tmp_path: Path) -> None:
 def test_default_pipeline_is_flat_and_ordered() -> None:
     names = [s.name for s in build_default_pipeline().stages]
     assert names[:4] == ["Preflight", "ResolveTarget", "Prepare", "Build"]
-    assert names.index("InspectBinary") < names.index("Flash") < names.index("Execute") < names.index("ParseOutput")
+    assert (
+        names.index("InspectBinary")
+        < names.index("Flash")
+        < names.index("Execute")
+        < names.index("ParseOutput")
+    )

@@ -1,0 +1,50 @@
+"""Shared helpers of the benchmarks: real exports made on the spot, timing by medians."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import modelzoo  # noqa: E402
+from conftest import export_with_aidge  # noqa: E402
+
+
+def make_export(tmp: Path, kind: str = "benchmark", target: str = "host", **app: object) -> object:
+    model = modelzoo.tiny_cnn(tmp / "tiny_cnn.onnx")
+    x = modelzoo.sample_input((1, 3, 4, 4))
+    return export_with_aidge(
+        model,
+        tmp / f"export_{target}_{kind}",
+        target=target,
+        kind=kind,
+        dtype="float32",
+        x=x,
+        **app,
+    )
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def median_of(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def report(
+    title: str, rows: list[tuple[str, float]], ratios: list[tuple[str, float, float]]
+) -> None:
+    print(f"\n== {title} ==")
+    for name, seconds in rows:
+        print(f"  {name:<28} {seconds * 1000:9.1f} ms")
+    for name, ratio, target in ratios:
+        verdict = "OK" if ratio <= target else "OVER TARGET"
+        print(f"  {name:<28} {ratio:9.3f}x   (target <= {target}x)  {verdict}")
