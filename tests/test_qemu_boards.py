@@ -254,28 +254,39 @@ def nhwc_line(x_nchw: np.ndarray) -> bytes:
     return (" ".join(f"{v:.9g}" for v in values) + "\n").encode()
 
 
-def drive_validation(session: QemuSession, samples: list[np.ndarray]) -> None:
+def drive_validation(session: QemuSession, samples: list[np.ndarray]) -> list[bytes]:
     """Answer each ``READY <i>`` with sample ``i``, as the host side of the protocol."""
+    sent = []
     for index, sample in enumerate(samples):
         session.wait_for(f"READY {index}\n".encode())
-        session.send(nhwc_line(sample))
+        line = nhwc_line(sample)
+        session.send(line)
+        sent.append(line)
+    return sent
 
 
-def drive_tinyml(session: QemuSession, payload: bytes, *, chunk: int = 32) -> None:
+def drive_tinyml(session: QemuSession, payload: bytes, *, chunk: int = 32) -> list[bytes]:
     """EEMBC session: name, profile, db load, db <hex> chunks, infer 3 1, results.
 
-    Each command ends with ``%`` and is acknowledged by one more ``m-ready``.
+    Each command ends with ``%`` and is acknowledged by one more ``m-ready``. Returns the
+    commands sent.
     """
+    assert chunk <= 62, "db <hex> commands must stay within the 128-char command buffer"
     session.wait_for(b"m-ready")
     commands = [b"name%", b"profile%", f"db load {len(payload)}%".encode()]
-    assert chunk <= 62, "db <hex> commands must stay within the 128-char command buffer"
     commands += [
         b"db " + payload[i : i + chunk].hex().encode() + b"%" for i in range(0, len(payload), chunk)
     ]
     commands += [b"infer 3 1%", b"results%"]
-    for sent, command in enumerate(commands, start=1):
+    for count, command in enumerate(commands, start=2):
         session.send(command)
-        session.wait_for(b"m-ready", count=sent + 1)
+        session.wait_for(b"m-ready", count=count)
+    return commands
+
+
+def tinyml_payload(size: int, seed: int = 5) -> bytes:
+    """Input bytes for ``db``: small values, so the softmax of the logits is not one-hot."""
+    return bytes(np.random.default_rng(seed).integers(0, 3, size, dtype=np.uint8))
 
 
 def parse_output_values(raw: bytes, name: str) -> np.ndarray:
@@ -645,7 +656,7 @@ def test_tinyml_session(built: BuildFactory, tiny_model: Path, name: str) -> Non
     project = built(name, "benchmark", tinymlbenchmark=True, nb_warmup=1, nb_iterations=3)
     assert project.manifest["protocol"] == "mlperf-tiny-uart/v1"
     size = project.manifest["inputs"][0]["size"]
-    payload = bytes(np.random.default_rng(5).integers(0, 256, size, dtype=np.uint8))
+    payload = tinyml_payload(size)
     with QemuSession(project.board, project.elf, interactive=True) as session:
         drive_tinyml(session, payload)
         raw = session.raw
