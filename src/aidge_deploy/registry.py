@@ -126,6 +126,8 @@ _BUILTIN_MODULES = (
     "aidge_deploy.boards.host.local",
     "aidge_deploy.boards.sbc.targets",
     "aidge_deploy.boards.baremetal.qemu.targets",
+    "aidge_deploy.boards.baremetal.stm32.targets",
+    "aidge_deploy.boards.baremetal.alif.targets",
 )
 
 

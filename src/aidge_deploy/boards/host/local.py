@@ -63,7 +63,7 @@ class HostLocalTarget(DeployTarget):
     """Build with CMake in a content-keyed cache and run the program with a timeout."""
 
     timing_provenance: ClassVar[Provenance] = Provenance.HOST
-    description: ClassVar[str] = "this machine, native build and run"
+    description: ClassVar[str] = "native build + run"
 
     def preflight(self) -> list[ToolCheck]:
         return [tool_check("cmake", "cmake"), tool_check("c++", "g++"), tool_check("make", "make")]

@@ -1,0 +1,169 @@
+"""What every bare-metal (Make + UART) target shares: build, sessions, capture, parsing.
+
+Subclasses bring the mechanics that differ — how the firmware gets into the device and how
+its UART is reached (a QEMU board's TCP socket, a probe-attached board's tty) — by opening a
+``SerialChannel`` in ``flash()``; this base then runs the session and captures to the end.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from aidge_deploy.boards.baremetal.layout import to_exported_layout
+from aidge_deploy.boards.baremetal.runtime import RuntimeConfig, resolve_runtime_config
+from aidge_deploy.buildsys import build_export, plan_build
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult, SerialChannel
+from aidge_deploy.errors import CaptureError, ExecutionError, PipelineError
+from aidge_deploy.protocols.base import OutputProtocol, ProtocolResult, SessionRequest
+from aidge_deploy.protocols.registry import get_protocol
+from aidge_deploy.registry import DeployTarget, ToolCheck
+from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult
+
+
+def which_check(name: str, apt: str) -> ToolCheck:
+    path = shutil.which(name)
+    return ToolCheck(
+        name,
+        path is not None,
+        path or "not found",
+        None if path else f"apt-get install --no-install-recommends {apt}",
+    )
+
+
+class BareMetalTarget(DeployTarget):
+    """Make-built firmware whose results come back over a UART."""
+
+    default_flash_method: ClassVar[str | None] = None
+    #: seconds of capture when neither the config nor the manifest says otherwise
+    default_capture_s: ClassVar[float] = 120.0
+
+    def __init__(self, config: DeployConfig | None = None) -> None:
+        super().__init__(config)
+        self._channel: SerialChannel | None = None
+
+    # -- the exporter's contract ------------------------------------------------------------
+
+    def resolve_runtime_config(
+        self, export_path: Path, deploy_config: DeployConfig | None = None
+    ) -> RuntimeConfig:
+        """UART/probe settings the published exporter reads at firmware compile time."""
+        return resolve_runtime_config(
+            Path(export_path),
+            deploy_config if deploy_config is not None else self.config,
+            default_flash_method=self.default_flash_method,
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def preflight(self) -> list[ToolCheck]:
+        return [
+            which_check("make", "make"),
+            which_check("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
+            which_check("arm-none-eabi-g++", "libstdc++-arm-none-eabi-newlib"),
+        ]
+
+    def prepare(self, ctx: DeployContext) -> None:
+        ctx.log_dir.mkdir(parents=True, exist_ok=True)
+
+    def build(self, ctx: DeployContext) -> BuildResult:
+        plan = plan_build(ctx.artifact, self.config.build_dir, jobs=self.config.build_jobs)
+        return build_export(ctx.artifact, plan, ctx.log_dir / "build.log")
+
+    def protocol(self, ctx: DeployContext) -> OutputProtocol:
+        return get_protocol(ctx.artifact.manifest.protocol)
+
+    def end_markers(self, ctx: DeployContext) -> tuple[str, ...]:
+        return self.config.end_markers or self.protocol(ctx).end_markers or ("END DEMO",)
+
+    def capture_timeout(self, ctx: DeployContext) -> float:
+        if self.config.uart_capture_duration:
+            return float(self.config.uart_capture_duration)
+        return max(float(self.config.run_timeout), 1.0)
+
+    def session_request(self, ctx: DeployContext) -> SessionRequest:
+        """Samples (in the exported layout) and labels for interactive protocols."""
+        manifest = ctx.artifact.manifest
+        validation = self.config.validation
+        samples: tuple[np.ndarray, ...] = ()
+        labels: tuple[int, ...] = ()
+        if validation is not None and validation.samples:
+            dims = manifest.inputs[0]["dims"] if manifest.inputs else None
+            samples = tuple(
+                to_exported_layout(s, dims) if dims else np.asarray(s) for s in validation.samples
+            )
+            labels = tuple(int(v) for v in (validation.labels or ()))
+        app = manifest.application_config or {}
+        return SessionRequest(
+            samples=samples,
+            labels=labels,
+            nb_iterations=int(app.get("nb_iterations", 1)) or 1,
+            nb_warmup=int(app.get("nb_warmup", 1)),
+            line_timeout_s=self.capture_timeout(ctx),
+        )
+
+    def opened_channel(self) -> SerialChannel:
+        if self._channel is None:
+            raise PipelineError(
+                "The UART channel is not open — FlashStage has not run",
+                hint="This is a bug in the stage order; please report it with the log.",
+            )
+        return self._channel
+
+    def execute(self, ctx: DeployContext, build: BuildResult) -> ExecutionResult:
+        channel = self.opened_channel()
+        protocol = self.protocol(ctx)
+        started = time.monotonic()
+        self.start(ctx)
+        if protocol.interactive:
+            protocol.drive(channel, ctx.artifact.manifest, self.session_request(ctx))
+        result = channel.capture(
+            end_markers=self.end_markers(ctx),
+            timeout_s=self.capture_timeout(ctx),
+            linger_s=0.2,
+        )
+        self.finish(ctx, result)
+        if result.outcome is CaptureOutcome.TIMEOUT:
+            raise CaptureError(
+                f"No end marker ({' | '.join(self.end_markers(ctx))}) on the UART: {result.reason}",
+                hint="The firmware may be stuck or slower than the capture window: raise "
+                "uart_capture_duration / --timeout, or check the log for a fault.",
+                log_path=result.log_path,
+            )
+        status = self.exit_status()
+        if status not in (None, 0):
+            raise ExecutionError(
+                f"The firmware stopped with status {status} ({result.reason})",
+                hint="It reported an error through semihosting; see the UART log.",
+                log_path=result.log_path,
+            )
+        return ExecutionResult(
+            raw_output=result.text,
+            exit_status=status,
+            duration_s=time.monotonic() - started,
+            log_path=result.log_path,
+            interactive=protocol.interactive,
+        )
+
+    def start(self, ctx: DeployContext) -> None:
+        """Let the flashed firmware run (resume the core), if flashing left it halted."""
+
+    def finish(self, ctx: DeployContext, result: CaptureResult) -> None:
+        """Stop whatever runs the firmware once the capture ended."""
+
+    def exit_status(self) -> int | None:
+        """The firmware's own exit status when it has one (semihosting), else None."""
+        return None
+
+    def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
+        return self.protocol(ctx).parse(execution.raw_output, ctx.artifact.manifest)
+
+    def cleanup(self, ctx: DeployContext) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None

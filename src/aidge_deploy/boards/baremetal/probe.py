@@ -1,0 +1,66 @@
+"""Physical Cortex-M boards behind a debug probe: flash with a registered flasher, read the UART.
+
+The serial port is opened *before* the board is programmed and reset, so nothing it prints
+at start-up is lost. Which flasher is used comes from ``DeployConfig.flash_method`` (pyOCD
+by default); ``pyocd_target`` / ``probe_unique_id`` select the part and the probe.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from aidge_deploy.boards.baremetal.base import BareMetalTarget
+from aidge_deploy.connections.serial_capture import SerialChannel
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.flash.gdb_remote import FlashReport, ResetMode
+from aidge_deploy.flash.registry import FlashRequest, get_flasher
+from aidge_deploy.registry import FlashableTarget, ToolCheck
+from aidge_deploy.results import BuildResult, DeployContext, Provenance
+
+
+class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
+    """A real MCU board: cycles are the firmware's DWT counter, measured on silicon."""
+
+    default_flash_method: ClassVar[str | None] = "pyocd"
+    timing_provenance: ClassVar[Provenance] = Provenance.SILICON
+    description: ClassVar[str] = "probe flash + UART"
+    #: pyOCD target name of the part, when it differs from the hardware target name
+    pyocd_part: ClassVar[str | None] = None
+
+    flash_report: FlashReport | None = None
+
+    def preflight(self) -> list[ToolCheck]:
+        checks = super().preflight()
+        port = self.config.serial_port
+        checks.append(
+            ToolCheck(
+                "serial port",
+                bool(port),
+                port or "not configured",
+                None if port else "pass --serial-port /dev/ttyACM0 (or DeployConfig.serial_port)",
+            )
+        )
+        return checks
+
+    def flash(self, ctx: DeployContext, build: BuildResult) -> None:
+        method = self.config.flash_method or self.default_flash_method or "pyocd"
+        port = self.config.serial_port
+        if not port:
+            raise ConfigError(
+                f"{self.target_name} needs the serial port its UART is on",
+                hint="Pass --serial-port (DeployConfig.serial_port), e.g. /dev/ttyACM0.",
+            )
+        self._channel = SerialChannel.open(
+            port, ctx.log_dir / "uart.log", baudrate=int(self.config.serial_baudrate or 115200)
+        )
+        options: dict[str, object] = {}
+        if method == "pyocd":
+            options = {
+                "target": self.config.pyocd_target or self.pyocd_part or self.target_name,
+                "probe_uid": self.config.probe_unique_id,
+                "log_dir": ctx.log_dir,
+            }
+        flasher = get_flasher(method, **options)
+        self.flash_report = flasher.flash(
+            FlashRequest(image=build.artifact_path, verify=True, reset=ResetMode.MONITOR)
+        )
