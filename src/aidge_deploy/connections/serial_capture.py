@@ -81,7 +81,17 @@ def open_serial(url: str, *, baudrate: int = 115200, timeout_s: float = 5.0) -> 
             url, baudrate=baudrate, timeout=POLL_INTERVAL_S, do_not_open=True
         )
         port.write_timeout = timeout_s
-        port.open()
+        if isinstance(port, SocketSerial):
+            # pyserial's socket open() ends with reset_input_buffer(), which *discards*
+            # whatever the peer sent right after the connect (a running emulator's first
+            # lines). Nothing is stale on a fresh TCP connection, so skip that flush.
+            port.reset_input_buffer = lambda: None
+            try:
+                port.open()
+            finally:
+                del port.reset_input_buffer
+        else:
+            port.open()
     except (SerialException, OSError, ValueError) as exc:
         raise ConnectError(
             f"cannot open serial port {url}: {exc}",
