@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
+import secrets
 import shutil
 import signal
 import subprocess
@@ -57,6 +59,11 @@ def live_processes(board: SshBoard, pattern: str) -> list[str]:
         for line in out.splitlines()
         if pattern in line and not line.lstrip().startswith("Z") and "ps -u" not in line
     ]
+
+
+def unique_sleep() -> str:
+    """A ``sleep`` command line no other test (or earlier run) uses: leftovers are per user."""
+    return f"sleep {30 + secrets.randbelow(10_000) / 1000:.3f}"
 
 
 def make_tree(root: Path) -> dict[str, bytes]:
@@ -149,27 +156,67 @@ def test_output_streams_while_running_and_is_logged(conn: SshConnection, tmp_pat
 
 @pytest.mark.ssh
 def test_remote_timeout_stops_the_program(conn: SshConnection, ssh_board: SshBoard) -> None:
-    result = conn.run("echo started; sleep 31.25", timeout_s=1.0)
+    sleep = unique_sleep()
+    result = conn.run(f"echo started; {sleep}", timeout_s=1.0)
     assert result.timed_out and result.exit_status == 124
     assert result.stdout == "started\n"
     assert 1.0 <= result.duration_s < 4.0
-    assert live_processes(ssh_board, "sleep 31.25") == []
+    assert live_processes(ssh_board, sleep) == []
 
 
 @pytest.mark.ssh
 def test_program_ignoring_term_is_killed_after_grace(ssh_board: SshBoard) -> None:
+    sleep = unique_sleep()
     with SshConnection(ssh_board.settings(kill_after_s=1.0)) as connection:
-        result = connection.run("trap '' TERM; sleep 31.5", timeout_s=1.0)
+        result = connection.run(f"trap '' TERM; {sleep}", timeout_s=1.0)
     assert result.timed_out
     assert result.exit_status == 137 or result.signal == "KILL"
     assert result.duration_s < 5.0
-    assert live_processes(ssh_board, "sleep 31.5") == []
+    assert live_processes(ssh_board, sleep) == []
+
+
+FAKE_TIMEOUT = """#!/bin/sh
+# A `timeout` that ignores its limit, as on a board where it is broken.
+shift 3
+exec "$@"
+"""
+
+
+@pytest.mark.ssh
+def test_client_side_timeout_stops_the_whole_remote_tree(
+    ssh_board: SshBoard, remote_dir: str, tmp_path: Path
+) -> None:
+    sleep = unique_sleep()
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "timeout").write_text(FAKE_TIMEOUT)
+    (fake / "timeout").chmod(0o755)
+    settings = ssh_board.settings(kill_after_s=0.5)
+    with SshConnection(settings) as connection:
+        connection.upload_dir(fake, f"{remote_dir}/bin")
+        result = connection.run(
+            f"echo started; {sleep}; echo never",
+            timeout_s=0.5,
+            env={"PATH": f"{remote_dir}/bin:/usr/bin:/bin"},
+        )
+    assert result.timed_out and result.stdout == "started\n"
+    assert result.duration_s < 8.0
+    assert live_processes(ssh_board, sleep) == []
+
+
+@pytest.mark.ssh
+def test_missing_timeout_on_the_board_is_explained(conn: SshConnection) -> None:
+    with pytest.raises(ExecutionError) as info:
+        conn.run("true", timeout_s=5, env={"PATH": "/nonexistent"})
+    assert "no `timeout` command" in info.value.message
+    assert "coreutils" in (info.value.hint or "")
 
 
 @pytest.mark.ssh
 def test_ctrl_c_stops_the_remote_program(
     conn: SshConnection, ssh_board: SshBoard, tmp_path: Path
 ) -> None:
+    sleep = unique_sleep()
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("SIGINT is only delivered to the main thread")
     timer = threading.Timer(0.7, os.kill, (os.getpid(), signal.SIGINT))
@@ -177,22 +224,24 @@ def test_ctrl_c_stops_the_remote_program(
     log = tmp_path / "interrupted.log"
     try:
         with pytest.raises(KeyboardInterrupt):
-            conn.run("echo started; sleep 31.75", timeout_s=20, log_path=log)
+            conn.run(f"echo started; {sleep}", timeout_s=20, log_path=log)
     finally:
         timer.cancel()
     assert "started" in log.read_text() and "interrupted" in log.read_text()
-    assert live_processes(ssh_board, "sleep 31.75") == []
+    assert live_processes(ssh_board, sleep) == []
     assert conn.run("echo still-usable", timeout_s=10).stdout == "still-usable\n"
 
 
 @pytest.mark.ssh
 def test_sink_error_stops_the_remote_program(conn: SshConnection, ssh_board: SshBoard) -> None:
+    sleep = unique_sleep()
+
     def sink(line: str) -> None:
         raise RuntimeError(f"parser rejected {line!r}")
 
     with pytest.raises(RuntimeError, match="parser rejected"):
-        conn.run("echo bad; sleep 32.25", timeout_s=20, stdout_sink=sink)
-    assert live_processes(ssh_board, "sleep 32.25") == []
+        conn.run(f"echo bad; {sleep}", timeout_s=20, stdout_sink=sink)
+    assert live_processes(ssh_board, sleep) == []
 
 
 # ----------------------------------------------------------------------------- connect
@@ -314,7 +363,13 @@ def test_netns_board_has_its_own_address_and_can_be_black_holed(netns_board: Ssh
 
 
 @pytest.mark.ssh
-def test_connection_drop_mid_run(fresh_ssh_board: SshBoard, tmp_path: Path) -> None:
+@pytest.mark.parametrize("board_timeout", ["gnu", "broken"])
+def test_connection_drop_mid_run(
+    fresh_ssh_board: SshBoard, tmp_path: Path, board_timeout: str
+) -> None:
+    """With a broken board `timeout` the program's children lack the run token on their
+    command line: only killing the whole process group stops them."""
+    sleep = unique_sleep()
     log = tmp_path / "run.log"
 
     def kill_on_start(line: str) -> None:
@@ -322,27 +377,56 @@ def test_connection_drop_mid_run(fresh_ssh_board: SshBoard, tmp_path: Path) -> N
             assert fresh_ssh_board.kill_sessions() > 0
 
     with SshConnection(fresh_ssh_board.settings()) as connection:
+        env = None
+        if board_timeout == "broken":
+            fake = tmp_path / "fakebin"
+            fake.mkdir()
+            (fake / "timeout").write_text(FAKE_TIMEOUT)
+            (fake / "timeout").chmod(0o755)
+            remote_bin = f"{connection.home()}/fakebin-{uuid.uuid4().hex[:6]}"
+            connection.upload_dir(fake, remote_bin)
+            env = {"PATH": f"{remote_bin}:/usr/bin:/bin"}
         with pytest.raises(ExecutionError) as info:
             connection.run(
-                "echo started; sleep 33.25; echo never",
+                f"echo started; {sleep}; echo never",
                 timeout_s=30,
                 stdout_sink=kill_on_start,
                 log_path=log,
+                env=env,
             )
         assert info.value.log_path == log
         assert "Connection lost" in info.value.message
         assert "were stopped after reconnecting" in info.value.message
         body = log.read_text().splitlines()[2:]  # after the header (which shows the command)
         assert body == ["started", "# connection lost before the exit status arrived"]
-        assert live_processes(fresh_ssh_board, "sleep 33.25") == []
+        assert live_processes(fresh_ssh_board, sleep) == []
         # The connection reconnects by itself for the next command.
         assert connection.run("echo back", timeout_s=10).stdout == "back\n"
+
+
+@pytest.mark.ssh
+def test_connection_dropped_while_idle_is_reopened(
+    fresh_ssh_board: SshBoard, tmp_path: Path
+) -> None:
+    """Nothing had started, so reopening is safe for a run, an upload and a read."""
+    local = tmp_path / "tree"
+    make_tree(local)
+    with SshConnection(fresh_ssh_board.settings()) as connection:
+        assert connection.run("true", timeout_s=10).ok
+        assert fresh_ssh_board.kill_sessions() > 0
+        assert connection.run("echo again", timeout_s=10).stdout == "again\n"
+        fresh_ssh_board.kill_sessions()
+        home = connection.home()
+        fresh_ssh_board.kill_sessions()
+        assert connection.upload_dir(local, f"{home}/idle-drop").files_sent == 4
+        assert connection.remove_tree(f"{home}/idle-drop")
 
 
 @pytest.mark.ssh
 def test_drop_with_board_unreachable_leaves_only_the_remote_timeout(
     fresh_ssh_board: SshBoard, tmp_path: Path
 ) -> None:
+    sleep = unique_sleep()
     board = fresh_ssh_board
 
     def cut_off(line: str) -> None:
@@ -353,12 +437,12 @@ def test_drop_with_board_unreachable_leaves_only_the_remote_timeout(
     settings = board.settings(connect_timeout_s=1.0)
     try:
         with SshConnection(settings) as connection, pytest.raises(ExecutionError) as info:
-            connection.run("echo started; sleep 33.75", timeout_s=2.5, stdout_sink=cut_off)
+            connection.run(f"echo started; {sleep}", timeout_s=2.5, stdout_sink=cut_off)
         assert "could not be stopped" in info.value.message
         assert "pgrep -af aidge-run-" in info.value.message
         # The board-side `timeout` still ends the orphan (checked locally: sshd is stopped).
         deadline = time.monotonic() + 6.0
-        while "sleep 33.75" in board.run_as_user('ps -u "$(id -un)" -o args=').stdout:
+        while sleep in board.run_as_user('ps -u "$(id -un)" -o args=').stdout:
             assert time.monotonic() < deadline, "orphan outlived its remote timeout"
             time.sleep(0.2)
     finally:
@@ -481,7 +565,7 @@ def test_no_key_material_in_logs_errors_or_reprs(
     passphrase = "correct-horse-battery-staple-42"
     key = asyncssh.read_private_key(str(ssh_board.key_path))
     encrypted = tmp_path / "id_encrypted"
-    key.write_private_key(str(encrypted), passphrase=passphrase)
+    key.write_private_key(str(encrypted), passphrase=passphrase, rounds=64)
     secret_lines = [
         line
         for path in (ssh_board.key_path, encrypted)
@@ -600,6 +684,6 @@ def test_aarch64_binaries_run_on_the_board(aarch64_board: Aarch64Board, tmp_path
         )
         host = connection.run("uname -m", timeout_s=10)
         connection.remove_tree(remote)
+    assert host.stdout.strip() == platform.machine()  # the board's shell is the host's
     assert (static.exit_status, static.stdout) == (0, "machine=aarch64\n"), static.stderr
     assert (dynamic.exit_status, dynamic.stdout) == (0, "machine=aarch64\n"), dynamic.stderr
-    assert host.stdout.strip() != "aarch64"  # the shell itself is the x86 host

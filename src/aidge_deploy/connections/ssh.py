@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +29,7 @@ from aidge_deploy.connections.ssh_exec import (
     ConnectionLostDuringRun,
     LineSink,
     RemoteRunResult,
+    SessionNotOpened,
     reap_command,
     run_remote,
 )
@@ -47,6 +49,10 @@ from aidge_deploy.errors import ConnectError, ExecutionError
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _REAP_TIMEOUT_S = 10.0
+# How sh/bash/busybox report that the `timeout` wrapper itself is missing on the board.
+_MISSING_TIMEOUT = re.compile(
+    r"\btimeout['‘’\"]?: (?:(?:command )?not found|No such file or directory)"
+)
 
 
 class AsyncSshConnection:
@@ -88,6 +94,10 @@ class AsyncSshConnection:
             self._conn = None
 
     async def _live(self) -> asyncssh.SSHClientConnection:
+        if self._conn is not None:
+            # Between synchronous calls the loop is idle: let it notice a peer that hung up.
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
         await self.connect()
         if self._conn is None:  # connect() either sets it or raises
             raise ConnectError(f"Not connected to {self.target}", stage="connect")
@@ -120,23 +130,32 @@ class AsyncSshConnection:
         A non-zero exit or a timeout is a *result* (see ``RemoteRunResult.timed_out``); a lost
         connection or an unopenable session raises ``ExecutionError`` with the partial log.
         """
-        conn = await self._live()
         limit = timeout_s if timeout_s is not None else self.settings.command_timeout_s
         what = f"running `{command}` on {self.target}"
         try:
-            return await run_remote(
-                conn,
-                command,
-                target=self.target,
-                timeout_s=limit,
-                kill_after_s=self.settings.kill_after_s,
-                reaper=self._reap,
-                stdout_sink=stdout_sink,
-                stderr_sink=stderr_sink,
-                log_path=log_path,
-                cwd=cwd,
-                env=env,
-            )
+            for attempt in (1, 2):
+                conn = await self._live()
+                try:
+                    result = await run_remote(
+                        conn,
+                        command,
+                        target=self.target,
+                        timeout_s=limit,
+                        kill_after_s=self.settings.kill_after_s,
+                        reaper=self._reap,
+                        stdout_sink=stdout_sink,
+                        stderr_sink=stderr_sink,
+                        log_path=log_path,
+                        cwd=cwd,
+                        env=env,
+                    )
+                    break
+                except SessionNotOpened:
+                    # The command never started, so this one retry is safe: the connection
+                    # died while idle (board rebooted, NAT timeout) and is reopened.
+                    if attempt == 2 or not conn.is_closed():
+                        raise
+                    _log.info("Connection to %s was lost while idle; reconnecting", self.target)
         except ConnectionLostDuringRun as lost:
             leftovers = (
                 "its remote processes were stopped after reconnecting"
@@ -151,7 +170,7 @@ class AsyncSshConnection:
                 log_path=log_path,
                 stage="execute",
             ) from None
-        except asyncssh.ChannelOpenError as exc:
+        except SessionNotOpened as exc:
             raise ExecutionError(
                 f"The board refused to open a session while {what}: {exc}",
                 "Check MaxSessions in the board's sshd_config and that the account has a "
@@ -159,17 +178,44 @@ class AsyncSshConnection:
                 log_path=log_path,
                 stage="execute",
             ) from None
+        if result.exit_status == 127 and _MISSING_TIMEOUT.search(result.stderr):
+            raise ExecutionError(
+                f"The board has no `timeout` command, needed to bound {what}",
+                "Install GNU coreutils on the board (apt-get install coreutils); every remote "
+                "command runs under `timeout` so that nothing outlives its time limit.",
+                log_path=log_path,
+                stage="execute",
+            )
+        return result
+
+    async def _open_sftp(self, doing: str) -> asyncssh.SFTPClient:
+        """Open an SFTP session, reconnecting once if the connection died while idle."""
+        for attempt in (1, 2):
+            conn = await self._live()
+            try:
+                return await asyncio.wait_for(
+                    conn.start_sftp_client(), timeout=self.settings.connect_timeout_s
+                )
+            except (asyncssh.Error, OSError, TimeoutError) as exc:
+                if attempt == 1 and conn.is_closed():
+                    _log.info("Connection to %s was lost while idle; reconnecting", self.target)
+                    continue
+                raise transfer_error(
+                    exc, doing=doing, target=self.target, remote="", done="nothing transferred"
+                ) from None
+        raise ConnectError(f"Cannot open SFTP to {self.target}", stage="transfer")  # unreachable
 
     async def _sftp_op(self, doing: str, op: Callable[[asyncssh.SFTPClient], Awaitable[_T]]) -> _T:
-        conn = await self._live()
+        sftp = await self._open_sftp(doing)
         try:
             async with asyncio.timeout(self.settings.transfer_timeout_s):
-                async with conn.start_sftp_client() as sftp:
-                    return await op(sftp)
-        except (asyncssh.Error, OSError, TimeoutError) as exc:  # opening the SFTP channel
+                return await op(sftp)
+        except (asyncssh.Error, OSError, TimeoutError) as exc:  # outside the op's own mapping
             raise transfer_error(
-                exc, doing=doing, target=self.target, remote="", done="nothing transferred"
+                exc, doing=doing, target=self.target, remote="", done="interrupted"
             ) from None
+        finally:
+            sftp.exit()
 
     async def _idempotent(
         self, doing: str, op: Callable[[asyncssh.SFTPClient], Awaitable[_T]]

@@ -69,6 +69,14 @@ class ConnectionLostDuringRun(Exception):
         self.token = token
 
 
+class SessionNotOpened(Exception):
+    """Internal: the session channel could not be opened; the command never started."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause) or type(cause).__name__)
+        self.cause = cause
+
+
 def new_run_token() -> str:
     """A unique marker put on the remote command line so leftovers can be found."""
     return f"aidge-run-{secrets.token_hex(6)}"
@@ -109,8 +117,22 @@ def wrap_command(
 
 
 def reap_command(token: str) -> str:
-    """``pkill`` line matching the token but not the shell running the pkill itself."""
-    return f"pkill -TERM -f '[{token[0]}]{token[1:]}' ; true"
+    """Shell line stopping every process group holding a process that carries ``token``.
+
+    Whole groups, because the program may have children without the token on their command
+    line (GNU ``timeout`` puts itself and the program in their own group). TERM first, KILL a
+    second later. ``[a]idge-…`` keeps the pattern from matching this very shell.
+    """
+    pattern = shlex.quote(f"[{token[0]}]{token[1:]}")
+    return (
+        f'pids=$(pgrep -f {pattern}); [ -z "$pids" ] && exit 0; groups=; '
+        "for p in $pids; do "
+        "g=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f3); "
+        '[ -n "$g" ] && [ "$g" -gt 1 ] && groups="$groups $g"; done; '
+        "for g in $groups; do kill -TERM -- -$g 2>/dev/null; done; kill -TERM $pids 2>/dev/null; "
+        "sleep 1; for g in $groups; do kill -KILL -- -$g 2>/dev/null; done; "
+        "kill -KILL $pids 2>/dev/null; true"
+    )
 
 
 class _RunLog:
@@ -217,7 +239,11 @@ async def run_remote(
 
     proc: asyncssh.SSHClientProcess[Any] | None = None
     try:
-        proc = await conn.create_process(wrapped, encoding="utf-8", errors="replace")
+        try:
+            proc = await conn.create_process(wrapped, encoding="utf-8", errors="replace")
+        except (asyncssh.Error, OSError) as exc:
+            footer = f"session could not be opened: {exc}"
+            raise SessionNotOpened(exc) from exc
         proc.stdin.write_eof()
         pumps = asyncio.gather(
             _pump(proc.stdout, "stdout", stdout_sink, out, log),
@@ -259,7 +285,7 @@ async def run_remote(
             await _terminate(proc, kill_after_s + 1.0)
         await reaper(token)
         raise
-    except ConnectionLostDuringRun:
+    except (ConnectionLostDuringRun, SessionNotOpened):
         raise
     except (asyncssh.DisconnectError, asyncssh.ConnectionLost) as exc:
         footer = f"connection lost: {exc}"
@@ -282,6 +308,7 @@ __all__ = [
     "LineSink",
     "Reaper",
     "RemoteRunResult",
+    "SessionNotOpened",
     "new_run_token",
     "reap_command",
     "run_remote",
