@@ -23,6 +23,7 @@ from aidge_deploy.errors import PipelineError
 if TYPE_CHECKING:
     from aidge_deploy.artifact import RuntimeSettings
     from aidge_deploy.profiling.binary import BinaryInfo
+    from aidge_deploy.profiling.passes import CounterProfile
     from aidge_deploy.protocols.base import ProtocolResult
     from aidge_deploy.registry import DeployTarget
     from aidge_deploy.results import BuildResult, DeployContext, DeployResult, ExecutionResult
@@ -59,6 +60,7 @@ PRODUCERS: dict[str, str] = {
     "binary_info": "InspectBinary",
     "execution": "Execute",
     "parsed": "ParseOutput",
+    "counter_profile": "ProfilePasses",  # counters: profiling/passes.py
     "result": "Assemble",
 }
 
@@ -84,6 +86,8 @@ class PipelineContext:
     flashed: bool = False
     execution: ExecutionResult | None = None
     parsed: ProtocolResult | None = None
+    #: counters over all passes (None when no counters were requested)
+    counter_profile: CounterProfile | None = None
     result: DeployResult | None = None
     report_paths: list[Path] = field(default_factory=list)
     stage_durations_ms: dict[str, float] = field(default_factory=dict)
@@ -130,6 +134,10 @@ class PipelineContext:
     @property
     def parsed_output(self) -> ProtocolResult:
         return self._require(self.parsed, "parsed")
+
+    @property
+    def profiled_counters(self) -> CounterProfile:
+        return self._require(self.counter_profile, "counter_profile")
 
     @property
     def deploy_result(self) -> DeployResult:

@@ -11,6 +11,7 @@ import signal as _signal
 from pathlib import Path
 from typing import ClassVar
 
+from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
 from aidge_deploy.connections.local_process import ProcessRun, run_process
 from aidge_deploy.errors import ExecutionError
@@ -59,7 +60,7 @@ def describe_exit(run: ProcessRun, timeout_s: float) -> ExecutionError | None:
 
 
 @register_deploy_target("host", "local")
-class HostLocalTarget(DeployTarget):
+class HostLocalTarget(DeployTarget, HostPerfCounters):
     """Build with CMake in a content-keyed cache and run the program with a timeout."""
 
     timing_provenance: ClassVar[Provenance] = Provenance.HOST

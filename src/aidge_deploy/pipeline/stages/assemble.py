@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from aidge_deploy.pipeline.context import PipelineContext
+from aidge_deploy.pipeline.stages.profile_passes import fold_counter_profile
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.registry import DeployTarget
 from aidge_deploy.results import (
@@ -170,6 +171,10 @@ class AssembleStage:
                 output["accuracy"] = None
                 output["validation_metrics"] = list(parsed.validation_metrics)
         peaks = build.mem_peaks
+        layers = _layers(target, parsed)
+        measurements = tuple(_measurements(target, parsed, execution.peak_rss_bytes, peaks))
+        if ctx.counter_profile is not None:  # ProfilePasses ran: fold its counters in
+            layers, measurements = fold_counter_profile(ctx.counter_profile, layers, measurements)
         ctx.result = DeployResult(
             output=output,
             metrics=metrics,
@@ -184,8 +189,8 @@ class AssembleStage:
             returncode=execution.exit_status,
             build=build,
             execution=execution,
-            layers=_layers(target, parsed),
-            measurements=tuple(_measurements(target, parsed, execution.peak_rss_bytes, peaks)),
+            layers=layers,
+            measurements=measurements,
             stage_durations_ms=ctx.stage_durations_ms,
             report_dir=ctx.config.report_dir,
         )

@@ -1,0 +1,81 @@
+"""ProfilePasses: count the requested events, in as many complete runs as the PMU needs.
+
+Runs after ParseOutput (the program is known to work) and before Assemble. The selection
+is checked against what the target can count right now; counters it cannot count are kept
+as unavailable with their reason, never dropped or zeroed. Each pass is a complete run of
+the program with its own warm-up; the passes are merged by layer into one profile.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
+from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.counters import select_counters
+from aidge_deploy.profiling.passes import CounterProfile, merge_passes, plan_passes
+from aidge_deploy.results import LayerFigure, Metric
+
+log = logging.getLogger("aidge_deploy")
+
+
+class ProfilePassesStage:
+    name = "ProfilePasses"
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return not ctx.config.counters
+
+    def run(self, ctx: PipelineContext) -> None:
+        target = ctx.resolved_target
+        if not isinstance(target, CounterCapableTarget):
+            from aidge_deploy.registry import registered_targets
+
+            capable = sorted(
+                f"{t}/{b}"
+                for (t, b), cls in registered_targets().items()
+                if issubclass(cls, CounterCapableTarget)
+            )
+            raise ConfigError(
+                f"Counters were requested ({', '.join(ctx.config.counters)}), but target "
+                f"{ctx.resolved_target_name}/{ctx.config.backend_kind} cannot count events",
+                hint="Drop counters= (--counters), or deploy on a counter-capable target: "
+                + (", ".join(capable) or "none registered")
+                + ".",
+            )
+        selection = select_counters(
+            ctx.config.counters, target.counter_domain, target.available_counters()
+        )
+        for name, reason in selection.unavailable.items():
+            log.info("counter %s unavailable: %s", name, reason)
+        passes = plan_passes(selection, target.max_counters_per_pass)
+        results = []
+        for counter_pass in passes:
+            ctx.report(
+                self.name,
+                ProgressKind.STATUS,
+                f"pass {counter_pass.name}: {', '.join(counter_pass.names)}",
+                completed=counter_pass.index,
+                total=len(passes),
+                unit="passes",
+            )
+            results.append(target.run_counter_pass(ctx.prepared_context, ctx.built, counter_pass))
+        ctx.counter_profile = merge_passes(selection, results)
+
+
+def fold_counter_profile(
+    profile: CounterProfile, layers: tuple[LayerFigure, ...], measurements: tuple[Metric, ...]
+) -> tuple[tuple[LayerFigure, ...], tuple[Metric, ...]]:
+    """Assemble's view: per-layer counters joined to the layer rows by name, plus one
+    ``Metric`` per requested counter (unavailable ones with value None and the reason)."""
+    by_name = {layer.name: layer for layer in profile.layers}
+    folded = []
+    for figure in layers:
+        extra = by_name.pop(figure.name, None)
+        if extra is None:
+            folded.append(figure)
+        else:
+            folded.append(replace(figure, counters={**figure.counters, **extra.values}))
+    folded.extend(LayerFigure(name=lc.name, counters=dict(lc.values)) for lc in by_name.values())
+    return tuple(folded), (*measurements, *profile.measurements())

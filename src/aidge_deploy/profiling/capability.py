@@ -1,0 +1,47 @@
+"""The mixin a deploy target adopts to be profiled with counters.
+
+A counter-capable target says which counting domain it has (Linux perf, the Armv8-M PMU
+programmed by its firmware, or the QEMU plugin), how many slot-taking counters fit in one
+pass, what it can count right now (and why not the rest), and how to run one pass: a
+complete run of the program with that pass's counters, reduced to per-layer values when
+the target can attribute them to layers, else whole-run figures.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from aidge_deploy.profiling.counters import CounterDomain
+
+if TYPE_CHECKING:
+    from aidge_deploy.profiling.passes import CounterPass, PassResult
+    from aidge_deploy.results import BuildResult, DeployContext
+
+
+class CounterCapableTarget(ABC):
+    """Mixin for ``DeployTarget`` subclasses that can count events around a run."""
+
+    #: the catalogue domain of every counter this target counts
+    counter_domain: ClassVar[CounterDomain]
+    #: hardware slots per pass (counters with ``slots == 0`` do not use any)
+    max_counters_per_pass: ClassVar[int]
+
+    @abstractmethod
+    def available_counters(self) -> Mapping[str, str | None]:
+        """Counter name -> ``None`` if countable here, else the reason it is not."""
+
+    @abstractmethod
+    def run_counter_pass(
+        self, ctx: DeployContext, build: BuildResult, counter_pass: CounterPass
+    ) -> PassResult:
+        """Run the program once with ``counter_pass``'s counters and return their values.
+
+        Each call is a complete run (warm-up included). Counters the kernel, firmware or
+        emulator refused in this run go to ``PassResult.unavailable`` with the reason.
+        Raises ``ExecutionError`` when the program itself fails.
+        """
+
+
+__all__ = ["CounterCapableTarget"]

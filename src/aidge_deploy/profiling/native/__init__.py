@@ -1,0 +1,141 @@
+"""The ``perf_run`` launcher shipped as C source, and the reader of its JSON report.
+
+Linux boards reached over SSH may have no Python; ``perf_run.c`` is compiled for them
+(``gcc``, or ``aarch64-linux-gnu-gcc -static`` on the host) and wraps the program: it
+counts perf events around it, measures its peak RSS cleanly (the program is forked from
+the small launcher, so ``ru_maxrss`` is the program's own) and keeps its exit status.
+This module builds the launcher's command line from catalogue counters and parses what
+it prints, so the SSH targets and the host share one format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from aidge_deploy.errors import CaptureError
+from aidge_deploy.profiling.counters import Counter
+
+#: prefix of the report line on stderr when no ``-o`` file is given
+REPORT_PREFIX = "AIDGE_PERF_RUN "
+REPORT_SCHEMA = "aidge-deploy.perf-run"
+
+
+def perf_run_source() -> Path:
+    """Path of ``perf_run.c`` inside the installed package."""
+    return Path(str(resources.files("aidge_deploy.profiling.native").joinpath("perf_run.c")))
+
+
+def compile_command(compiler: str, output: Path, *, static: bool = False) -> list[str]:
+    """The compiler invocation that builds the launcher (``static`` for boards without libc)."""
+    return [
+        compiler,
+        "-O2",
+        *(["-static"] if static else []),
+        "-o",
+        str(output),
+        str(perf_run_source()),
+    ]
+
+
+def perf_run_argv(
+    launcher: str, counters: Sequence[Counter], program: Sequence[str], report: str | None = None
+) -> list[str]:
+    """``launcher [-o report] -e name=type:config ... -- program...``."""
+    argv = [launcher]
+    if report is not None:
+        argv += ["-o", report]
+    for counter in counters:
+        if counter.event.perf_type is None or counter.event.perf_config is None:
+            raise ValueError(f"{counter.name} is not a perf_event counter")
+        argv += ["-e", f"{counter.name}={counter.event.perf_type}:{counter.event.perf_config:#x}"]
+    return [*argv, "--", *program]
+
+
+@dataclass(frozen=True)
+class PerfRunReport:
+    """What ``perf_run`` reported about one program run."""
+
+    exit_code: int | None  # None when killed by a signal
+    signal: int | None
+    peak_rss_bytes: int
+    user_s: float
+    system_s: float
+    wall_s: float
+    time_enabled_ns: int
+    time_running_ns: int
+    #: raw counts as read
+    counters: Mapping[str, int]
+    #: counter -> "ERRNO: reason"
+    unavailable: Mapping[str, str]
+
+    @property
+    def running_ratio(self) -> float:
+        return self.time_running_ns / self.time_enabled_ns if self.time_enabled_ns else 0.0
+
+    def scaled(self, name: str) -> float:
+        """The count of ``name`` extrapolated to the enabled time (multiplexing undone)."""
+        raw = self.counters[name]
+        if self.time_running_ns <= 0:
+            raise CaptureError(
+                f"Counter {name} never ran", hint="See the report's unavailable list."
+            )
+        return raw * self.time_enabled_ns / self.time_running_ns
+
+
+def _parse_doc(doc: Mapping[str, Any]) -> PerfRunReport:
+    if doc.get("schema") != REPORT_SCHEMA:
+        raise CaptureError(
+            f"Not a perf_run report (schema {doc.get('schema')!r})",
+            hint="Rebuild the perf_run launcher from this aidge-deploy version.",
+        )
+    sig = int(doc["signal"])
+    return PerfRunReport(
+        exit_code=None if sig else int(doc["exit_code"]),
+        signal=sig or None,
+        peak_rss_bytes=int(doc["peak_rss_kb"]) * 1024,
+        user_s=float(doc["user_s"]),
+        system_s=float(doc["system_s"]),
+        wall_s=float(doc["wall_s"]),
+        time_enabled_ns=int(doc["time_enabled_ns"]),
+        time_running_ns=int(doc["time_running_ns"]),
+        counters=MappingProxyType({str(c["name"]): int(c["value"]) for c in doc["counters"]}),
+        unavailable=MappingProxyType(
+            {str(u["name"]): f"{u['errno']}: {u['reason']}" for u in doc["unavailable"]}
+        ),
+    )
+
+
+def parse_perf_run_report(text: str) -> PerfRunReport:
+    """Parse a report file, or find the ``AIDGE_PERF_RUN`` line in captured stderr."""
+    candidates = [text.strip()] if text.lstrip().startswith("{") else []
+    candidates += [
+        line[len(REPORT_PREFIX) :] for line in text.splitlines() if line.startswith(REPORT_PREFIX)
+    ]
+    if not candidates:
+        raise CaptureError(
+            "No perf_run report found in the output",
+            hint="The launcher did not finish (killed?) or its stderr was not captured.",
+        )
+    try:
+        doc = json.loads(candidates[-1])
+    except json.JSONDecodeError as exc:
+        raise CaptureError(
+            f"Malformed perf_run report: {exc}", hint="The report was truncated."
+        ) from exc
+    return _parse_doc(doc)
+
+
+__all__ = [
+    "REPORT_PREFIX",
+    "PerfRunReport",
+    "compile_command",
+    "parse_perf_run_report",
+    "perf_run_argv",
+    "perf_run_source",
+]
