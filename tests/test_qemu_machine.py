@@ -98,8 +98,17 @@ def test_run_firmware_with_missing_qemu_raises_preflight_error(tmp_path: Path) -
     elf = tmp_path / "fw.elf"
     elf.write_bytes(b"")  # never read: the preflight fails first
     with pytest.raises(PreflightError) as info:
-        QemuMachine("mps2-an386", tmp_path, qemu_binary=tmp_path / "missing" / "qemu").start()
+        run_firmware(
+            "mps2-an386",
+            elf,
+            end_markers="END DEMO",
+            timeout_s=5,
+            log_path=tmp_path / "uart.log",
+            qemu_binary=tmp_path / "missing" / "qemu-system-arm",
+        )
     assert "apt-get install" in (info.value.hint or "")
+    with pytest.raises(PreflightError):
+        QemuMachine("mps2-an386", tmp_path, qemu_binary=tmp_path / "missing" / "qemu").start()
 
 
 def test_icount_shift_out_of_range_is_a_config_error(tmp_path: Path) -> None:

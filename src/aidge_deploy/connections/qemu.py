@@ -449,8 +449,8 @@ def run_firmware(
     not raised: the caller turns it into ``CaptureError`` with the log path.
     """
     started = time.monotonic()
+    version = qemu_version(qemu_binary)  # preflight first: a missing QEMU is the first thing to say
     image = load_elf(Path(elf))
-    version = qemu_version(qemu_binary)
     qemu_logs = Path(log_dir) if log_dir is not None else Path(log_path).parent
     with QemuMachine(
         machine,

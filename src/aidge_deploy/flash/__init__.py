@@ -1,0 +1,39 @@
+"""Programming firmware into boards: a GDB remote protocol client and named flashers.
+
+``gdb_remote`` flashes through any GDB server (QEMU, pyOCD, OpenOCD, J-Link); ``registry``
+maps flash-method names to ``Flasher`` objects that declare their capabilities.
+"""
+
+from aidge_deploy.flash.gdb_remote import (
+    FlashReport,
+    GdbRemoteClient,
+    ResetMode,
+    flash_elf,
+    flash_file,
+    flash_image,
+    program,
+)
+from aidge_deploy.flash.registry import (
+    Flasher,
+    FlasherCaps,
+    FlashRequest,
+    flasher_names,
+    get_flasher,
+    register_flasher,
+)
+
+__all__ = [
+    "FlashReport",
+    "FlashRequest",
+    "Flasher",
+    "FlasherCaps",
+    "GdbRemoteClient",
+    "ResetMode",
+    "flash_elf",
+    "flash_file",
+    "flash_image",
+    "flasher_names",
+    "get_flasher",
+    "program",
+    "register_flasher",
+]
