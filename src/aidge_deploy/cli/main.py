@@ -213,6 +213,10 @@ def targets() -> None:
 
 app.command(name="doctor")(doctor_cmd.doctor)
 
+from aidge_deploy.cli import compare as compare_cmd  # noqa: E402
+
+app.command(name="compare")(compare_cmd.compare)
+
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -1,0 +1,55 @@
+"""Report: write the result bundle of the run when ``DeployConfig.report_dir`` is set.
+
+Runs after Assemble, so the bundle holds exactly the ``DeployResult`` the caller gets, and
+records where it went (``ctx.report_paths`` and ``DeployResult.report_dir``). The profile
+table is CSV unless ``config.extra["report_format"]`` is ``"json"``.
+"""
+
+from __future__ import annotations
+
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
+from aidge_deploy.report.bundle import write_bundle
+from aidge_deploy.report.summary import ProfileFormat
+
+
+class ReportStage:
+    name = "Report"
+
+    def __init__(self, profile_format: ProfileFormat | None = None) -> None:
+        self.profile_format = profile_format
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return ctx.config.report_dir is None
+
+    def _format(self, ctx: PipelineContext) -> ProfileFormat:
+        if self.profile_format is not None:
+            return self.profile_format
+        raw = ctx.config.extra.get("report_format", ProfileFormat.CSV.value)
+        try:
+            return ProfileFormat(str(raw).lower())
+        except ValueError:
+            raise ConfigError(
+                f"Unknown report_format {raw!r}",
+                hint=f"Use one of: {', '.join(f.value for f in ProfileFormat)}.",
+            ) from None
+
+    def run(self, ctx: PipelineContext) -> None:
+        report_dir = ctx.config.report_dir
+        if report_dir is None:  # should_skip guards this; kept for the type checker
+            return
+        result = ctx.deploy_result
+        ctx.report(self.name, ProgressKind.STATUS, f"writing {report_dir}")
+        bundle = write_bundle(
+            report_dir,
+            result,
+            ctx.config,
+            ctx.artifact,
+            hardware_target=ctx.resolved_target.hardware_target,
+            binary=ctx.binary_info,
+            log_path=ctx.executed.log_path,
+            stage_durations_ms=ctx.stage_durations_ms,
+            profile_format=self._format(ctx),
+        )
+        ctx.report_paths.extend(bundle.files)
+        result.report_dir = bundle.path

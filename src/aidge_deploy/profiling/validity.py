@@ -1,0 +1,380 @@
+"""Is a run's result trustworthy? Typed issue codes and the ``valid|degraded|invalid`` verdict.
+
+A number can be printed and still be wrong: a counter wrapped, the timer ticks slower than
+the layers it times, the layers do not add up to the inference. Each such finding is an
+``Issue`` with a code from one registry (``IssueCode``), so reports, bundles and
+comparisons speak the same vocabulary. Severity ``error`` makes a run invalid, ``warning``
+degraded; ``info`` only informs (an emulated timing is exactly what was asked for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from aidge_deploy.config import Aggregation
+from aidge_deploy.profiling.aggregate import (
+    TRIMMED_MIN_SAMPLES,
+    Aggregate,
+    aggregate_samples,
+)
+from aidge_deploy.results import DeployResult, Provenance
+
+#: hardware cycle counters (DWT CYCCNT, Arm PMU) are 32 bits wide
+COUNTER_BITS = 32
+#: the per-layer sum may differ from the end-to-end figure by this fraction before it is "far"
+LAYER_SUM_TOLERANCE = 0.5
+#: flash or RAM use above this fraction of the capacity is reported
+NEAR_CAPACITY = 0.9
+#: fewer samples than this make a latency figure statistically weak
+MIN_SAMPLES = 3
+
+#: timer tick of each output protocol, in ms: what a single time reading can resolve.
+#: UART programs read ``HAL_GetTick()`` (1 ms); host programs print ``steady_clock``
+#: intervals with 6 decimals of a millisecond; MLPerf laps are in microseconds.
+TIMER_RESOLUTION_MS: Mapping[str, float] = MappingProxyType(
+    {
+        "aidge-uart-benchmark/v1": 1.0,
+        "aidge-uart-validation/v1": 1.0,
+        "aidge-stdout-benchmark/v1": 1e-6,
+        "mlperf-tiny-uart/v1": 1e-3,
+    }
+)
+
+
+class Severity(StrEnum):
+    ERROR = "error"  # the run is invalid: a figure is wrong, not just imprecise
+    WARNING = "warning"  # the run is degraded: figures are usable with care
+    INFO = "info"  # worth knowing, changes nothing about trust
+
+
+class ValidityStatus(StrEnum):
+    VALID = "valid"
+    DEGRADED = "degraded"
+    INVALID = "invalid"
+
+
+class IssueCode(StrEnum):
+    """Every validity finding aidge-deploy can report (see ``ISSUE_SPECS``)."""
+
+    COUNTER_OVERFLOW = "counter.overflow"
+    COUNTER_UNAVAILABLE = "counter.unavailable"
+    PROFILE_LAYER_SUM_MISMATCH = "profile.layer_sum_mismatch"
+    SAMPLES_TOO_FEW = "samples.too_few"
+    SAMPLES_REJECTED = "samples.rejected"
+    TIMER_RESOLUTION_COARSE = "timer.resolution_coarse"
+    TIMING_EMULATED = "timing.emulated"
+    MEMORY_NEAR_CAPACITY = "memory.near_capacity"
+
+    @property
+    def severity(self) -> Severity:
+        return ISSUE_SPECS[self].severity
+
+    @property
+    def description(self) -> str:
+        return ISSUE_SPECS[self].description
+
+
+@dataclass(frozen=True)
+class IssueSpec:
+    severity: Severity
+    description: str
+
+
+#: the registry: severity and meaning of each code (a test checks every code has one)
+ISSUE_SPECS: Mapping[IssueCode, IssueSpec] = MappingProxyType(
+    {
+        IssueCode.COUNTER_OVERFLOW: IssueSpec(
+            Severity.ERROR,
+            "A 32-bit counter wrapped (a value of at least 2^31 or a negative delta) and no "
+            "usable reading is left for the figure.",
+        ),
+        IssueCode.COUNTER_UNAVAILABLE: IssueSpec(
+            Severity.WARNING,
+            "A requested counter was not reported, or is missing for some layers.",
+        ),
+        IssueCode.PROFILE_LAYER_SUM_MISMATCH: IssueSpec(
+            Severity.WARNING,
+            "The per-layer figures do not add up to the end-to-end figure (off by more than "
+            f"{LAYER_SUM_TOLERANCE:.0%}): layers are missing, double-counted or mis-timed.",
+        ),
+        IssueCode.SAMPLES_TOO_FEW: IssueSpec(
+            Severity.WARNING,
+            f"Fewer than {MIN_SAMPLES} usable samples: the aggregate is not robust to outliers.",
+        ),
+        IssueCode.SAMPLES_REJECTED: IssueSpec(
+            Severity.WARNING,
+            "Some samples were rejected (wrapped counter, negative delta or frozen counter) "
+            "before aggregation.",
+        ),
+        IssueCode.TIMER_RESOLUTION_COARSE: IssueSpec(
+            Severity.WARNING,
+            "The timer ticks more slowly than a measured layer takes, so that layer's time is "
+            "quantisation noise; prefer its cycle count.",
+        ),
+        IssueCode.TIMING_EMULATED: IssueSpec(
+            Severity.INFO,
+            "Timings come from an emulator: emulated instruction counts, not cycles.",
+        ),
+        IssueCode.MEMORY_NEAR_CAPACITY: IssueSpec(
+            Severity.WARNING,
+            f"Flash or RAM use is above {NEAR_CAPACITY:.0%} of the target's capacity.",
+        ),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Issue:
+    code: IssueCode
+    message: str
+    #: what the issue is about (a layer, a counter, a metric), when narrower than the run
+    subject: str | None = None
+
+    @property
+    def severity(self) -> Severity:
+        return self.code.severity
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code.value,
+            "severity": self.severity.value,
+            "message": self.message,
+            "subject": self.subject,
+        }
+
+
+@dataclass(frozen=True)
+class Validity:
+    status: ValidityStatus
+    issues: tuple[Issue, ...] = ()
+
+    @classmethod
+    def of(cls, issues: Sequence[Issue]) -> Validity:
+        severities = {i.severity for i in issues}
+        if Severity.ERROR in severities:
+            status = ValidityStatus.INVALID
+        elif Severity.WARNING in severities:
+            status = ValidityStatus.DEGRADED
+        else:
+            status = ValidityStatus.VALID
+        return cls(status, tuple(issues))
+
+    @property
+    def codes(self) -> tuple[IssueCode, ...]:
+        return tuple(i.code for i in self.issues)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status.value, "issues": [i.as_dict() for i in self.issues]}
+
+
+def timer_resolution_for(protocol: str | None) -> float | None:
+    """The timer tick (ms) behind a protocol's time readings, if the protocol reports times."""
+    return TIMER_RESOLUTION_MS.get(protocol or "")
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _sample_issues(name: str, agg: Aggregate, unit: str) -> list[Issue]:
+    issues: list[Issue] = []
+    if agg.n_rejected:
+        reasons = ", ".join(f"{n} {r.value}" for r, n in agg.rejected.items())
+        issues.append(
+            Issue(
+                IssueCode.SAMPLES_REJECTED,
+                f"{name}: {agg.n_rejected} of {agg.n_total} samples rejected ({reasons})",
+                name,
+            )
+        )
+    if agg.value is None and agg.n_rejected:
+        issues.append(
+            Issue(
+                IssueCode.COUNTER_OVERFLOW,
+                f"{name}: every one of {agg.n_total} samples was rejected; no {unit} figure",
+                name,
+            )
+        )
+    elif agg.n_used < MIN_SAMPLES or (
+        agg.method == Aggregation.TRIMMED and agg.n_used < TRIMMED_MIN_SAMPLES
+    ):
+        issues.append(
+            Issue(
+                IssueCode.SAMPLES_TOO_FEW,
+                f"{name}: only {agg.n_used} usable sample(s); {agg.describe()}",
+                name,
+            )
+        )
+    return issues
+
+
+def _layer_counter_issues(result: DeployResult, requested: Sequence[str]) -> list[Issue]:
+    issues: list[Issue] = []
+    seen: dict[str, int] = {}
+    for layer in result.layers:
+        for counter, value in layer.counters.items():
+            seen[counter] = seen.get(counter, 0) + 1
+            v = float(value)
+            if v < 0 or v >= 2 ** (COUNTER_BITS - 1):
+                issues.append(
+                    Issue(
+                        IssueCode.COUNTER_OVERFLOW,
+                        f"layer {layer.name}: {counter} = {_fmt(v)} is a wrapped 32-bit reading",
+                        f"{layer.name}/{counter}",
+                    )
+                )
+    n_layers = len(result.layers)
+    for counter, count in seen.items():
+        if count < n_layers:
+            issues.append(
+                Issue(
+                    IssueCode.COUNTER_UNAVAILABLE,
+                    f"{counter} was reported for {count} of {n_layers} layers",
+                    counter,
+                )
+            )
+    reported = set(seen) | {m.name for m in result.measurements if m.value is not None}
+    for name in requested:
+        if name not in reported:
+            issues.append(
+                Issue(IssueCode.COUNTER_UNAVAILABLE, f"{name} was requested but not reported", name)
+            )
+    for metric in result.measurements:
+        if metric.value is None:
+            why = metric.unavailable_reason or "no reason given"
+            issues.append(
+                Issue(
+                    IssueCode.COUNTER_UNAVAILABLE,
+                    f"{metric.name} is unavailable: {why}",
+                    metric.name,
+                )
+            )
+    return issues
+
+
+def _layer_sum_issue(
+    what: str, layer_sum: float, total: float | None, unit: str, slack: float
+) -> Issue | None:
+    if total is None or total <= 0:
+        return None
+    gap = abs(layer_sum - total)
+    if gap <= LAYER_SUM_TOLERANCE * total or gap <= slack:
+        return None
+    return Issue(
+        IssueCode.PROFILE_LAYER_SUM_MISMATCH,
+        f"per-layer {what} add up to {_fmt(layer_sum)} {unit} but the end-to-end figure is "
+        f"{_fmt(total)} {unit} ({layer_sum / total:.0%})",
+        what,
+    )
+
+
+def assess(
+    result: DeployResult,
+    *,
+    aggregation: Aggregation | str = Aggregation.MEDIAN,
+    requested_counters: Sequence[str] = (),
+    timer_resolution_ms: float | None = None,
+) -> Validity:
+    """Check one deploy result and return its validity with every issue found.
+
+    ``timer_resolution_ms`` defaults to the tick of the result's protocol
+    (``TIMER_RESOLUTION_MS``); ``requested_counters`` are exact counter names the caller
+    asked for and expects to see reported.
+    """
+    method = Aggregation(aggregation)
+    issues: list[Issue] = []
+    provenance = str(result.metrics.get("provenance", ""))
+    if provenance == Provenance.EMULATED.value:
+        issues.append(
+            Issue(
+                IssueCode.TIMING_EMULATED,
+                "timings and counters come from QEMU: emulated instruction counts, not cycles",
+            )
+        )
+    latency: Aggregate | None = None
+    if result.timings:
+        latency = aggregate_samples(result.timings, method)
+        issues += _sample_issues("latency", latency, "ms")
+    cycles_name = str(result.metrics.get("cycles_unit") or "cycles")
+    cycles: Aggregate | None = None
+    raw_cycles = result.metrics.get("cycles")
+    if raw_cycles:
+        cycles = aggregate_samples(raw_cycles, method, counter_bits=COUNTER_BITS)
+        issues += _sample_issues(cycles_name, cycles, cycles_name)
+    issues += _layer_counter_issues(result, requested_counters)
+
+    resolution = (
+        timer_resolution_ms
+        if timer_resolution_ms is not None
+        else timer_resolution_for(result.protocol)
+    )
+    times = [(layer.name, layer.time_ms) for layer in result.layers if layer.time_ms is not None]
+    if times:
+        layer_sum = sum(float(t) for _, t in times)
+        issue = _layer_sum_issue(
+            "times", layer_sum, latency.value if latency else None, "ms", resolution or 0.0
+        )
+        if issue is not None:
+            issues.append(issue)
+        if resolution is not None:
+            fine = [(name, float(t)) for name, t in times if float(t) < resolution]
+            if fine:
+                name, fastest = min(fine, key=lambda item: item[1])
+                issues.append(
+                    Issue(
+                        IssueCode.TIMER_RESOLUTION_COARSE,
+                        f"the timer resolves {_fmt(resolution)} ms but {len(fine)} layer(s) "
+                        f"take less (e.g. {name}: {_fmt(fastest)} ms)",
+                        name,
+                    )
+                )
+    layer_cycles = [
+        float(layer.counters[cycles_name])
+        for layer in result.layers
+        if cycles_name in layer.counters
+    ]
+    if layer_cycles and len(layer_cycles) == len(result.layers):
+        issue = _layer_sum_issue(
+            cycles_name, sum(layer_cycles), cycles.value if cycles else None, cycles_name, 0.0
+        )
+        if issue is not None:
+            issues.append(issue)
+    issues += _memory_issues(result.metrics.get("binary"))
+    return Validity.of(issues)
+
+
+def _memory_issues(binary: Any) -> list[Issue]:
+    if not isinstance(binary, Mapping):
+        return []
+    issues = []
+    for what in ("flash", "ram"):
+        used, cap = binary.get(f"{what}_bytes"), binary.get(f"{what}_capacity")
+        if used is None or not cap:
+            continue
+        if used > NEAR_CAPACITY * cap:
+            issues.append(
+                Issue(
+                    IssueCode.MEMORY_NEAR_CAPACITY,
+                    f"{what} use {used} B is {used / cap:.0%} of the {cap} B available",
+                    what,
+                )
+            )
+    return issues
+
+
+__all__ = [
+    "ISSUE_SPECS",
+    "TIMER_RESOLUTION_MS",
+    "Issue",
+    "IssueCode",
+    "IssueSpec",
+    "Severity",
+    "Validity",
+    "ValidityStatus",
+    "assess",
+    "timer_resolution_for",
+]

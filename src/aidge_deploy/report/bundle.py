@@ -1,0 +1,329 @@
+"""Write a result bundle: the files of one run, complete or not at all.
+
+Everything is written into a hidden sibling temporary directory, ``manifest.json`` last,
+and the directory is then renamed into place: a crash, a full disk or Ctrl-C never leaves
+a half-written bundle that looks complete. An earlier bundle at the same place is replaced
+(only if it *is* a bundle: a folder with other content is refused, never deleted). Every
+byte written passes through the secret scrubber (``report.redact``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aidge_core.export_utils import ExportArtifact
+
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.errors import ReportError
+from aidge_deploy.profiling.binary import BinaryInfo
+from aidge_deploy.profiling.validity import Validity, assess
+from aidge_deploy.report import metadata as meta
+from aidge_deploy.report.html import render_html
+from aidge_deploy.report.identity import model_identity
+from aidge_deploy.report.manifest import (
+    MANIFEST_NAME,
+    FileRole,
+    ManifestEntry,
+    build_manifest,
+    sha256_bytes,
+)
+from aidge_deploy.report.overlay import build_overlays
+from aidge_deploy.report.redact import Scrubber, sanitize, secret_values
+from aidge_deploy.report.schemas import SchemaName, validate_document
+from aidge_deploy.report.summary import (
+    SCHEMA_VERSION,
+    ProfileFormat,
+    build_summary,
+    profile_results_csv,
+    profile_results_json,
+    result_provenance,
+)
+from aidge_deploy.results import DeployResult, Provenance
+
+log = logging.getLogger("aidge_deploy")
+
+SUMMARY_NAME = "summary.json"
+METADATA_NAME = "run_metadata.json"
+REPORT_NAME = "report.html"
+OVERLAY_DIR = "model_explorer"
+LOG_DIR = "logs"
+METADATA_SCHEMA = "aidge-deploy/run-metadata"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle that was written: where, which run, which files, how valid."""
+
+    path: Path
+    run_id: str
+    files: tuple[Path, ...]
+    validity: Validity
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY_NAME
+
+    @property
+    def report_path(self) -> Path:
+        return self.path / REPORT_NAME
+
+
+class _Writer:
+    """Writes scrubbed files into the staging directory and records their digests."""
+
+    def __init__(self, root: Path, scrub: Scrubber) -> None:
+        self.root = root
+        self.scrub = scrub
+        self.entries: list[ManifestEntry] = []
+
+    def add(self, rel: str, data: bytes | str, media_type: str, role: FileRole) -> None:
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        raw = self.scrub(raw)
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(raw)
+        self.entries.append(ManifestEntry(rel, len(raw), sha256_bytes(raw), media_type, role))
+
+    def add_json(self, rel: str, doc: Any, role: FileRole) -> None:
+        self.add(rel, json.dumps(doc, indent=2, sort_keys=False) + "\n", "application/json", role)
+
+
+def _manifest_dict(artifact: ExportArtifact) -> dict[str, Any]:
+    return {
+        f.name: getattr(artifact.manifest, f.name) for f in dataclasses.fields(artifact.manifest)
+    }
+
+
+def _is_mcu(hardware_target: Any, build_system: str | None) -> bool:
+    return getattr(hardware_target, "hal_board", None) is not None or build_system == "make"
+
+
+def _build_metadata(
+    *,
+    run_id: str,
+    timestamp: str,
+    result: DeployResult,
+    config: DeployConfig,
+    artifact: ExportArtifact,
+    identity: Mapping[str, Any],
+    hardware: Mapping[str, Any],
+    toolchain: Mapping[str, str | None],
+    durations: Mapping[str, float],
+    log_entry: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    packages = meta.package_versions()
+    return {
+        "schema": METADATA_SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "timestamp": timestamp,
+        "tool": {"name": "aidge-deploy", "version": packages.get("aidge-deploy") or "unknown"},
+        "packages": packages,
+        "host": meta.host_facts(),
+        "config": sanitize(config.snapshot()),
+        "target": {
+            "name": result.target,
+            "backend": result.backend,
+            "provenance": result_provenance(result).value,
+            "hardware": dict(hardware),
+        },
+        "export": {
+            "path": str(artifact.path),
+            **identity,
+            "manifest": sanitize(_manifest_dict(artifact)),
+        },
+        "toolchain": dict(toolchain),
+        "stage_durations_ms": meta.stage_durations(durations),
+        "log": None if log_entry is None else dict(log_entry),
+    }
+
+
+def _comparability(summary: Mapping[str, Any], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    identity = summary["identity"]
+    export_manifest = metadata["export"]["manifest"]
+    return {
+        "model_hash": identity["model_hash"],
+        "io_signature": identity["io_signature"],
+        "target": summary["target"],
+        "export_hash": identity["export_hash"],
+        "backend": summary["backend"],
+        "protocol": summary["protocol"],
+        "provenance": summary["provenance"],
+        "application": export_manifest.get("application"),
+        "aggregation": summary["aggregation"],
+        "aidge_core": metadata["packages"].get("aidge-core"),
+        "aidge_deploy": metadata["tool"]["version"],
+        "toolchain": metadata["toolchain"],
+    }
+
+
+def _install(staging: Path, out_dir: Path) -> None:
+    """Move the finished staging directory to ``out_dir`` (replacing an older bundle)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ReportError(
+            f"{out_dir} exists and is not a directory",
+            hint="Pass a new or empty folder (or an earlier bundle) to --report.",
+        )
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if not (out_dir / MANIFEST_NAME).is_file():
+            raise ReportError(
+                f"{out_dir} is not empty and is not a result bundle; refusing to replace it",
+                hint="Pass a new or empty folder (or an earlier bundle) to --report.",
+            )
+        old = out_dir.with_name(f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(out_dir, old)
+        try:
+            os.replace(staging, out_dir)
+        except OSError:
+            os.replace(old, out_dir)  # put the earlier bundle back
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    if out_dir.is_dir():
+        out_dir.rmdir()
+    os.replace(staging, out_dir)
+
+
+def write_bundle(
+    out_dir: Path,
+    result: DeployResult,
+    config: DeployConfig,
+    artifact: ExportArtifact,
+    *,
+    hardware_target: Any = None,
+    binary: BinaryInfo | None = None,
+    log_path: Path | None = None,
+    stage_durations_ms: Mapping[str, float] | None = None,
+    profile_format: ProfileFormat | str = ProfileFormat.CSV,
+    timer_resolution_ms: float | None = None,
+    requested_counters: Sequence[str] = (),
+    toolchain: Mapping[str, str | None] | None = None,
+    graph_id: str | None = None,
+) -> Bundle:
+    """Write the result bundle of one run into ``out_dir`` and return what was written.
+
+    Files: ``summary.json``, ``profile_results.csv`` (or ``.json``), ``run_metadata.json``,
+    ``logs/<log name>`` (the raw capture), ``model_explorer/me_overlay_<figure>.json``,
+    ``report.html`` and, last, ``manifest.json``. ``toolchain`` defaults to the versions of
+    the tools relevant to the target, probed on this machine; ``graph_id`` (the Model
+    Explorer graph the overlays apply to) defaults to the export folder's name.
+    """
+    out_dir = Path(out_dir).absolute()
+    fmt = ProfileFormat(profile_format)
+    if binary is not None:
+        result = dataclasses.replace(result, metrics={**result.metrics, "binary": binary.as_dict()})
+    durations = dict(
+        stage_durations_ms if stage_durations_ms is not None else result.stage_durations_ms
+    )
+    result = dataclasses.replace(result, stage_durations_ms=durations)
+    log_path = log_path if log_path is not None else result.log_path
+    run_id = str(uuid.uuid4())
+    timestamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+    identity = {**model_identity(artifact).as_dict(), "target": str(result.target)}
+    hardware = meta.hardware_facts(hardware_target)
+    if toolchain is None:
+        build_system = hardware.get("build_system") or artifact.manifest.build_system
+        toolchain = meta.toolchain_versions(
+            meta.relevant_tools(
+                str(build_system).lower() if build_system else None,
+                _is_mcu(hardware_target, build_system),
+                result_provenance(result) == Provenance.EMULATED,
+                bool(config.cross_compile),
+            )
+        )
+    validity = assess(
+        result,
+        aggregation=config.aggregation,
+        requested_counters=requested_counters,
+        timer_resolution_ms=timer_resolution_ms,
+    )
+    summary = build_summary(
+        result,
+        run_id=run_id,
+        timestamp=timestamp,
+        identity=identity,
+        validity=validity,
+        aggregation=config.aggregation,
+    )
+    log_entry: dict[str, Any] | None = None
+    log_rel: str | None = None
+    if log_path is not None and Path(log_path).is_file():
+        log_rel = f"{LOG_DIR}/{Path(log_path).name}"
+        log_entry = {"file": log_rel, "original_path": str(log_path)}
+    metadata = _build_metadata(
+        run_id=run_id,
+        timestamp=timestamp,
+        result=result,
+        config=config,
+        artifact=artifact,
+        identity=identity,
+        hardware=hardware,
+        toolchain=toolchain,
+        durations=durations,
+        log_entry=log_entry,
+    )
+    # a document that does not match its own schema is a bug here: fail before writing
+    validate_document(SchemaName.SUMMARY, summary, where=SUMMARY_NAME)
+    validate_document(SchemaName.RUN_METADATA, metadata, where=METADATA_NAME)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.with_name(f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}")
+    staging.mkdir()
+    try:
+        writer = _Writer(staging, Scrubber(secret_values(config)))
+        writer.add_json(SUMMARY_NAME, summary, FileRole.SUMMARY)
+        if fmt == ProfileFormat.CSV:
+            writer.add(
+                "profile_results.csv", profile_results_csv(summary), "text/csv", FileRole.PROFILE
+            )
+        else:
+            profile_doc = profile_results_json(summary)
+            validate_document(SchemaName.PROFILE_RESULTS, json.loads(profile_doc))
+            writer.add("profile_results.json", profile_doc, "application/json", FileRole.PROFILE)
+        writer.add_json(METADATA_NAME, metadata, FileRole.METADATA)
+        if log_rel is not None and log_path is not None:
+            writer.add(log_rel, Path(log_path).read_bytes(), "text/plain", FileRole.LOG)
+        for name, text in build_overlays(summary, graph_id or Path(artifact.path).name).items():
+            writer.add(f"{OVERLAY_DIR}/{name}", text, "application/json", FileRole.OVERLAY)
+        listed = [e.path for e in writer.entries] + [REPORT_NAME, MANIFEST_NAME]
+        writer.add(
+            REPORT_NAME, render_html(summary, metadata, listed), "text/html", FileRole.REPORT
+        )
+        manifest = build_manifest(
+            writer.entries,
+            run_id=run_id,
+            created=timestamp,
+            tool_version=metadata["tool"]["version"],
+            comparability=_comparability(summary, metadata),
+        )
+        validate_document(SchemaName.MANIFEST, manifest, where=MANIFEST_NAME)
+        # written last and not listed in itself: its presence marks a complete bundle
+        raw = Scrubber(secret_values(config))(
+            (json.dumps(manifest, indent=2) + "\n").encode("utf-8")
+        )
+        (staging / MANIFEST_NAME).write_bytes(raw)
+        _install(staging, out_dir)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ReportError(
+            f"Could not write the result bundle to {out_dir}: {exc}",
+            hint="Check free space and permissions of the --report folder; nothing was left "
+            "half-written.",
+        ) from exc
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    files = (*(out_dir / e.path for e in writer.entries), out_dir / MANIFEST_NAME)
+    log.debug("bundle %s written to %s (%s)", run_id, out_dir, validity.status.value)
+    return Bundle(out_dir, run_id, files, validity)

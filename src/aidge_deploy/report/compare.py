@@ -1,0 +1,436 @@
+"""Compare two result bundles: are they comparable, what changed, is it a regression?
+
+Comparability is decided on typed dimensions. *Blocking* ones (the model, its tensor
+signature, the target) make a comparison meaningless when they differ, so it is refused.
+*Informative* ones (toolchain, Aidge version, backend, protocol, aggregation, the export's
+application settings) are reported but do not block: measuring their effect is the point
+of many comparisons. A thresholds file then turns the deltas into a verdict.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from aidge_deploy.errors import ReportError
+from aidge_deploy.report.manifest import BundleManifest, FileRole, verify_bundle
+from aidge_deploy.report.schemas import SchemaName, validate_document
+
+
+class DimensionKind(StrEnum):
+    BLOCKING = "blocking"  # differing values make the comparison meaningless
+    INFORMATIVE = "informative"  # reported; the comparison proceeds
+
+
+#: comparability dimension -> (kind, human label); keys of the manifest's ``comparability``
+DIMENSIONS: Mapping[str, tuple[DimensionKind, str]] = {
+    "model_hash": (DimensionKind.BLOCKING, "model (layers and parameters)"),
+    "io_signature": (DimensionKind.BLOCKING, "model inputs/outputs"),
+    "target": (DimensionKind.BLOCKING, "target"),
+    "provenance": (DimensionKind.BLOCKING, "provenance (silicon/host/emulated)"),
+    "export_hash": (DimensionKind.INFORMATIVE, "export sources"),
+    "application": (DimensionKind.INFORMATIVE, "export application"),
+    "backend": (DimensionKind.INFORMATIVE, "backend"),
+    "protocol": (DimensionKind.INFORMATIVE, "output protocol"),
+    "aggregation": (DimensionKind.INFORMATIVE, "aggregation"),
+    "aidge_core": (DimensionKind.INFORMATIVE, "aidge-core version"),
+    "aidge_deploy": (DimensionKind.INFORMATIVE, "aidge-deploy version"),
+    "toolchain": (DimensionKind.INFORMATIVE, "toolchain versions"),
+}
+
+#: headline metrics shown as totals, in this order (the cycle metric is added by name)
+TOTAL_KEYS = (
+    "latency",
+    "mlperf_latency",
+    "accuracy",
+    "flash_bytes",
+    "ram_bytes",
+    "activation_memory",
+    "peak_rss",
+)
+LAYER_PREFIX = "layers/"
+
+
+class Direction(StrEnum):
+    SMALLER = "smaller"  # smaller is better (latency, memory)
+    LARGER = "larger"  # larger is better (accuracy)
+    EQUAL = "equal"  # any change is a regression
+
+
+class MissingPolicy(StrEnum):
+    FAIL = "fail"
+    WARN = "warn"
+    IGNORE = "ignore"
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+#: ``aidge-deploy compare`` exit codes
+EXIT_PASS = 0  # comparable; no threshold failed (or no thresholds given)
+EXIT_WARN = 1  # thresholds: a warning (missing metric with missing=warn, invalid bundle)
+EXIT_ERROR = 2  # a bundle failed verification, or the thresholds file is invalid
+EXIT_NOT_COMPARABLE = 3  # a blocking dimension differs (model, inputs/outputs, target)
+EXIT_FAIL = 4  # thresholds: at least one metric regressed beyond its allowance
+
+VERDICT_EXIT: Mapping[Verdict, int] = {
+    Verdict.PASS: EXIT_PASS,
+    Verdict.WARN: EXIT_WARN,
+    Verdict.FAIL: EXIT_FAIL,
+}
+
+
+@dataclass(frozen=True)
+class DimensionDiff:
+    name: str
+    kind: DimensionKind
+    label: str
+    base: Any
+    cand: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind.value,
+            "label": self.label,
+            "base": self.base,
+            "cand": self.cand,
+        }
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float | None
+    unit: str
+    provenance: str
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    key: str
+    unit: str
+    base: float | None
+    cand: float | None
+
+    @property
+    def delta(self) -> float | None:
+        if self.base is None or self.cand is None:
+            return None
+        return self.cand - self.base
+
+    @property
+    def pct(self) -> float | None:
+        d = self.delta
+        if d is None or not self.base:
+            return None
+        return 100.0 * d / abs(self.base)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "unit": self.unit,
+            "base": self.base,
+            "cand": self.cand,
+            "delta": self.delta,
+            "pct": self.pct,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    base: BundleManifest
+    cand: BundleManifest
+    differences: tuple[DimensionDiff, ...]
+    totals: tuple[MetricDelta, ...]
+    layer_deltas: Mapping[str, tuple[MetricDelta, ...]]  # figure key -> deltas, largest first
+    figures_base: Mapping[str, Figure]
+    figures_cand: Mapping[str, Figure]
+    validity_base: str
+    validity_cand: str
+
+    @property
+    def blocking(self) -> tuple[DimensionDiff, ...]:
+        return tuple(d for d in self.differences if d.kind == DimensionKind.BLOCKING)
+
+    @property
+    def comparable(self) -> bool:
+        return not self.blocking
+
+    def as_dict(self, top: int | None = None) -> dict[str, Any]:
+        return {
+            "base": {
+                "path": str(self.base.root),
+                "run_id": self.base.run_id,
+                "validity": self.validity_base,
+            },
+            "cand": {
+                "path": str(self.cand.root),
+                "run_id": self.cand.run_id,
+                "validity": self.validity_cand,
+            },
+            "comparable": self.comparable,
+            "differences": [d.as_dict() for d in self.differences],
+            "totals": [t.as_dict() for t in self.totals],
+            "layers": {
+                key: [d.as_dict() for d in deltas[:top]]
+                for key, deltas in self.layer_deltas.items()
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ThresholdRule:
+    pattern: str
+    direction: Direction
+    max_regression_pct: float | None = None
+    max_regression_abs: float | None = None
+    missing: MissingPolicy = MissingPolicy.FAIL
+    unit: str | None = None
+
+    def allowance(self, base: float) -> float:
+        """The larger of the relative and the absolute allowance (0 when neither is set)."""
+        pct = 0.0 if self.max_regression_pct is None else abs(base) * self.max_regression_pct / 100
+        return max(pct, self.max_regression_abs or 0.0)
+
+    def regression(self, base: float, cand: float) -> float:
+        """How much worse ``cand`` is than ``base`` (negative: better)."""
+        if self.direction == Direction.SMALLER:
+            return cand - base
+        if self.direction == Direction.LARGER:
+            return base - cand
+        return abs(cand - base)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    rules: tuple[ThresholdRule, ...]
+    path: Path | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    key: str
+    pattern: str
+    status: Verdict
+    message: str
+    base: float | None = None
+    cand: float | None = None
+    regression: float | None = None
+    allowance: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "pattern": self.pattern,
+            "status": self.status.value,
+            "message": self.message,
+            "base": self.base,
+            "cand": self.cand,
+            "regression": self.regression,
+            "allowance": self.allowance,
+        }
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    verdict: Verdict
+    checks: tuple[Check, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return VERDICT_EXIT[self.verdict]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.value,
+            "exit_code": self.exit_code,
+            "checks": [c.as_dict() for c in self.checks],
+            "notes": list(self.notes),
+        }
+
+
+def figures(summary: Mapping[str, Any]) -> dict[str, Figure]:
+    """Every figure of a summary by key: headline metrics by name, layer figures as
+    ``layers/<layer>/<figure>``."""
+    out: dict[str, Figure] = {}
+    for name, metric in (summary.get("metrics") or {}).items():
+        value = metric.get("value")
+        out[name] = Figure(
+            None if value is None else float(value), str(metric["unit"]), str(metric["provenance"])
+        )
+    for layer in summary.get("layers") or []:
+        for key, fig in layer["metrics"].items():
+            value = fig.get("value")
+            out[f"{LAYER_PREFIX}{layer['name']}/{key}"] = Figure(
+                None if value is None else float(value), str(fig["unit"]), str(fig["provenance"])
+            )
+    return out
+
+
+def _differences(base: BundleManifest, cand: BundleManifest) -> tuple[DimensionDiff, ...]:
+    diffs = []
+    for name, (kind, label) in DIMENSIONS.items():
+        b, c = base.comparability.get(name), cand.comparability.get(name)
+        if b != c:
+            diffs.append(DimensionDiff(name, kind, label, b, c))
+    return tuple(diffs)
+
+
+def _delta(key: str, fb: Figure | None, fc: Figure | None) -> MetricDelta:
+    unit = (fb or fc).unit if (fb or fc) is not None else ""  # type: ignore[union-attr]
+    return MetricDelta(key, unit, fb.value if fb else None, fc.value if fc else None)
+
+
+def compare_bundles(base_dir: Path, cand_dir: Path) -> Comparison:
+    """Verify both bundles (``ReportError`` if either fails) and diff them."""
+    base = verify_bundle(Path(base_dir))
+    cand = verify_bundle(Path(cand_dir))
+    sb, sc = base.load_json(FileRole.SUMMARY), cand.load_json(FileRole.SUMMARY)
+    for doc, where in ((sb, base.root), (sc, cand.root)):
+        validate_document(SchemaName.SUMMARY, doc, where=f"{where}/summary.json")
+    fb, fc = figures(sb), figures(sc)
+    cycle_keys = [k for k in dict.fromkeys((sb.get("cycles_name"), sc.get("cycles_name"))) if k]
+    totals = tuple(
+        _delta(key, fb.get(key), fc.get(key))
+        for key in (TOTAL_KEYS[0], *cycle_keys, *TOTAL_KEYS[1:])
+        if key in fb or key in fc
+    )
+    by_figure: dict[str, list[MetricDelta]] = {}
+    for key in dict.fromkeys([*fb, *fc]):
+        if not key.startswith(LAYER_PREFIX):
+            continue
+        figure_key = key.rsplit("/", 1)[1]
+        by_figure.setdefault(figure_key, []).append(_delta(key, fb.get(key), fc.get(key)))
+    layer_deltas = {
+        k: tuple(sorted(v, key=lambda d: -abs(d.delta) if d.delta is not None else 0.0))
+        for k, v in by_figure.items()
+    }
+    return Comparison(
+        base=base,
+        cand=cand,
+        differences=_differences(base, cand),
+        totals=totals,
+        layer_deltas=layer_deltas,
+        figures_base=fb,
+        figures_cand=fc,
+        validity_base=str(sb["validity"]["status"]),
+        validity_cand=str(sc["validity"]["status"]),
+    )
+
+
+def parse_thresholds(
+    doc: Any, *, path: Path | None = None, sha256: str | None = None
+) -> Thresholds:
+    validate_document(SchemaName.THRESHOLDS, doc, where=str(path) if path else "thresholds")
+    rules = []
+    for pattern, raw in doc["metrics"].items():
+        rules.append(
+            ThresholdRule(
+                pattern=pattern,
+                direction=Direction(raw["direction"]),
+                max_regression_pct=raw.get("max_regression_pct"),
+                max_regression_abs=raw.get("max_regression_abs"),
+                missing=MissingPolicy(raw.get("missing", MissingPolicy.FAIL.value)),
+                unit=raw.get("unit"),
+            )
+        )
+    return Thresholds(tuple(rules), path, sha256)
+
+
+def load_thresholds(path: Path) -> Thresholds:
+    """Read and validate a thresholds file (``ReportError`` with the violations)."""
+    try:
+        raw = Path(path).read_bytes()
+        doc = json.loads(raw)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(
+            f"Cannot read thresholds file {path}: {exc}",
+            hint="Pass a JSON file matching aidge_deploy/schemas/thresholds.schema.json.",
+        ) from exc
+    return parse_thresholds(doc, path=Path(path), sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _missing(key: str, rule: ThresholdRule, why: str) -> Check | None:
+    if rule.missing == MissingPolicy.IGNORE:
+        return None
+    status = Verdict.FAIL if rule.missing == MissingPolicy.FAIL else Verdict.WARN
+    return Check(key, rule.pattern, status, f"{key}: {why}")
+
+
+def _check(key: str, rule: ThresholdRule, fb: Figure | None, fc: Figure | None) -> Check | None:
+    if fb is None or fc is None or fb.value is None or fc.value is None:
+        side = "baseline" if fb is None or fb.value is None else "candidate"
+        return _missing(key, rule, f"no value in the {side}")
+    units = {fb.unit, fc.unit}
+    if len(units) > 1 or (rule.unit is not None and rule.unit not in units):
+        return Check(
+            key,
+            rule.pattern,
+            Verdict.FAIL,
+            f"{key}: unit mismatch ({fb.unit} vs {fc.unit}"
+            + (f", expected {rule.unit})" if rule.unit else ")"),
+        )
+    regression = rule.regression(fb.value, fc.value)
+    allowance = rule.allowance(fb.value)
+    failed = regression > allowance
+    verb = "regressed" if failed else "within allowance"
+    return Check(
+        key,
+        rule.pattern,
+        Verdict.FAIL if failed else Verdict.PASS,
+        f"{key}: {fb.value:.6g} -> {fc.value:.6g} {fb.unit} ({rule.direction.value} is better; "
+        f"regression {regression:.6g}, allowed {allowance:.6g}): {verb}",
+        fb.value,
+        fc.value,
+        regression,
+        allowance,
+    )
+
+
+def evaluate(comparison: Comparison, thresholds: Thresholds) -> Evaluation:
+    """Apply every rule to every figure it matches; the worst check decides the verdict."""
+    keys = list(dict.fromkeys([*comparison.figures_base, *comparison.figures_cand]))
+    checks: list[Check] = []
+    for rule in thresholds.rules:
+        matched = [k for k in keys if fnmatch.fnmatchcase(k, rule.pattern)]
+        if not matched:
+            missing = _missing(rule.pattern, rule, "no figure of either bundle matches")
+            if missing is not None:
+                checks.append(missing)
+            continue
+        for key in matched:
+            check = _check(
+                key, rule, comparison.figures_base.get(key), comparison.figures_cand.get(key)
+            )
+            if check is not None:
+                checks.append(check)
+    notes = []
+    for side, status in (
+        ("baseline", comparison.validity_base),
+        ("candidate", comparison.validity_cand),
+    ):
+        if status == "invalid":
+            notes.append(f"the {side} bundle is invalid: its figures cannot be trusted")
+    statuses = {c.status for c in checks}
+    if Verdict.FAIL in statuses:
+        verdict = Verdict.FAIL
+    elif Verdict.WARN in statuses or notes:
+        verdict = Verdict.WARN
+    else:
+        verdict = Verdict.PASS
+    return Evaluation(verdict, tuple(checks), tuple(notes))
+
+
+def not_comparable_message(diffs: Sequence[DimensionDiff]) -> str:
+    return "; ".join(f"{d.label} differs ({d.base} vs {d.cand})" for d in diffs)

@@ -1,0 +1,227 @@
+"""Small inline-SVG charts for the HTML report, generated in Python.
+
+The report must open offline, years later, from a CI artifact: no CDN, no JavaScript
+library. Three chart shapes cover it — horizontal bars (per-layer figures, stage
+durations), a histogram (latency distribution) and used-versus-capacity bars (memory).
+Every bar is a ``rect.bar`` carrying ``data-value`` and a ``<title>`` tooltip, and every
+chart an ``svg[data-chart]`` with ``data-bars``, so tests can check what was drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+PALETTE = ("#3b6fd8", "#d8843b", "#3ba86b", "#a85bd8", "#d83b5e", "#2fa3b5", "#8a8f3b")
+_FONT = 'font-family="system-ui, -apple-system, Segoe UI, sans-serif"'
+
+
+def fmt_number(value: float) -> str:
+    """Compact, readable number: 0.000805 -> 0.000805, 123456 -> 123,456, 1.5e-9 -> 1.5e-09."""
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 1e6 or magnitude < 1e-4:
+        return f"{value:.3g}" if magnitude < 1e-4 else f"{value:,.0f}"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    if magnitude >= 100:
+        return f"{value:,.1f}"
+    return f"{value:.4g}"
+
+
+def fmt_bytes(value: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def time_scale(max_ms: float) -> tuple[float, str]:
+    """Factor and unit that show millisecond figures as readable numbers (ms, µs or ns)."""
+    if max_ms >= 1.0:
+        return 1.0, "ms"
+    if max_ms >= 1e-3:
+        return 1e3, "µs"
+    return 1e6, "ns"
+
+
+def _truncate(label: str, limit: int = 28) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def bar_chart(
+    items: Sequence[tuple[str, float | None]],
+    *,
+    unit: str,
+    chart_id: str,
+    color: str = PALETTE[0],
+    width: int = 1080,
+) -> str:
+    """Horizontal bars, one per (label, value); ``None`` values are drawn as 'n/a'."""
+    label_w, value_w, row_h, top = 210, 110, 24, 8
+    plot_w = width - label_w - value_w
+    values = [v for _, v in items if v is not None and math.isfinite(v)]
+    peak = max(values, default=0.0)
+    height = top * 2 + row_h * max(1, len(items))
+    parts = [
+        f'<svg class="chart" data-chart="{escape(chart_id)}" data-bars="{len(values)}" '
+        f'viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="{escape(chart_id)} ({escape(unit)})" {_FONT} font-size="12">'
+    ]
+    for i, (label, value) in enumerate(items):
+        y = top + i * row_h
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + row_h / 2 + 4}" text-anchor="end" fill="#333">'
+            f"<title>{escape(label)}</title>{escape(_truncate(label))}</text>"
+        )
+        parts.append(
+            f'<rect x="{label_w}" y="{y + 3}" width="{plot_w}" height="{row_h - 6}" '
+            f'fill="#f1f3f7" rx="3"/>'
+        )
+        if value is None or not math.isfinite(value):
+            parts.append(f'<text x="{label_w + 6}" y="{y + row_h / 2 + 4}" fill="#888">n/a</text>')
+            continue
+        w = 0.0 if peak <= 0 else max(1.0, plot_w * value / peak) if value > 0 else 0.0
+        parts.append(
+            f'<rect class="bar" data-value="{value!r}" x="{label_w}" y="{y + 3}" '
+            f'width="{w:.2f}" height="{row_h - 6}" fill="{color}" rx="3">'
+            f"<title>{escape(label)}: {escape(fmt_number(value))} {escape(unit)}</title></rect>"
+        )
+        parts.append(
+            f'<text x="{label_w + plot_w + 8}" y="{y + row_h / 2 + 4}" fill="#222">'
+            f"{escape(fmt_number(value))} {escape(unit)}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _bins(samples: Sequence[float]) -> tuple[float, float, list[int]]:
+    lo, hi = min(samples), max(samples)
+    n_bins = max(1, min(30, math.ceil(math.sqrt(len(samples))) + 1))
+    if hi <= lo:
+        return lo, hi, [len(samples)]
+    counts = [0] * n_bins
+    step = (hi - lo) / n_bins
+    for s in samples:
+        counts[min(n_bins - 1, int((s - lo) / step))] += 1
+    return lo, hi, counts
+
+
+def histogram(
+    samples: Sequence[float],
+    *,
+    unit: str,
+    chart_id: str,
+    markers: Sequence[tuple[str, float]] = (),
+    color: str = PALETTE[0],
+    width: int = 1080,
+    height: int = 240,
+) -> str:
+    """Vertical-bar histogram of ``samples`` with labelled vertical marker lines."""
+    left, right, top, bottom = 50, 20, 24, 40
+    plot_w, plot_h = width - left - right, height - top - bottom
+    lo, hi, counts = _bins(samples)
+    peak = max(counts)
+    span = hi - lo
+    bar_w = plot_w / len(counts)
+    parts = [
+        f'<svg class="chart" data-chart="{escape(chart_id)}" data-bars="{len(counts)}" '
+        f'viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="{escape(chart_id)}" {_FONT} font-size="12">',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
+        f'stroke="#999"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#999"/>',
+        f'<text x="{left - 6}" y="{top + 4}" text-anchor="end" fill="#555">{peak}</text>',
+        f'<text x="{left - 6}" y="{top + plot_h}" text-anchor="end" fill="#555">0</text>',
+        f'<text x="14" y="{top + plot_h / 2}" fill="#555" transform="rotate(-90 14 '
+        f'{top + plot_h / 2})" text-anchor="middle">samples</text>',
+    ]
+    for i, count in enumerate(counts):
+        h = plot_h * count / peak if peak else 0
+        b_lo = lo + span * i / len(counts)
+        b_hi = lo + span * (i + 1) / len(counts)
+        parts.append(
+            f'<rect class="bar" data-value="{count}" x="{left + i * bar_w + 1:.2f}" '
+            f'y="{top + plot_h - h:.2f}" width="{max(1.0, bar_w - 2):.2f}" height="{h:.2f}" '
+            f'fill="{color}" opacity="0.85"><title>{escape(fmt_number(b_lo))}–'
+            f"{escape(fmt_number(b_hi))} {escape(unit)}: {count} sample(s)</title></rect>"
+        )
+    parts.append(
+        f'<text x="{left}" y="{height - 12}" fill="#555">{escape(fmt_number(lo))} '
+        f"{escape(unit)}</text>"
+    )
+    parts.append(
+        f'<text x="{left + plot_w}" y="{height - 12}" text-anchor="end" fill="#555">'
+        f"{escape(fmt_number(hi))} {escape(unit)}</text>"
+    )
+    for i, (name, value) in enumerate(markers):
+        x = left + (plot_w * (value - lo) / span if span else plot_w / 2)
+        color_m = PALETTE[(i + 3) % len(PALETTE)]
+        parts.append(
+            f'<line class="marker" x1="{x:.2f}" y1="{top - 4}" x2="{x:.2f}" '
+            f'y2="{top + plot_h}" stroke="{color_m}" stroke-width="2" stroke-dasharray="4 3">'
+            f"<title>{escape(name)}: {escape(fmt_number(value))} {escape(unit)}</title></line>"
+        )
+        parts.append(
+            f'<text x="{x + 4:.2f}" y="{top + 10 + 14 * i}" fill="{color_m}">{escape(name)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def capacity_bars(
+    rows: Sequence[tuple[str, int | None, int | None]],
+    *,
+    chart_id: str,
+    width: int = 1080,
+) -> str:
+    """One bar per (label, used bytes, capacity bytes or None): fill shows use of capacity.
+
+    Without a capacity the bar is scaled against the largest figure of the chart and
+    drawn hatched-grey behind, so it is not mistaken for a fraction of a budget.
+    """
+    label_w, value_w, row_h, top = 210, 210, 30, 8
+    plot_w = width - label_w - value_w
+    drawn = [r for r in rows if r[1] is not None]
+    scale_ref = max([r[1] or 0 for r in drawn if r[2] is None] or [0])
+    height = top * 2 + row_h * max(1, len(rows))
+    parts = [
+        f'<svg class="chart" data-chart="{escape(chart_id)}" data-bars="{len(drawn)}" '
+        f'viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="memory" '
+        f'{_FONT} font-size="12">'
+    ]
+    for i, (label, used, cap) in enumerate(rows):
+        y = top + i * row_h
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + row_h / 2 + 4}" text-anchor="end" fill="#333">'
+            f"{escape(label)}</text>"
+        )
+        parts.append(
+            f'<rect x="{label_w}" y="{y + 5}" width="{plot_w}" height="{row_h - 10}" '
+            f'fill="{"#e4e8f0" if cap else "#f6f6f6"}" rx="3"/>'
+        )
+        if used is None:
+            parts.append(f'<text x="{label_w + 6}" y="{y + row_h / 2 + 4}" fill="#888">n/a</text>')
+            continue
+        if cap:
+            frac = used / cap
+            color = "#d73027" if frac > 0.9 else "#f0a030" if frac > 0.7 else "#3ba86b"
+            text = f"{fmt_bytes(used)} of {fmt_bytes(cap)} ({frac:.1%})"
+        else:
+            frac = used / scale_ref if scale_ref else 0.0
+            color = PALETTE[0]
+            text = f"{fmt_bytes(used)} (no capacity)"
+        w = max(1.0, plot_w * min(frac, 1.0)) if used > 0 else 0.0
+        parts.append(
+            f'<rect class="bar" data-value="{used}" x="{label_w}" y="{y + 5}" width="{w:.2f}" '
+            f'height="{row_h - 10}" fill="{color}" rx="3"><title>{escape(label)}: '
+            f"{escape(text)}</title></rect>"
+        )
+        parts.append(
+            f'<text x="{label_w + plot_w + 8}" y="{y + row_h / 2 + 4}" fill="#222">'
+            f"{escape(text)}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
