@@ -14,6 +14,7 @@ references the parsed values are checked against.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -91,7 +92,8 @@ def _export(onnx_path: Path, folder: Path, name: str, x: np.ndarray) -> Path:
     # Tag the layout as the Cortex-M benchmark helpers do: an untagged 4-D tensor is misread
     # (contract §5.4) and the export's output would not match onnxruntime.
     tensor.to_dformat(aidge_core.dformat.nchw if x.ndim == 4 else aidge_core.dformat.nc)
-    artifact = export(graph, config, [tensor], labels=labels)
+    with contextlib.chdir(folder.parent):  # export() writes exported_graph.mmd into the cwd
+        artifact = export(graph, config, [tensor], labels=labels)
     return Path(artifact.path)
 
 
@@ -127,12 +129,18 @@ def main() -> None:
         wide_path = wide_two_outputs(tmp_path / "wide.onnx")
         for name, spec in KINDS.items():
             wide = spec[5] == "wide_two_outputs"
-            folder = _export(wide_path if wide else onnx_path, tmp_path / name, name, x_wide if wide else x)
+            folder = _export(
+                wide_path if wide else onnx_path, tmp_path / name, name, x_wide if wide else x
+            )
             subprocess.run(
                 ["cmake", "-B", "build", "-S", ".", "-DAIDGE_CMP=false"],
-                cwd=folder, check=True, capture_output=True,
+                cwd=folder,
+                check=True,
+                capture_output=True,
             )
-            subprocess.run(["cmake", "--build", "build"], cwd=folder, check=True, capture_output=True)
+            subprocess.run(
+                ["cmake", "--build", "build"], cwd=folder, check=True, capture_output=True
+            )
             run = subprocess.run(
                 [str(folder / "build" / "run_export")], cwd=folder, check=True, capture_output=True
             )
