@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -481,3 +482,19 @@ def test_qemu_captured_logs(log: Path) -> None:
         assert result.timings_ms
     if protocol == "aidge-uart-validation/v1":
         assert result.predictions or result.validation_metrics
+    # what the capture recorded alongside: onnxruntime's answers for the same inputs
+    record = _qemu_captures().get(log.stem, {})
+    if "expected_output" in record:
+        np.testing.assert_allclose(
+            (result.outputs or ())[0], record["expected_output"], atol=1.5e-6, rtol=0
+        )
+    if "expected_predictions" in record:
+        assert list(result.predictions or ()) == record["expected_predictions"]
+
+
+def _qemu_captures() -> dict[str, dict[str, Any]]:
+    path = QEMU / "captures.json"
+    if not path.is_file():
+        return {}
+    records = json.loads(path.read_text())
+    return {k: v for k, v in records.items() if isinstance(v, dict)}

@@ -405,7 +405,7 @@ def _export_and_build(
         export_folder=str(out_dir),
         dtype="float32",
         compile=False,
-        application=ExportApplication(**app),  # type: ignore[arg-type]
+        application=ExportApplication(**app),
     )
     # export() drops exported_graph.mmd into the working directory: keep it in tmp
     with contextlib.chdir(out_dir.parent):
