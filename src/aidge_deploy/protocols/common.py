@@ -9,6 +9,7 @@ report the offending line the same way.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from aidge_core.export_utils import ExportManifest
 
     from aidge_deploy.protocols.base import Channel
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -768,10 +771,12 @@ def read_session_line(channel: Channel, timeout: float, waiting_for: str, number
     try:
         raw = channel.read_line(timeout)
     except CaptureError as exc:
+        # the channel says what failed (usually a timeout); we add what the session awaited
         raise CaptureError(
-            f"Timed out after {timeout:g} s waiting for {waiting_for}",
+            f"No answer while waiting for {waiting_for} ({timeout:g} s): {exc.message}",
             hint="The firmware hung, crashed silently or is not running this protocol; check the "
             "transcript. Long benchmarks need a larger benchmark timeout.",
+            log_path=exc.log_path,
             stage="execute",
         ) from exc
     if raw is None:
@@ -780,4 +785,5 @@ def read_session_line(channel: Channel, timeout: float, waiting_for: str, number
             hint="The firmware exited or the connection closed; check the transcript.",
             stage="execute",
         )
+    _log.debug("session line %d: %r", number, raw)
     return Line(number, raw.replace("\r", " ").strip(), raw)

@@ -10,6 +10,7 @@ the mean latency ``(t1 - t0) / N`` µs from the two ``m-lap-us-`` timestamps.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,8 @@ from aidge_deploy.protocols.registry import register_protocol
 
 if TYPE_CHECKING:
     from aidge_core.export_utils import ExportManifest
+
+_log = logging.getLogger(__name__)
 
 MLPERF_TINY_UART_V1 = "mlperf-tiny-uart/v1"
 
@@ -309,6 +312,7 @@ class _Session:
     def command(self, command: str, timeout: float | None = None) -> list[Line]:
         if len(command) > COMMAND_BUFFER or "%" in command or "\n" in command:
             raise ConfigError(f"Invalid EEMBC command {command!r}")  # a bug in this module
+        _log.debug("EEMBC command %.40s%%", command)
         self._channel.write(command.encode("ascii") + b"%")
         return self.wait_ready(timeout or self._timeout, f"m-ready after '{command[:24]}%'")
 

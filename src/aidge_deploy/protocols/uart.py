@@ -10,6 +10,7 @@ the host sends that sample as one line of numbers.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ from aidge_deploy.protocols.registry import register_protocol
 
 if TYPE_CHECKING:
     from aidge_core.export_utils import ExportManifest
+
+_log = logging.getLogger(__name__)
 
 UART_OUTPUT_V1 = "aidge-uart-output/v1"
 UART_BENCHMARK_V1 = "aidge-uart-benchmark/v1"
@@ -512,6 +515,7 @@ def drive_validation(channel: Channel, manifest: ExportManifest, request: Sessio
                     line_number=line.number,
                     stage="execute",
                 )
+            _log.debug("sending sample %d (attempt %d)", sample_id, attempts)
             channel.write(payloads[sample_id])
         elif text.startswith(("prediction:", "validation_metric:")):
             expected_id += 1
