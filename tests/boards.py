@@ -63,8 +63,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +215,6 @@ class SshBoard:
     sshd_log: Path
     workdir: Path
     netns: str | None = None
-    extra_env: dict[str, str] = field(default_factory=dict)
 
     def settings(self, **overrides: Any) -> SshSettings:
         """Client settings for this board (short timeouts, no agent, no ssh_config)."""
@@ -684,12 +683,9 @@ def aarch64_board(ssh_board: SshBoard, aarch64_runner: Aarch64Runner) -> Aarch64
     return Aarch64Board(ssh=ssh_board, runner=aarch64_runner)
 
 
-BoardFactory = Callable[..., contextlib.AbstractContextManager[SshBoard]]
-
 __all__ = [
     "Aarch64Board",
     "Aarch64Runner",
-    "BoardFactory",
     "DockerBoard",
     "SshBoard",
     "build_test_rootfs",
