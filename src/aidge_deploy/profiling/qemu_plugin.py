@@ -1,0 +1,200 @@
+"""The emulated PMU: build the aidge_pmu QEMU plugin on first use, and read its snapshots.
+
+QEMU models no cycle counter and no PMU; the TCG plugin ``plugin/aidge_pmu.c`` counts
+guest instructions, loads, stores and taken branches deterministically and snapshots them
+each time execution reaches a *boundary* address (on the emulated boards, the BSP's
+cycle-counter read function called around each layer). Debian ships no plugin header, so
+the plugin declares the QEMU 7.2 v1 API itself and is compiled here with the machine's C
+compiler into the cache (``<cache>/plugins/``), once per source version.
+
+Plugin interface (see the C file's header for the exact semantics of each counter):
+``qemu-system-arm ... -plugin <so>,boundary=0x<addr>[,boundary=...],out=<file>``; the file
+holds ``S <seq> <boundary> <instructions> <loads> <stores> <branches_taken>`` per snapshot
+(counts of everything executed *before* the boundary instruction) and a final ``T`` total.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+
+from aidge_deploy.buildsys import default_cache_root
+from aidge_deploy.errors import BuildError, CaptureError, ConfigError, PreflightError
+
+#: counter order in the plugin's records
+PLUGIN_COUNTERS = ("instructions", "loads", "stores", "branches_taken")
+#: plugin counter -> catalogue counter (domain ``emulated``)
+CATALOGUE_NAMES = MappingProxyType(
+    {
+        "instructions": "emu-instructions",
+        "loads": "emu-loads",
+        "stores": "emu-stores",
+        "branches_taken": "emu-branches-taken",
+    }
+)
+_SOURCES = ("aidge_pmu.c", "qemu_plugin_api.h")
+_CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall")
+_HEADER = "# aidge_pmu 1 "
+
+
+def _source_dir() -> Path:
+    return Path(str(resources.files("aidge_deploy.profiling").joinpath("plugin")))
+
+
+def _compiler(explicit: str | None) -> str:
+    for name in (explicit, os.environ.get("CC"), "cc", "gcc"):
+        if name and shutil.which(name):
+            return str(shutil.which(name))
+    raise PreflightError(
+        "No C compiler found to build the emulated-PMU QEMU plugin",
+        hint="apt-get install --no-install-recommends gcc (or set CC).",
+    )
+
+
+def plugin_path(cache_root: Path | None = None, compiler: str | None = None) -> Path:
+    """The built plugin (``.so``), compiling it first if this source version is not cached.
+
+    The cache key hashes the C sources and the flags, so an edited plugin is rebuilt; the
+    build writes to a temporary file and renames it, so concurrent first uses are safe.
+    """
+    cc = _compiler(compiler)
+    src = _source_dir()
+    digest = hashlib.sha256()
+    for name in _SOURCES:
+        digest.update(name.encode() + b"\0" + (src / name).read_bytes())
+    digest.update(" ".join(_CFLAGS).encode())
+    out_dir = (cache_root or default_cache_root()) / "plugins"
+    target = out_dir / f"libaidge_pmu-{digest.hexdigest()[:16]}.so"
+    if target.is_file():
+        return target
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".aidge_pmu-", suffix=".so", dir=out_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        proc = subprocess.run(
+            [cc, *_CFLAGS, f"-I{src}", "-o", str(tmp), str(src / "aidge_pmu.c")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            raise BuildError(
+                f"Building the emulated-PMU QEMU plugin failed:\n{proc.stderr.strip()[-2000:]}",
+                hint="Check the C compiler; the plugin needs only libc.",
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def plugin_option(plugin: Path, boundaries: Sequence[int], out: Path) -> list[str]:
+    """``["-plugin", "<so>,boundary=0x...,out=<file>"]`` for the QEMU command line."""
+    if len(boundaries) > 16:
+        raise ConfigError(
+            f"{len(boundaries)} boundary addresses; the plugin takes at most 16",
+            hint="Snapshot at fewer addresses.",
+        )
+    for path in (plugin, out):
+        if "," in str(path):
+            raise ConfigError(
+                f"QEMU cannot take a plugin path with a comma: {path}",
+                hint="Use a work directory without commas in its path.",
+            )
+    parts = [str(plugin), *(f"boundary={addr:#x}" for addr in boundaries), f"out={out}"]
+    return ["-plugin", ",".join(parts)]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The counters when execution reached a boundary (everything before it)."""
+
+    seq: int
+    boundary: int  # index into PluginTrace.boundaries
+    counts: Mapping[str, int]
+
+    def minus(self, earlier: Snapshot) -> dict[str, int]:
+        return {k: self.counts[k] - earlier.counts[k] for k in PLUGIN_COUNTERS}
+
+
+@dataclass(frozen=True)
+class PluginTrace:
+    """Everything one QEMU run of the plugin wrote."""
+
+    boundaries: tuple[int, ...]
+    snapshots: tuple[Snapshot, ...]
+    #: counts at QEMU exit; None when QEMU was killed before its exit handlers ran
+    total: Mapping[str, int] | None
+
+    def intervals(self) -> tuple[dict[str, int], ...]:
+        """Counts between consecutive snapshots (what ran from one boundary to the next)."""
+        return tuple(b.minus(a) for a, b in itertools.pairwise(self.snapshots))
+
+
+def _counts(fields: Sequence[str], line_number: int, path: Path) -> Mapping[str, int]:
+    if len(fields) != len(PLUGIN_COUNTERS):
+        raise CaptureError(
+            f"{path}:{line_number}: expected {len(PLUGIN_COUNTERS)} counts, got {len(fields)}",
+            hint="The plugin file is truncated or from another plugin version.",
+        )
+    return MappingProxyType(dict(zip(PLUGIN_COUNTERS, (int(f) for f in fields), strict=True)))
+
+
+def read_trace(path: Path) -> PluginTrace:
+    """Parse the plugin's ``out=`` file."""
+    try:
+        lines = path.read_text(encoding="ascii").splitlines()
+    except OSError as exc:
+        raise CaptureError(
+            f"The emulated-PMU plugin wrote no file at {path}: {exc.strerror}",
+            hint="QEMU did not load the plugin (see its stderr) or failed before starting.",
+        ) from exc
+    if not lines or not lines[0].startswith(_HEADER):
+        raise CaptureError(
+            f"{path} is not an aidge_pmu trace", hint="Rebuild the plugin (clear the cache)."
+        )
+    boundaries: list[int] = []
+    snapshots: list[Snapshot] = []
+    total: Mapping[str, int] | None = None
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            if fields[0] == "B":
+                boundaries.append(int(fields[2], 16))
+            elif fields[0] == "S":
+                snapshots.append(
+                    Snapshot(int(fields[1]), int(fields[2]), _counts(fields[3:], number, path))
+                )
+            elif fields[0] == "T":
+                total = _counts(fields[1:], number, path)
+            else:
+                raise ValueError(fields[0])
+        except (ValueError, IndexError) as exc:
+            raise CaptureError(
+                f"{path}:{number}: malformed record {line!r}",
+                hint="The plugin file is corrupt or from another plugin version.",
+            ) from exc
+    return PluginTrace(tuple(boundaries), tuple(snapshots), total)
+
+
+__all__ = [
+    "CATALOGUE_NAMES",
+    "PLUGIN_COUNTERS",
+    "PluginTrace",
+    "Snapshot",
+    "plugin_option",
+    "plugin_path",
+    "read_trace",
+]
