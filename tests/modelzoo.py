@@ -72,6 +72,33 @@ def big_mlp(path: Path, seed: int = 0) -> Path:
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
+def wide_conv(path: Path, seed: int = 0, channels: int = 8, size: int = 64) -> Path:
+    """Conv(channels->16, 3x3) + ReLU on 1 x channels x size x size: big activations, tiny weights.
+
+    The default (~384 KB of activations) is refused by Aidge's memory planner for a
+    192 KB part; ``channels=4, size=48`` passes the planner but not the linker there.
+    """
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array(
+            (rng.standard_normal((16, channels, 3, 3)) * 0.1).astype(np.float32), "W"
+        ),
+        numpy_helper.from_array(np.zeros(16, np.float32), "B"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "wide_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, size, size])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
 def sample_input(shape: tuple[int, ...], seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from aidge_core.export_utils import ExportArtifact
 
 from aidge_deploy.artifact import export_hash, memory_peaks
-from aidge_deploy.errors import BuildError, PreflightError
+from aidge_deploy.errors import BuildError, MemoryFitError, PreflightError
 from aidge_deploy.results import BuildResult, BuildStatus
 
 STAMP_NAME = ".aidge-deploy-build.json"
@@ -171,6 +172,9 @@ def build_export(
             if proc.returncode != 0:
                 log.flush()
                 tail = _tail(log_path, 25)
+                overflow = _region_overflow(log_path)
+                if overflow is not None:
+                    raise overflow
                 raise BuildError(
                     f"Build failed ({' '.join(command[:2])} exited with {proc.returncode}):\n{tail}",
                     hint="The compiler's last lines are above; the full log is on disk.",
@@ -197,6 +201,26 @@ def build_export(
         log_path=log_path,
         build_dir=plan.build_dir,
         duration_s=time.perf_counter() - started,
+    )
+
+
+_OVERFLOW = re.compile(r"region [`'\"]?([\w.]+)[`'\"]? overflowed by (\d+) bytes")
+
+
+def _region_overflow(log_path: Path) -> MemoryFitError | None:
+    """The linker's own verdict when the firmware does not fit a memory region."""
+    found = _OVERFLOW.findall(log_path.read_text(encoding="utf-8", errors="replace"))
+    if not found:
+        return None
+    worst: dict[str, int] = {}
+    for region, amount in found:
+        worst[region] = max(worst.get(region, 0), int(amount))
+    parts = ", ".join(f"{region} overflowed by {amount} B" for region, amount in worst.items())
+    return MemoryFitError(
+        f"The firmware does not fit the board's memory: the linker reports {parts}",
+        hint="Use a smaller model, quantise it (--dtype int8), or pick a board with more "
+        "memory; nothing was flashed.",
+        log_path=log_path,
     )
 
 

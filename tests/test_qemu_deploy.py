@@ -1,0 +1,291 @@
+"""deploy() on emulated Cortex-M boards: real Aidge MCU exports, cross-built, flashed into QEMU.
+
+Every figure here is labelled emulated: QEMU counts instructions (icount, CPI = 1 model).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import aidge_deploy
+import modelzoo
+from aidge_deploy.cli.main import app
+from aidge_deploy.config import DeployConfig, ValidationConfig
+from aidge_deploy.errors import (
+    CaptureError,
+    FlashError,
+    MemoryFitError,
+    PreflightError,
+    ProtocolError,
+)
+from aidge_deploy.results import Provenance
+
+pytestmark = [
+    pytest.mark.qemu,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("qemu-system-arm") is None, reason="qemu-system-arm is not installed"
+    ),
+    pytest.mark.skipif(
+        shutil.which("arm-none-eabi-g++") is None, reason="the Arm cross toolchain is not installed"
+    ),
+]
+
+BOARDS = ("mps2-an386", "mps3-an547", "netduinoplus2")
+
+
+def _our_qemus() -> set[int]:
+    """QEMU processes started by this test process (other workers' boards do not count)."""
+    out = subprocess.run(
+        ["pgrep", "-P", str(os.getpid()), "-f", "qemu-system-arm"], capture_output=True, text=True
+    )
+    return {int(p) for p in out.stdout.split()}
+
+
+@pytest.fixture
+def no_qemu_left():  # type: ignore[no-untyped-def]
+    yield
+    assert not _our_qemus(), "a QEMU process outlived the deploy"
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_output_matches_onnxruntime(
+    board: str, export_factory, tiny_cnn: Path, tiny_input: np.ndarray, no_qemu_left
+) -> None:  # type: ignore[no-untyped-def]
+    result = aidge_deploy.deploy(export_factory("output", target=board), DeployConfig())
+    expected = modelzoo.onnx_reference(tiny_cnn, tiny_input).reshape(-1)
+    assert isinstance(result.output, list) and len(result.output) == 1
+    # the UART prints %f (6 decimals): compare at that precision
+    np.testing.assert_allclose(result.output[0], expected, atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_int8_output_within_host_quantisation_error(
+    board: str, export_factory, tiny_cnn: Path, tiny_input: np.ndarray
+) -> None:  # type: ignore[no-untyped-def]
+    host = aidge_deploy.deploy(export_factory("output", dtype="int8"), DeployConfig())
+    mcu = aidge_deploy.deploy(export_factory("output", target=board, dtype="int8"), DeployConfig())
+    assert isinstance(host.output, list) and isinstance(mcu.output, list)
+    reference = modelzoo.onnx_reference(tiny_cnn, tiny_input).reshape(-1)
+    host_err = np.abs(host.output[0].astype(np.float64) - reference).max()
+    mcu_err = np.abs(mcu.output[0].astype(np.float64) - reference).max()
+    assert mcu.output[0].size == host.output[0].size == reference.size
+    assert mcu_err <= host_err * 1.5 + 1e-6, (mcu_err, host_err)
+
+
+def test_benchmark_is_emulated_and_deterministic(export_factory, no_qemu_left) -> None:  # type: ignore[no-untyped-def]
+    artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=4)
+    first = aidge_deploy.deploy(artifact, DeployConfig())
+    second = aidge_deploy.deploy(artifact, DeployConfig())
+    assert first.timings is not None and len(first.timings) == 4
+    assert first.metrics["cycles_unit"] == "emulated_instructions"
+    assert first.metrics["provenance"] == "emulated"
+    assert first.metrics["cycles"] == second.metrics["cycles"], "icount makes counts deterministic"
+    assert [layer.counters for layer in first.layers] == [layer.counters for layer in second.layers]
+    metric = first.metric("emulated_instructions")
+    assert (
+        metric is not None
+        and metric.provenance == Provenance.EMULATED
+        and metric.unit == "instructions"
+    )
+    assert all(
+        m.provenance == Provenance.EMULATED
+        for m in first.measurements
+        if m.name.startswith("latency")
+    )
+    assert first.metrics["binary"]["flash_bytes"] > 0 and first.metrics["binary"]["ram_bytes"] > 0
+    assert (Path(artifact.path) / "export_log.log").is_file(), (
+        "the exporter's charts read the build log there"
+    )
+
+
+def test_validation_on_target_gives_accuracy(
+    export_factory, tmp_path: Path, tiny_cnn: Path
+) -> None:  # type: ignore[no-untyped-def]
+    artifact = export_factory(
+        "validation",
+        target="mps2-an386",
+        nb_iterations=2,
+        validation=True,
+        nb_validation_iterations=4,
+    )
+    samples = [
+        modelzoo.sample_input((1, 3, 4, 4), seed=s) for s in range(4)
+    ]  # reference (NCHW) layout
+    predicted = [int(np.argmax(modelzoo.onnx_reference(tiny_cnn, s))) for s in samples]
+    labels = [*predicted[:3], (predicted[3] + 1) % 10]  # three right, one wrong
+    cfg = DeployConfig(
+        validation=ValidationConfig(samples=samples, labels=labels, validation_on_target=True)
+    )
+    result = aidge_deploy.deploy(artifact, cfg)
+    assert result.metrics["predictions"] == predicted
+    assert result.accuracy == pytest.approx(0.75)
+    assert isinstance(result.output, dict) and result.output["accuracy"] == pytest.approx(0.75)
+    assert result.timings is not None and len(result.timings) == 2
+
+
+def test_mlperf_tiny_session_returns_results_and_stops_the_board(
+    export_factory, no_qemu_left
+) -> None:  # type: ignore[no-untyped-def]
+    artifact = export_factory(
+        "benchmark", target="mps2-an386", nb_iterations=3, tinymlbenchmark=True
+    )
+    assert artifact.manifest.protocol == "mlperf-tiny-uart/v1"
+    image = np.random.default_rng(0).integers(0, 255, (1, 3, 4, 4)).astype(np.float32)
+    result = aidge_deploy.deploy(
+        artifact, DeployConfig(validation=ValidationConfig(samples=[image]))
+    )
+    mlperf = result.metrics["mlperf"]
+    assert mlperf.nb_inferences == 3 and len(mlperf.results) == 10
+    assert sum(mlperf.results) == pytest.approx(1.0, abs=0.02)
+    assert result.timings is not None and result.timings[0] > 0
+
+
+@pytest.mark.parametrize("board", BOARDS)
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_profile_cli_prints_emulated_per_layer_figures(
+    board: str, dtype: str, tiny_cnn: Path, tmp_path: Path
+) -> None:
+    res = CliRunner().invoke(
+        app,
+        [
+            "profile",
+            str(tiny_cnn),
+            "--target",
+            board,
+            "--dtype",
+            dtype,
+            "--iterations",
+            "3",
+            "--work-dir",
+            str(tmp_path / "w"),
+        ],
+    )
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "Per-layer profile" in out and "emulated instructions" in out
+    assert "EMULATED" in out and "not cycle-accurate" in out
+
+
+def test_never_ending_firmware_times_out_stops_qemu_and_keeps_log(
+    export_factory, tmp_path: Path, no_qemu_left
+) -> None:  # type: ignore[no-untyped-def]
+    export_dir = tmp_path / "hang"
+    shutil.copytree(
+        export_factory("benchmark", target="mps2-an386", nb_iterations=2).path, export_dir
+    )
+    main = export_dir / "main.cpp"
+    text = main.read_text()
+    # hang right after the inference output, before the END DEMO banner
+    patched, n = re.subn(
+        r"(int main\s*\([^)]*\)\s*\{)",
+        r'\1\n    printf("about to hang\\r\\n"); for (;;) { __asm volatile("nop"); }',
+        text,
+        count=1,
+    )
+    assert n == 1
+    main.write_text(patched)
+    with pytest.raises(CaptureError) as info:
+        aidge_deploy.deploy(export_dir, DeployConfig(uart_capture_duration=2.0))
+    assert info.value.log_path is not None and "about to hang" in info.value.log_path.read_text(
+        errors="replace"
+    )
+    assert info.value.hint
+
+
+def test_garbage_on_the_uart_is_a_protocol_error(
+    export_factory, tmp_path: Path, no_qemu_left
+) -> None:  # type: ignore[no-untyped-def]
+    export_dir = tmp_path / "garbage"
+    shutil.copytree(
+        export_factory("benchmark", target="mps2-an386", nb_iterations=2).path, export_dir
+    )
+    main = export_dir / "main.cpp"
+    patched, n = re.subn(
+        r"(int main\s*\([^)]*\)\s*\{)",
+        r'\1\n    printf("inference_time: 0.5 $#!garbage 0.7 \\n\\r");',
+        main.read_text(),
+        count=1,
+    )
+    assert n == 1
+    main.write_text(patched)
+    with pytest.raises(ProtocolError) as info:
+        aidge_deploy.deploy(export_dir, DeployConfig())
+    assert "garbage" in info.value.message and info.value.log_path is not None
+
+
+def test_model_too_large_for_192k_ram_fails_before_flashing(
+    tmp_path: Path, tiny_input: np.ndarray
+) -> None:
+    from conftest import export_with_aidge
+
+    model = modelzoo.wide_conv(tmp_path / "wide.onnx", channels=4, size=54)
+    x = modelzoo.sample_input((1, 4, 54, 54))
+    artifact = export_with_aidge(
+        model,
+        tmp_path / "export",
+        target="netduinoplus2",
+        kind="benchmark",
+        dtype="float32",
+        x=x,
+        nb_iterations=2,
+    )
+    with pytest.raises(MemoryFitError) as info:
+        aidge_deploy.deploy(artifact, DeployConfig())
+    assert "RAM" in info.value.message and "nothing was flashed" in (info.value.hint or "")
+    assert info.value.stage == "Build" and info.value.log_path is not None
+
+
+def test_flash_verification_failure_outside_flash(
+    export_factory, tmp_path: Path, no_qemu_left
+) -> None:  # type: ignore[no-untyped-def]
+    export_dir = tmp_path / "badaddr"
+    shutil.copytree(
+        export_factory("benchmark", target="mps2-an386", nb_iterations=2).path, export_dir
+    )
+    memory_ld = next(export_dir.rglob("memory.ld"))
+    text = memory_ld.read_text()
+    # move the code region where the MPS2 machine has no memory
+    patched = re.sub(
+        r"(FLASH\s*\([^)]*\)\s*:\s*ORIGIN\s*=\s*)0x[0-9A-Fa-f]+", r"\g<1>0x30000000", text, count=1
+    )
+    assert patched != text
+    memory_ld.write_text(patched)
+    with pytest.raises(FlashError) as info:
+        aidge_deploy.deploy(export_dir, DeployConfig())
+    assert "0x3000" in info.value.message.lower() or "0x3000" in (info.value.hint or "").lower()
+    assert info.value.stage == "Flash"
+
+
+def test_qemu_missing_is_a_preflight_error_and_doctor_says_so(
+    export_factory, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("make", "arm-none-eabi-gcc", "arm-none-eabi-g++", "cmake", "c++"):
+        path = shutil.which(tool)
+        if path:
+            os.symlink(path, bin_dir / tool)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with pytest.raises(PreflightError) as info:
+        aidge_deploy.deploy(
+            export_factory("benchmark", target="mps2-an386", nb_iterations=2), DeployConfig()
+        )
+    assert "qemu-system-arm" in info.value.message and "apt-get install" in (info.value.hint or "")
+    from aidge_deploy.catalog import doctor_report
+
+    checks = [
+        c for section in doctor_report() for c in section.checks if c.name == "qemu-system-arm"
+    ]
+    assert checks and not any(c.ok for c in checks)
+    assert all(c.hint == "apt-get install --no-install-recommends qemu-system-arm" for c in checks)
+    res = CliRunner().invoke(app, ["doctor"])
+    assert res.exit_code == 1 and "qemu-system-arm" in res.output
