@@ -27,7 +27,7 @@ def fmt_number(value: float) -> str:
     if float(value).is_integer():
         return f"{int(value):,}"
     if magnitude >= 100:
-        return f"{value:,.1f}"
+        return f"{value:,.1f}".rstrip("0").rstrip(".")
     return f"{value:.4g}"
 
 
@@ -60,7 +60,7 @@ def bar_chart(
     width: int = 1080,
 ) -> str:
     """Horizontal bars, one per (label, value); ``None`` values are drawn as 'n/a'."""
-    label_w, value_w, row_h, top = 210, 110, 24, 8
+    label_w, value_w, row_h, top = 210, 180, 24, 8
     plot_w = width - label_w - value_w
     values = [v for _, v in items if v is not None and math.isfinite(v)]
     peak = max(values, default=0.0)
@@ -120,7 +120,8 @@ def histogram(
     height: int = 240,
 ) -> str:
     """Vertical-bar histogram of ``samples`` with labelled vertical marker lines."""
-    left, right, top, bottom = 50, 20, 24, 40
+    left, right, bottom = 50, 20, 40
+    top = 16 + 14 * len(markers)  # marker labels sit above the plot, one line each
     plot_w, plot_h = width - left - right, height - top - bottom
     lo, hi, counts = _bins(samples)
     peak = max(counts)
@@ -160,12 +161,16 @@ def histogram(
         x = left + (plot_w * (value - lo) / span if span else plot_w / 2)
         color_m = PALETTE[(i + 3) % len(PALETTE)]
         parts.append(
-            f'<line class="marker" x1="{x:.2f}" y1="{top - 4}" x2="{x:.2f}" '
+            f'<line class="marker" x1="{x:.2f}" y1="{10 + 14 * i}" x2="{x:.2f}" '
             f'y2="{top + plot_h}" stroke="{color_m}" stroke-width="2" stroke-dasharray="4 3">'
             f"<title>{escape(name)}: {escape(fmt_number(value))} {escape(unit)}</title></line>"
         )
+        # labels near the right edge are drawn to the left of their line, not clipped
+        anchor = 'text-anchor="end"' if x > width - right - 80 else ""
+        text_x = x - 4 if anchor else x + 4
         parts.append(
-            f'<text x="{x + 4:.2f}" y="{top + 10 + 14 * i}" fill="{color_m}">{escape(name)}</text>'
+            f'<text x="{text_x:.2f}" y="{14 + 14 * i}" fill="{color_m}" {anchor}>'
+            f"{escape(name)}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
