@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from aidge_deploy.config import Aggregation
 from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.profiling.aggregate import aggregate_rows
 from aidge_deploy.profiling.counters import Counter, CounterDomain, CounterSelection, load_catalogue
 from aidge_deploy.results import Metric, Provenance
 
@@ -106,6 +108,53 @@ class PassResult:
     #: counter -> fraction of the enabled time it was really counting (1.0 = no multiplexing)
     running_ratio: Mapping[str, float] = field(default_factory=dict)
     basis: str = ""
+
+
+def pass_result_from_samples(
+    counter_pass: CounterPass,
+    layers: Sequence[tuple[str, Sequence[Mapping[str, float]]]],
+    method: Aggregation | str = Aggregation.MEDIAN,
+    *,
+    counter_bits: int | None = 32,
+) -> PassResult:
+    """Reduce per-iteration, per-layer counter rows of one pass (``profiling.aggregate``).
+
+    ``layers`` is ``[(layer name, [row per iteration: counter -> value]), ...]`` in layer
+    order. Wrapped and frozen samples are rejected first; a counter left with no valid
+    sample in some layer is reported unavailable (with that layer and the rejection),
+    since a table with a hole in it would not be every counter for every layer.
+    """
+    method = Aggregation(method)
+    wanted = counter_pass.names
+    reduced: list[LayerCounters] = []
+    unavailable: dict[str, str] = {}
+    rejected = 0
+    iterations = 0
+    for index, (name, rows) in enumerate(layers):
+        aggregates = aggregate_rows(rows, method, counter_bits=counter_bits)
+        iterations = max(iterations, len(rows))
+        values: dict[str, float] = {}
+        for counter in wanted:
+            agg = aggregates.get(counter)
+            if agg is None:
+                unavailable.setdefault(counter, f"layer {index} ({name}) reported no sample")
+            elif agg.value is None:
+                unavailable.setdefault(
+                    counter, f"layer {index} ({name}): no valid sample ({agg.describe()})"
+                )
+            else:
+                values[counter] = agg.value
+                rejected += agg.n_rejected
+        reduced.append(LayerCounters(index, name, MappingProxyType(values)))
+    counted = [c for c in wanted if c not in unavailable]
+    final = tuple(
+        LayerCounters(lc.index, lc.name, MappingProxyType({c: lc.values[c] for c in counted}))
+        for lc in reduced
+    )
+    basis = f"{method.value} over {iterations} iterations per layer"
+    if rejected:
+        basis += f" ({rejected} wrapped or frozen samples rejected)"
+    return PassResult(counter_pass=counter_pass, layers=final, unavailable=unavailable, basis=basis)
 
 
 @dataclass(frozen=True)
@@ -276,5 +325,6 @@ __all__ = [
     "PassResult",
     "PassSummary",
     "merge_passes",
+    "pass_result_from_samples",
     "plan_passes",
 ]
