@@ -1,0 +1,127 @@
+"""The aidge_pmu QEMU plugin on a real bare-metal firmware under qemu-system-arm.
+
+``tests/data/pmu_firmware/pmu_fw.c`` runs two hand-written loops of known length between
+calls to ``pmu_mark`` (the boundary), so the plugin's counts between snapshots are known
+exactly; two runs must give identical files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.profiling.counters import load_catalogue
+from aidge_deploy.profiling.qemu_plugin import (
+    CATALOGUE_NAMES,
+    PLUGIN_COUNTERS,
+    plugin_option,
+    plugin_path,
+    read_trace,
+)
+
+pytestmark = pytest.mark.qemu
+
+FIRMWARE = Path(__file__).parent / "data" / "pmu_firmware"
+QEMU = shutil.which("qemu-system-arm")
+GCC = shutil.which("arm-none-eabi-gcc")
+
+
+def _expected(n: int) -> dict[str, int]:
+    """Counts between two marks around kernel(n): see the comment at the top of pmu_fw.c."""
+    return {"instructions": 4 * n + 6, "loads": n + 1, "stores": n, "branches_taken": n + 3}
+
+
+@pytest.fixture(scope="module")
+def firmware(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if QEMU is None or GCC is None:
+        pytest.skip("qemu-system-arm or arm-none-eabi-gcc is not installed")
+    elf = tmp_path_factory.mktemp("pmu_fw") / "pmu_fw.elf"
+    subprocess.run(
+        [GCC, "-mcpu=cortex-m4", "-mthumb", "-O2", "-ffreestanding", "-nostdlib", "-nostartfiles",
+         "-Wall", "-Werror", str(FIRMWARE / "pmu_fw.c"), f"-Wl,-T,{FIRMWARE / 'link.ld'}", "-o", str(elf)],
+        check=True, timeout=120,
+    )
+    return elf
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return plugin_path(tmp_path_factory.mktemp("cache"))
+
+
+def _symbol(elf: Path, name: str) -> int:
+    with elf.open("rb") as fh:
+        symtab = ELFFile(fh).get_section_by_name(".symtab")
+        (sym,) = symtab.get_symbol_by_name(name)  # type: ignore[union-attr]
+        return int(sym["st_value"])
+
+
+def _run(firmware: Path, plugin: Path, out: Path, boundaries: list[int]) -> subprocess.CompletedProcess[str]:
+    assert QEMU is not None
+    return subprocess.run(
+        [QEMU, "-M", "mps2-an386", "-nographic", "-monitor", "none", "-serial", "null",
+         "-semihosting-config", "enable=on,target=native", "-kernel", str(firmware),
+         *plugin_option(plugin, boundaries, out)],
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_plugin_counts_a_known_loop_exactly_and_deterministically(firmware: Path, plugin: Path, tmp_path: Path) -> None:
+    mark = _symbol(firmware, "pmu_mark")
+    assert mark & 1, "a Thumb function symbol has bit 0 set; the plugin must ignore it"
+    traces = []
+    for i in range(2):
+        out = tmp_path / f"run{i}.txt"
+        proc = _run(firmware, plugin, out, [mark])
+        assert proc.returncode == 0, proc.stderr
+        traces.append((out.read_text(), read_trace(out)))
+    (text0, trace), (text1, _) = traces
+    assert text0 == text1, "two runs of the same firmware must give identical counts"
+    assert trace.boundaries == (mark & ~1,)
+    assert [s.seq for s in trace.snapshots] == [0, 1, 2] and {s.boundary for s in trace.snapshots} == {0}
+    assert trace.intervals() == (_expected(1000), _expected(3000))
+    assert trace.total is not None
+    last = trace.snapshots[-1].counts
+    assert all(trace.total[k] > last[k] for k in ("instructions",))
+
+
+def test_plugin_without_boundary_still_totals(firmware: Path, plugin: Path, tmp_path: Path) -> None:
+    out = tmp_path / "total.txt"
+    assert _run(firmware, plugin, out, []).returncode == 0
+    trace = read_trace(out)
+    assert trace.snapshots == () and trace.total is not None
+    assert trace.total["instructions"] > 4 * 4000 and trace.total["stores"] >= 4000
+
+
+def test_plugin_is_cached_and_rebuilt_only_for_new_sources(tmp_path: Path) -> None:
+    first = plugin_path(tmp_path)
+    mtime = first.stat().st_mtime_ns
+    assert plugin_path(tmp_path) == first and first.stat().st_mtime_ns == mtime
+    assert first.parent == tmp_path / "plugins"
+
+
+def test_plugin_names_match_the_catalogue() -> None:
+    emulated = {c.name for c in load_catalogue().in_domain("emulated")}
+    assert {CATALOGUE_NAMES[k] for k in PLUGIN_COUNTERS} == emulated
+
+
+def test_plugin_option_and_trace_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="comma"):
+        plugin_option(tmp_path / "a,b.so", [0x40], tmp_path / "out")
+    with pytest.raises(ConfigError):
+        plugin_option(tmp_path / "p.so", list(range(17)), tmp_path / "out")
+    assert plugin_option(tmp_path / "p.so", [0x41], tmp_path / "o")[1].endswith(f"boundary=0x41,out={tmp_path / 'o'}")
+    with pytest.raises(CaptureError, match="no file"):
+        read_trace(tmp_path / "missing.txt")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("# aidge_pmu 1 instructions loads stores branches_taken\nS 0 0 1 2\n")
+    with pytest.raises(CaptureError, match="expected 4 counts"):
+        read_trace(bad)
+    bad.write_text("hello\n")
+    with pytest.raises(CaptureError, match="not an aidge_pmu trace"):
+        read_trace(bad)
