@@ -58,22 +58,6 @@ _TENSOR_KEYS = ("name", "dtype", "size", "dims")
 _MEM_DECL = re.compile(
     r"static\s+(?:unsigned\s+char|uint8_t|int8_t|char)\s+mem_(\d+)\s*\[\s*(\d+)\s*\]"
 )
-_SOURCE_SUFFIXES = {
-    ".c",
-    ".cc",
-    ".cpp",
-    ".h",
-    ".hpp",
-    ".txt",
-    ".cmake",
-    ".json",
-    ".ld",
-    ".s",
-    ".S",
-    ".jinja",
-    ".mk",
-    "",
-}
 _SKIP_DIRS = {"build", "bin", "out", ".git", "__pycache__", "obj"}
 
 
@@ -298,25 +282,59 @@ def _peaks_from_memory_info(path: Path) -> tuple[int, ...]:
     return tuple(planes[k] for k in sorted(planes))
 
 
-def export_hash(artifact: ExportArtifact) -> str:
-    """SHA-256 over the export's sources and manifest (build outputs excluded).
-
-    Two exports with the same hash build to the same program, so it keys the build cache.
-    """
-    digest = hashlib.sha256()
-    root = artifact.path
+def _export_files(root: Path) -> list[Path]:
+    files = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root)
         if rel.parts and rel.parts[0] in _SKIP_DIRS:
             continue
-        if rel.name in ("export_log.log", "uart_output.txt") or rel.suffix in (
-            ".o",
-            ".elf",
-            ".log",
-        ):
+        if rel.name in ("export_log.log", "uart_output.txt", ".aidge-deploy-build.json"):
             continue
-        digest.update(str(rel).encode())
+        if rel.suffix in (".o", ".d", ".elf", ".log", ".map"):
+            continue
+        files.append(path)
+    return files
+
+
+def _content_hash(root: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def export_hash(artifact: ExportArtifact) -> str:
+    """SHA-256 over the export's sources and manifest (build outputs excluded).
+
+    Two exports with the same hash build to the same program, so it keys the build cache.
+    The content hash is memoised per export folder against a cheap fingerprint (path,
+    size and mtime of every file), so re-deploying an unchanged export reads no sources.
+    """
+    from aidge_deploy.buildsys import default_cache_root
+
+    root = Path(artifact.path)
+    files = _export_files(root)
+    fingerprint = hashlib.sha256()
+    for path in files:
+        st = path.stat()
+        fingerprint.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    key = fingerprint.hexdigest()
+    memo = default_cache_root() / "hashes" / (hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24] + ".json")
+    try:
+        stored = json.loads(memo.read_text(encoding="utf-8"))
+        if stored.get("fingerprint") == key and isinstance(stored.get("hash"), str):
+            return str(stored["hash"])
+    except (OSError, json.JSONDecodeError):
+        pass
+    digest = _content_hash(root, files)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"fingerprint": key, "hash": digest}), encoding="utf-8")
+        tmp.replace(memo)
+    except OSError:
+        pass  # a read-only cache only costs speed
+    return digest

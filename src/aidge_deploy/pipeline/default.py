@@ -11,6 +11,8 @@ from aidge_deploy.pipeline.stages.inspect_binary import InspectBinaryStage
 from aidge_deploy.pipeline.stages.parse_output import ParseOutputStage
 from aidge_deploy.pipeline.stages.preflight import PreflightStage
 from aidge_deploy.pipeline.stages.prepare import PrepareStage
+from aidge_deploy.pipeline.stages.profile_passes import ProfilePassesStage
+from aidge_deploy.pipeline.stages.report import ReportStage
 from aidge_deploy.pipeline.stages.resolve import ResolveTargetStage
 from aidge_deploy.pipeline.stages.transfer import TransferStage
 
@@ -27,6 +29,8 @@ def build_default_pipeline() -> PipelineRunner:
             FlashStage(),  # FlashableTarget only
             ExecuteStage(),  # run and capture (interactive sessions included)
             ParseOutputStage(),  # the manifest's protocol parser
+            ProfilePassesStage(),  # counter passes, when counters were requested
             AssembleStage(),  # DeployResult with units and provenance
+            ReportStage(),  # result bundle, when report_dir is set
         ]
     )
