@@ -198,3 +198,12 @@ def test_deploy_typo_in_counters_is_a_config_error(export_factory, pipeline_with
 
     with pytest.raises(ConfigError, match="Did you mean 'task-clock'"):
         aidge_deploy.deploy(export_factory("benchmark"), DeployConfig(counters=("task-clok",)))
+
+
+def test_multiplexed_reading_is_scaled_and_an_unscheduled_one_is_not_a_zero() -> None:
+    from aidge_deploy.profiling.perf_linux import CounterReading
+
+    half = CounterReading("cycles", raw=100, time_enabled_ns=1000, time_running_ns=250)
+    assert half.scaled == pytest.approx(400.0) and half.running_ratio == pytest.approx(0.25)
+    never = CounterReading("cycles", raw=0, time_enabled_ns=1000, time_running_ns=0)
+    assert never.scaled is None
