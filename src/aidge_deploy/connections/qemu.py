@@ -15,6 +15,7 @@ QEMU also gets a parent-death signal so even a killed host process leaves no emu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -36,7 +37,13 @@ from aidge_deploy.connections.serial_capture import (
     close_serial,
     open_serial,
 )
-from aidge_deploy.errors import ConfigError, ConnectError, ExecutionError, PreflightError
+from aidge_deploy.errors import (
+    ConfigError,
+    ConnectError,
+    DeployError,
+    ExecutionError,
+    PreflightError,
+)
 from aidge_deploy.flash.gdb_remote import FlashReport, GdbRemoteClient, ResetMode, program
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.protocols.base import Channel
@@ -46,8 +53,6 @@ _log = logging.getLogger(__name__)
 QEMU_INSTALL_HINT = "install it: apt-get install -y --no-install-recommends qemu-system-arm"
 _LOOPBACK = "127.0.0.1"
 _RETRY_INTERVAL_S = 0.01
-_START_ATTEMPTS = 3
-_BIND_FAILURE = re.compile(r"address already in use|failed to bind|could not connect", re.I)
 _VERSION_RE = re.compile(r"version\s+(\d+\.\d+(?:\.\d+)?)")
 
 
@@ -89,28 +94,12 @@ def qemu_version(binary: str | Path = "qemu-system-arm") -> str:
     return _version_of(str(find_qemu(binary)))
 
 
-def _listening(port: int) -> bool | None:
-    """Whether something listens on 127.0.0.1:``port`` (``None`` where /proc is missing).
-
-    Read from /proc/net/tcp instead of probing with a connection: QEMU's gdbstub takes a
-    single client, and a probe would use it up.
-    """
-    try:
-        table = Path("/proc/net/tcp").read_text()
-    except OSError:
-        return None
-    wanted = f"0100007F:{port:04X}"
-    for row in table.splitlines()[1:]:
-        fields = row.split()
-        if len(fields) > 3 and fields[1] == wanted and fields[3] == "0A":  # 0A = LISTEN
-            return True
-    return False
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+def _listening_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((_LOOPBACK, 0))
+    sock.listen(1)
+    sock.set_inheritable(True)
+    return sock
 
 
 class QemuMachine:
@@ -233,20 +222,16 @@ class QemuMachine:
         qemu = find_qemu(self.qemu_binary)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         try:
-            for attempt in range(1, _START_ATTEMPTS + 1):
-                if self._launch(qemu):
-                    return self
-                _log.debug("QEMU port collision, retrying (attempt %d)", attempt)
-            raise ExecutionError(
-                f"QEMU could not bind loopback ports after {_START_ATTEMPTS} attempts",
-                "another program keeps taking the ports; see the QEMU log",
-                log_path=self._stderr_path,
-            )
+            self._launch(qemu)
+            return self
         except BaseException:
             self.stop()
             raise
 
-    def _build_command(self, qemu: Path, gdb_port: int, serial_port: int) -> list[str]:
+    def _build_command(self, qemu: Path, gdb_fd: int, serial_fd: int) -> list[str]:
+        # The listening sockets are made by us and handed over by fd: the ports are known
+        # before QEMU starts, nothing can take them, and a connect succeeds at once (the
+        # kernel queues it until QEMU accepts), so start-up needs no polling.
         command = [
             str(qemu),
             "-M",
@@ -255,10 +240,14 @@ class QemuMachine:
             "-monitor",
             "none",
             "-S",
+            "-chardev",
+            f"socket,id=aidge_gdb,fd={gdb_fd},server=on,wait=off,nodelay=on",
             "-gdb",
-            f"tcp:{_LOOPBACK}:{gdb_port}",
+            "chardev:aidge_gdb",
+            "-chardev",
+            f"socket,id=aidge_uart,fd={serial_fd},server=on,wait=on,nodelay=on",
             "-serial",
-            f"tcp:{_LOOPBACK}:{serial_port},server=on,wait=on",
+            "chardev:aidge_uart",
         ]
         if self.semihosting:
             command += ["-semihosting-config", "enable=on,target=native"]
@@ -268,62 +257,71 @@ class QemuMachine:
             command += ["-d", "guest_errors,unimp", "-D", str(self._guest_log_path)]
         return [*command, *self.extra_args]
 
-    def _launch(self, qemu: Path) -> bool:
-        """Start QEMU once; ``False`` if it lost a race for its ports (caller retries)."""
-        gdb_port = _free_port()
-        serial_port = _free_port()
-        while serial_port == gdb_port:
-            serial_port = _free_port()
-        self._gdb_port, self._serial_port = gdb_port, serial_port
-        stem = f"qemu-{self.machine}-{serial_port}"
-        self._stderr_path = self.log_dir / f"{stem}.stderr.log"
-        self._guest_log_path = self.log_dir / f"{stem}.guest.log" if self.guest_errors_log else None
-        self._command = tuple(self._build_command(qemu, gdb_port, serial_port))
-        setpriv = shutil.which("setpriv")
-        # setpriv execs QEMU with a parent-death signal: no orphan if the host is SIGKILLed.
-        argv = [setpriv, "--pdeathsig", "KILL", *self._command] if setpriv else list(self._command)
-        _log.debug("starting %s", " ".join(self._command))
-        with self._stderr_path.open("wb") as stderr:
-            self._process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=stderr,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches us, and we stop QEMU in order
+    def _launch(self, qemu: Path) -> None:
+        """Start QEMU once on two loopback sockets we bound ourselves."""
+        gdb_sock, serial_sock = _listening_socket(), _listening_socket()
+        try:
+            gdb_port = int(gdb_sock.getsockname()[1])
+            serial_port = int(serial_sock.getsockname()[1])
+            self._gdb_port, self._serial_port = gdb_port, serial_port
+            stem = f"qemu-{self.machine}-{serial_port}"
+            self._stderr_path = self.log_dir / f"{stem}.stderr.log"
+            self._guest_log_path = (
+                self.log_dir / f"{stem}.guest.log" if self.guest_errors_log else None
             )
-        deadline = time.monotonic() + self.start_timeout_s
-        while True:
+            self._command = tuple(
+                self._build_command(qemu, gdb_sock.fileno(), serial_sock.fileno())
+            )
+            setpriv = shutil.which("setpriv")
+            # setpriv execs QEMU with a parent-death signal: no orphan if the host is SIGKILLed.
+            argv = (
+                [setpriv, "--pdeathsig", "KILL", *self._command] if setpriv else list(self._command)
+            )
+            _log.debug("starting %s", " ".join(self._command))
+            with self._stderr_path.open("wb") as stderr:
+                self._process = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stderr,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(gdb_sock.fileno(), serial_sock.fileno()),
+                    start_new_session=True,  # Ctrl-C reaches us, and we stop QEMU in order
+                )
+        finally:
+            # QEMU holds its own copies of the listening sockets now.
+            gdb_sock.close()
+            serial_sock.close()
+        try:
+            self._serial = open_serial(
+                f"socket://{_LOOPBACK}:{serial_port}", timeout_s=self.start_timeout_s
+            )
+        except ConnectError:
             status = self._process.poll()
-            if status is not None:
-                output = self._stderr_tail()
-                self._process = None
-                if self._serial is not None:
-                    close_serial(self._serial)
-                    self._serial = None
-                if _BIND_FAILURE.search(output):
-                    return False
-                raise ExecutionError(
-                    f"QEMU exited during start-up with status {status}: {output or '(no output)'}",
-                    f"check the machine name ({self.machine!r}; list: qemu-system-arm -M help) "
-                    "and the extra arguments",
-                    log_path=self._stderr_path,
-                )
-            try:
-                if self._serial is None:
-                    self._serial = open_serial(f"socket://{_LOOPBACK}:{serial_port}", timeout_s=1.0)
-                # QEMU opens the GDB stub only once the serial client is in (wait=on);
-                # returning before it listens would hand out a port that refuses.
-                if _listening(gdb_port) is not False:
-                    return True
-            except ConnectError:
-                pass
-            if time.monotonic() >= deadline:
-                raise ExecutionError(
-                    f"QEMU did not open its serial and GDB ports within {self.start_timeout_s:g} s",
-                    "the machine is overloaded or QEMU hung at start-up; see the QEMU log",
-                    log_path=self._stderr_path,
-                )
-            time.sleep(_RETRY_INTERVAL_S)
+            output = self._stderr_tail()
+            raise ExecutionError(
+                f"QEMU did not accept its serial connection (status {status}): {output or '(no output)'}",
+                f"check the machine name ({self.machine!r}; list: qemu-system-arm -M help) "
+                "and the extra arguments",
+                log_path=self._stderr_path,
+            ) from None
+        # The RSP handshake is answered only once QEMU is fully up and halted: doing it
+        # here makes start() return a ready machine, or fail with QEMU's own message. The
+        # probe client is closed again (QEMU stays halted) so the stub, which takes one
+        # client at a time, is free for connect_gdb() or any external GDB client.
+        client = GdbRemoteClient(timeout=self.start_timeout_s)
+        try:
+            client.connect(_LOOPBACK, gdb_port)
+        except DeployError:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(1.0)
+            raise ExecutionError(
+                f"QEMU did not start (status {self._process.poll()}): "
+                f"{self._stderr_tail() or '(no output)'}",
+                f"check the machine name ({self.machine!r}; list: qemu-system-arm -M help) "
+                "and the extra arguments",
+                log_path=self._stderr_path,
+            ) from None
+        client.close()
 
     def connect_gdb(self, timeout_s: float = 10.0) -> GdbRemoteClient:
         """A connected RSP client for this machine's GDB stub (retried until it listens)."""
