@@ -102,7 +102,7 @@ def test_plugin_is_cached_and_rebuilt_only_for_new_sources(tmp_path: Path) -> No
     first = plugin_path(tmp_path)
     mtime = first.stat().st_mtime_ns
     assert plugin_path(tmp_path) == first and first.stat().st_mtime_ns == mtime
-    assert first.parent == tmp_path / "plugins"
+    assert first.parent == tmp_path / "tools"
 
 
 def test_plugin_names_match_the_catalogue() -> None:

@@ -5,7 +5,7 @@ guest instructions, loads, stores and taken branches deterministically and snaps
 each time execution reaches a *boundary* address (on the emulated boards, the BSP's
 cycle-counter read function called around each layer). Debian ships no plugin header, so
 the plugin declares the QEMU 7.2 v1 API itself and is compiled here with the machine's C
-compiler into the cache (``<cache>/plugins/``), once per source version.
+compiler into the cache (``<cache>/tools/``), once per source version.
 
 Plugin interface (see the C file's header for the exact semantics of each counter):
 ``qemu-system-arm ... -plugin <so>,boundary=0x<addr>[,boundary=...],out=<file>``; the file
@@ -15,20 +15,15 @@ holds ``S <seq> <boundary> <instructions> <loads> <stores> <branches_taken>`` pe
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
-from aidge_deploy.buildsys import default_cache_root
-from aidge_deploy.errors import BuildError, CaptureError, ConfigError, PreflightError
+from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.toolcache import compile_cached, find_c_compiler
 
 #: counter order in the plugin's records
 PLUGIN_COUNTERS = ("instructions", "loads", "stores", "branches_taken")
@@ -50,52 +45,18 @@ def _source_dir() -> Path:
     return Path(str(resources.files("aidge_deploy.profiling").joinpath("plugin")))
 
 
-def _compiler(explicit: str | None) -> str:
-    for name in (explicit, os.environ.get("CC"), "cc", "gcc"):
-        if name and shutil.which(name):
-            return str(shutil.which(name))
-    raise PreflightError(
-        "No C compiler found to build the emulated-PMU QEMU plugin",
-        hint="apt-get install --no-install-recommends gcc (or set CC).",
-    )
-
-
 def plugin_path(cache_root: Path | None = None, compiler: str | None = None) -> Path:
-    """The built plugin (``.so``), compiling it first if this source version is not cached.
-
-    The cache key hashes the C sources and the flags, so an edited plugin is rebuilt; the
-    build writes to a temporary file and renames it, so concurrent first uses are safe.
-    """
-    cc = _compiler(compiler)
+    """The built plugin (``.so``), compiling it first if this source version is not cached."""
+    cc = find_c_compiler(compiler, purpose="the emulated-PMU QEMU plugin")
     src = _source_dir()
-    digest = hashlib.sha256()
-    for name in _SOURCES:
-        digest.update(name.encode() + b"\0" + (src / name).read_bytes())
-    digest.update(" ".join(_CFLAGS).encode())
-    out_dir = (cache_root or default_cache_root()) / "plugins"
-    target = out_dir / f"libaidge_pmu-{digest.hexdigest()[:16]}.so"
-    if target.is_file():
-        return target
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".aidge_pmu-", suffix=".so", dir=out_dir)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        proc = subprocess.run(
-            [cc, *_CFLAGS, f"-I{src}", "-o", str(tmp), str(src / "aidge_pmu.c")],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if proc.returncode != 0:
-            raise BuildError(
-                f"Building the emulated-PMU QEMU plugin failed:\n{proc.stderr.strip()[-2000:]}",
-                hint="Check the C compiler; the plugin needs only libc.",
-            )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+    return compile_cached(
+        "libaidge_pmu",
+        [src / name for name in _SOURCES],
+        cc,
+        _CFLAGS,
+        suffix=".so",
+        cache_root=cache_root,
+    )
 
 
 def plugin_option(plugin: Path, boundaries: Sequence[int], out: Path) -> list[str]:

@@ -6,6 +6,7 @@ export mounted, never copied into the image) — see ``boards.host.docker``.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import signal as _signal
 from pathlib import Path
@@ -15,6 +16,7 @@ from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
 from aidge_deploy.connections.local_process import ProcessRun, run_process
 from aidge_deploy.errors import ExecutionError
+from aidge_deploy.profiling.native import ensure_launcher, parse_perf_run_report
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.registry import DeployTarget, ToolCheck, register_deploy_target
@@ -80,13 +82,25 @@ class HostLocalTarget(DeployTarget, HostPerfCounters):
 
     def execute(self, ctx: DeployContext, build: BuildResult) -> ExecutionResult:
         timeout = float(self.config.run_timeout)
+        # The program runs under the small perf_run launcher: forked from it, its ru_maxrss
+        # is its own (a child of this big Python process would inherit our peak RSS).
+        report_path = ctx.log_dir / "run.launcher.json"
+        report_path.unlink(missing_ok=True)
         run = run_process(
-            [str(build.artifact_path)],
+            [str(ensure_launcher()), "-o", str(report_path), "--", str(build.artifact_path)],
             cwd=ctx.export_dir,
             timeout_s=timeout,
             stdout_path=ctx.log_dir / "run.log",
             stderr_path=ctx.log_dir / "run.stderr.log",
         )
+        if not run.timed_out and report_path.is_file():
+            report = parse_perf_run_report(report_path.read_text(encoding="utf-8"))
+            run = dataclasses.replace(
+                run,
+                returncode=report.exit_code,
+                signal=report.signal,
+                peak_rss_bytes=report.peak_rss_bytes,
+            )
         error = describe_exit(run, timeout)
         if error is not None:
             raise error

@@ -20,6 +20,7 @@ from typing import Any
 
 from aidge_deploy.errors import CaptureError
 from aidge_deploy.profiling.counters import Counter
+from aidge_deploy.toolcache import compile_cached, find_c_compiler
 
 #: prefix of the report line on stderr when no ``-o`` file is given
 REPORT_PREFIX = "AIDGE_PERF_RUN "
@@ -41,6 +42,17 @@ def compile_command(compiler: str, output: Path, *, static: bool = False) -> lis
         str(output),
         str(perf_run_source()),
     ]
+
+
+def ensure_launcher(
+    compiler: str | None = None, *, static: bool = False, cache_root: Path | None = None
+) -> Path:
+    """The compiled ``perf_run`` launcher for this machine (or, with a cross ``compiler``, a board)."""
+    cc = (
+        find_c_compiler(compiler, purpose="the perf_run launcher") if compiler is None else compiler
+    )
+    flags = ["-O2", *(["-static"] if static else [])]
+    return compile_cached("perf_run", [perf_run_source()], cc, flags, cache_root=cache_root)
 
 
 def perf_run_argv(
@@ -135,6 +147,7 @@ __all__ = [
     "REPORT_PREFIX",
     "PerfRunReport",
     "compile_command",
+    "ensure_launcher",
     "parse_perf_run_report",
     "perf_run_argv",
     "perf_run_source",

@@ -1,0 +1,75 @@
+"""Small C helpers compiled once per source version into the cache.
+
+The emulated-PMU QEMU plugin and the ``perf_run`` launcher ship as C sources; they are
+built with the machine's (or a cross) compiler on first use. The cache key hashes the
+sources, the compiler and the flags, and the build renames a temporary file into place,
+so concurrent first uses (parallel test workers) are safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from aidge_deploy.buildsys import default_cache_root
+from aidge_deploy.errors import BuildError, PreflightError
+
+
+def find_c_compiler(explicit: str | None = None, *, purpose: str) -> str:
+    """The first C compiler found among ``explicit``, ``$CC``, ``cc`` and ``gcc``."""
+    for name in (explicit, os.environ.get("CC"), "cc", "gcc"):
+        if name and shutil.which(name):
+            return str(shutil.which(name))
+    raise PreflightError(
+        f"No C compiler found to build {purpose}",
+        hint="apt-get install --no-install-recommends gcc (or set CC).",
+    )
+
+
+def compile_cached(
+    name: str,
+    sources: Sequence[Path],
+    compiler: str,
+    flags: Sequence[str],
+    *,
+    suffix: str = "",
+    cache_root: Path | None = None,
+    timeout_s: float = 120.0,
+) -> Path:
+    """Compile ``sources[0]`` (the others are hashed headers) unless already cached."""
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    digest.update(compiler.encode() + b"\0" + " ".join(flags).encode())
+    out_dir = (cache_root or default_cache_root()) / "tools"
+    target = out_dir / f"{name}-{digest.hexdigest()[:16]}{suffix}"
+    if target.is_file():
+        return target
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}-", suffix=suffix, dir=out_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        includes = sorted({f"-I{src.parent}" for src in sources})
+        proc = subprocess.run(
+            [compiler, *flags, *includes, "-o", str(tmp), str(sources[0])],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise BuildError(
+                f"Building {name} failed:\n{proc.stderr.strip()[-2000:]}",
+                hint=f"Check the C compiler ({compiler}); {name} needs only libc.",
+            )
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
