@@ -193,3 +193,15 @@ def test_runtime_heuristic_deploy_half_gets_a_finite_time(
     store_inference_time_cache(cache, ("host", "k"), score, result.memory_peak_bytes, "cfg")
     (entry,) = json.loads(cache.read_text())["entries"].values()
     assert entry["mem_peaks"] == result.memory_peak_bytes[0] > 0  # type: ignore[index]
+
+
+def test_counter_typo_fails_in_preflight_before_building(export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from aidge_deploy.errors import ConfigError
+
+    run_dir = tmp_path / "run"
+    with pytest.raises(ConfigError) as info:
+        aidge_deploy.deploy(
+            export_factory("benchmark"), DeployConfig(counters=("page-fault",)), work_dir=run_dir
+        )
+    assert info.value.stage == "Preflight" and "page-faults" in info.value.message
+    assert not (run_dir / "build.log").exists()

@@ -119,9 +119,7 @@ class AssembleStage:
         labels = list(runtime.validation.labels) if runtime.validation.labels else None
         accuracy = accuracy_of(parsed.predictions, labels)
         cycle_name, _ = target.cycle_metric
-        cycles = (
-            [round(target.convert_cycles(c)) for c in parsed.cycles] if parsed.cycles else None
-        )
+        cycles = [round(target.convert_cycles(c)) for c in parsed.cycles] if parsed.cycles else None
         layer_cycles = (
             {k: target.convert_cycles(v) for k, v in parsed.layer_cycles.items()}
             if parsed.layer_cycles

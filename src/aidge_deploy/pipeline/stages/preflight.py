@@ -5,6 +5,7 @@ from __future__ import annotations
 from aidge_deploy.artifact import check_target
 from aidge_deploy.errors import ConfigError, PreflightError
 from aidge_deploy.pipeline.context import PipelineContext
+from aidge_deploy.pipeline.stages.profile_passes import check_counter_request
 from aidge_deploy.registry import get_deploy_target_class
 
 
@@ -22,6 +23,7 @@ class PreflightStage:
             raise ConfigError(
                 "run_timeout must be positive", hint="Use a timeout in seconds, e.g. 120."
             )
+        check_counter_request(ctx.config.counters, cls, target, ctx.config.backend_kind)
         missing = [c for c in cls(ctx.config).preflight() if not c.ok]
         if missing:
             first = missing[0]

@@ -29,21 +29,11 @@ class ProfilePassesStage:
 
     def run(self, ctx: PipelineContext) -> None:
         target = ctx.resolved_target
+        check_counter_request(
+            ctx.config.counters, type(target), ctx.resolved_target_name, ctx.config.backend_kind
+        )
         if not isinstance(target, CounterCapableTarget):
-            from aidge_deploy.registry import registered_targets
-
-            capable = sorted(
-                f"{t}/{b}"
-                for (t, b), cls in registered_targets().items()
-                if issubclass(cls, CounterCapableTarget)
-            )
-            raise ConfigError(
-                f"Counters were requested ({', '.join(ctx.config.counters)}), but target "
-                f"{ctx.resolved_target_name}/{ctx.config.backend_kind} cannot count events",
-                hint="Drop counters= (--counters), or deploy on a counter-capable target: "
-                + (", ".join(capable) or "none registered")
-                + ".",
-            )
+            return
         selection = select_counters(
             ctx.config.counters, target.counter_domain, target.available_counters()
         )
@@ -62,6 +52,30 @@ class ProfilePassesStage:
             )
             results.append(target.run_counter_pass(ctx.prepared_context, ctx.built, counter_pass))
         ctx.counter_profile = merge_passes(selection, results)
+
+
+def check_counter_request(
+    counters: tuple[str, ...], target_cls: type, target: str, backend: str
+) -> None:
+    """Fail early (Preflight calls this too) on counters the target cannot count or typos."""
+    if not counters:
+        return
+    if not issubclass(target_cls, CounterCapableTarget):
+        from aidge_deploy.registry import registered_targets
+
+        capable = sorted(
+            f"{t}/{b}"
+            for (t, b), cls in registered_targets().items()
+            if issubclass(cls, CounterCapableTarget)
+        )
+        raise ConfigError(
+            f"Counters were requested ({', '.join(counters)}), but target {target}/{backend} cannot count events",
+            hint="Drop counters= (--counters), or deploy on a counter-capable target: "
+            + (", ".join(capable) or "none registered")
+            + ".",
+        )
+    # names and presets are checked against the catalogue (did-you-mean on typos)
+    select_counters(counters, target_cls.counter_domain)
 
 
 def fold_counter_profile(
