@@ -54,6 +54,7 @@ def _emulated_summary() -> dict[str, Any]:
         metrics={
             "provenance": Provenance.EMULATED.value,
             "cycles": [14037, 14036, 14044, 14038, 14044],
+            "cycles_name": "instructions",
             "cycles_unit": "instructions",
             "binary": {
                 "flash_bytes": 3_900_000,

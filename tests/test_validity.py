@@ -39,6 +39,9 @@ def _result(
         metrics={
             "provenance": provenance.value,
             "cycles": cycles,
+            "cycles_name": "emulated_instructions"
+            if provenance == Provenance.EMULATED
+            else "cycles",
             "cycles_unit": "instructions" if provenance == Provenance.EMULATED else "cycles",
             "binary": binary,
         },

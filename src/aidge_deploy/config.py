@@ -122,6 +122,9 @@ class DeployConfig:
     build_jobs: int | None = None
     report_dir: Path | None = None
     counters: tuple[str, ...] = ()
+    #: cap the counters per pass (each counter then takes a slot): reproduces the pass plan
+    #: of a smaller PMU, e.g. to check a multi-pass profile on an emulated board first
+    max_counters_per_pass: int | None = None
     aggregation: Aggregation = Aggregation.MEDIAN
     extra: dict[str, Any] = field(default_factory=dict)
 

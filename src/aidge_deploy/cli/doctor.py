@@ -21,9 +21,16 @@ def doctor() -> None:
         table.add_column("how to install")
         for check in section.checks:
             missing += 0 if check.ok else 1
-            table.add_row("[green]✓[/green]" if check.ok else "[red]✗[/red]", check.name, check.detail, check.hint or "")
+            table.add_row(
+                "[green]✓[/green]" if check.ok else "[red]✗[/red]",
+                check.name,
+                check.detail,
+                check.hint or "",
+            )
         console.print(table)
     if missing:
-        console.print(f"[yellow]{missing} missing item(s); targets that need them will fail in preflight.[/yellow]")
+        console.print(
+            f"[yellow]{missing} missing item(s); targets that need them will fail in preflight.[/yellow]"
+        )
         raise typer.Exit(code=1)
     console.print("[green]Everything every registered target needs is installed.[/green]")

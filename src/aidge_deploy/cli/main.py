@@ -30,10 +30,15 @@ _state = {"verbose": False}
 
 @app.callback()
 def main(
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Debug logs and tracebacks.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="Debug logs and tracebacks.")
+    ] = False,
 ) -> None:
     _state["verbose"] = verbose
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
 
 
 def _fail(exc: DeployError) -> None:
@@ -43,7 +48,9 @@ def _fail(exc: DeployError) -> None:
     raise typer.Exit(code=2)
 
 
-TargetOpt = Annotated[str | None, typer.Option("--target", "-t", help="Hardware target (default: the export's).")]
+TargetOpt = Annotated[
+    str | None, typer.Option("--target", "-t", help="Hardware target (default: the export's).")
+]
 BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="local, ssh, ssh_docker or api.")]
 
 
@@ -63,9 +70,13 @@ def run(
     target: TargetOpt = None,
     backend: BackendOpt = "local",
     build_dir: Annotated[Path | None, typer.Option(help="Build here instead of the cache.")] = None,
-    keep_build_dir: Annotated[bool, typer.Option(help="Keep remote/temporary build folders.")] = False,
+    keep_build_dir: Annotated[
+        bool, typer.Option(help="Keep remote/temporary build folders.")
+    ] = False,
     timeout: Annotated[float, typer.Option(help="Run timeout in seconds.")] = 120.0,
-    report: Annotated[Path | None, typer.Option(help="Write a result bundle to this folder.")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Write a result bundle to this folder.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     api_url: Annotated[str | None, typer.Option(help="Board-farm API URL.")] = None,
     api_username: Annotated[str | None, typer.Option()] = None,
@@ -75,20 +86,32 @@ def run(
     ssh_user: Annotated[str | None, typer.Option(envvar="AIDGE_SBC_SSH_USER")] = None,
     ssh_port: Annotated[int | None, typer.Option()] = None,
     ssh_key_path: Annotated[Path | None, typer.Option(envvar="AIDGE_SBC_SSH_KEY_PATH")] = None,
-    ssh_known_hosts_path: Annotated[Path | None, typer.Option(envvar="AIDGE_SBC_KNOWN_HOSTS_PATH")] = None,
+    ssh_known_hosts_path: Annotated[
+        Path | None, typer.Option(envvar="AIDGE_SBC_KNOWN_HOSTS_PATH")
+    ] = None,
     ssh_remote_workdir: Annotated[str | None, typer.Option()] = None,
-    ssh_trust_on_first_use: Annotated[bool, typer.Option(help="Accept and remember an unknown host key.")] = False,
-    cross_compile: Annotated[bool, typer.Option(help="ssh: build locally with a cross toolchain.")] = False,
-    docker_image: Annotated[str | None, typer.Option("--docker-image", "--sbc-docker-image")] = None,
+    ssh_trust_on_first_use: Annotated[
+        bool, typer.Option(help="Accept and remember an unknown host key.")
+    ] = False,
+    cross_compile: Annotated[
+        bool, typer.Option(help="ssh: build locally with a cross toolchain.")
+    ] = False,
+    docker_image: Annotated[
+        str | None, typer.Option("--docker-image", "--sbc-docker-image")
+    ] = None,
     serial_port: Annotated[str | None, typer.Option()] = None,
     serial_baudrate: Annotated[int | None, typer.Option()] = None,
     uart_timeout: Annotated[float | None, typer.Option()] = None,
     uart_capture_duration: Annotated[float | None, typer.Option()] = None,
-    end_keyword: Annotated[str | None, typer.Option(help="Pipe-separated UART end markers.")] = None,
+    end_keyword: Annotated[
+        str | None, typer.Option(help="Pipe-separated UART end markers.")
+    ] = None,
     flash_method: Annotated[str | None, typer.Option()] = None,
     probe_unique_id: Annotated[str | None, typer.Option()] = None,
     pyocd_target: Annotated[str | None, typer.Option()] = None,
-    counters: Annotated[str | None, typer.Option(help="Comma-separated counters or group presets.")] = None,
+    counters: Annotated[
+        str | None, typer.Option(help="Comma-separated counters or group presets.")
+    ] = None,
 ) -> None:
     """Deploy an existing export and print its results."""
     from aidge_deploy.api import deploy
@@ -145,8 +168,15 @@ def profile(
     warmup: Annotated[int, typer.Option(help="Warm-up inferences.")] = 2,
     work_dir: Annotated[Path | None, typer.Option(help="Where the export is generated.")] = None,
     timeout: Annotated[float, typer.Option(help="Run timeout in seconds.")] = 300.0,
-    report: Annotated[Path | None, typer.Option(help="Write a result bundle to this folder.")] = None,
-    counters: Annotated[str | None, typer.Option(help="Comma-separated counters or group presets.")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Write a result bundle to this folder.")
+    ] = None,
+    counters: Annotated[
+        str | None, typer.Option(help="Comma-separated counters or group presets.")
+    ] = None,
+    max_counters_per_pass: Annotated[
+        int | None, typer.Option(help="Cap counters per pass (reproduce a smaller PMU's passes).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Export MODEL with Aidge (benchmark, per-layer profiling on) and deploy it."""
@@ -161,7 +191,10 @@ def profile(
             raise ConfigError(f"Unknown dtype {dtype!r}", hint="Use float32 or int8.")
         if iterations < 1:
             raise ConfigError("--iterations must be at least 1", hint="e.g. --iterations 20")
-        out = work_dir or default_cache_root() / "exports" / f"{model.stem}-{target}-{dtype}-i{iterations}"
+        out = (
+            work_dir
+            or default_cache_root() / "exports" / f"{model.stem}-{target}-{dtype}-i{iterations}"
+        )
         with progress_display(not as_json) as progress:
             from aidge_deploy.pipeline.context import ProgressKind, ProgressUpdate
 
@@ -185,8 +218,9 @@ def profile(
                 run_timeout=timeout,
                 report_dir=report,
                 counters=tuple(c for c in (counters or "").split(",") if c),
+                max_counters_per_pass=max_counters_per_pass,
             )
-            result = deploy(artifact, config, progress=progress)  # type: ignore[arg-type]
+            result = deploy(artifact, config, progress=progress)
     except DeployError as exc:
         _fail(exc)
         return
@@ -207,7 +241,16 @@ def targets() -> None:
     for col in ("target", "backend", "kind", "cpu", "clock", "memories", "build", "mechanics"):
         table.add_column(col)
     for row in target_rows():
-        table.add_row(row.target, row.backend, row.kind, row.cpu, row.clock, row.memories, row.build_system, row.description)
+        table.add_row(
+            row.target,
+            row.backend,
+            row.kind,
+            row.cpu,
+            row.clock,
+            row.memories,
+            row.build_system,
+            row.description,
+        )
     console.print(table)
 
 

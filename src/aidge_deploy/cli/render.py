@@ -67,10 +67,12 @@ def print_result(result: DeployResult) -> None:
             *(f"{getattr(latency, k):.6f}" for k in ("mean", "median", "p90", "min", "max", "std")),
         )
         console.print(table)
-    cycles_name = result.metrics.get("cycles_unit", "cycles")
+    cycles_name = str(result.metrics.get("cycles_name", "cycles")).replace("_", " ")
     if result.metrics.get("cycles"):
         values = result.metrics["cycles"]
-        console.print(f"{cycles_name} per inference (median of {len(values)}): {sorted(values)[len(values) // 2]}")
+        console.print(
+            f"{cycles_name} per inference (median of {len(values)}): {sorted(values)[len(values) // 2]}"
+        )
     if result.layers:
         counter_names: list[str] = []
         for layer in result.layers:
@@ -87,7 +89,10 @@ def print_result(result: DeployResult) -> None:
             table.add_row(
                 layer.name,
                 "-" if layer.time_ms is None else f"{layer.time_ms:.6f}",
-                *(f"{layer.counters[c]:.0f}" if c in layer.counters else "-" for c in counter_names),
+                *(
+                    f"{layer.counters[c]:.0f}" if c in layer.counters else "-"
+                    for c in counter_names
+                ),
                 share,
             )
         console.print(table)
@@ -97,7 +102,9 @@ def print_result(result: DeployResult) -> None:
         for index, values in enumerate(result.output):
             preview = " ".join(f"{v:.6g}" for v in values[:10])
             more = " …" if len(values) > 10 else ""
-            console.print(f"output[{index}] ({len(values)} values): {preview}{more}", highlight=False)
+            console.print(
+                f"output[{index}] ({len(values)} values): {preview}{more}", highlight=False
+            )
     if result.memory_peak_bytes is not None:
         per = ", ".join(f"mem_{i}={v} B" for i, v in enumerate(result.memory_peak_bytes))
         console.print(f"[bold]Activation memory:[/bold] {int(result.memory_peak_bytes)} B ({per})")
@@ -106,7 +113,9 @@ def print_result(result: DeployResult) -> None:
         console.print(f"[bold]Peak RSS:[/bold] {rss / 1024:.0f} KiB")
     binary = result.metrics.get("binary")
     if binary:
-        console.print(f"[bold]Binary:[/bold] flash {binary['flash_bytes']} B, RAM {binary['ram_bytes']} B")
+        console.print(
+            f"[bold]Binary:[/bold] flash {binary['flash_bytes']} B, RAM {binary['ram_bytes']} B"
+        )
     if result.log_path is not None:
         console.print(f"[dim]Log: {result.log_path}[/dim]", highlight=False)
     if result.report_dir is not None:

@@ -10,7 +10,7 @@ emulator's counters, the dedicated cycle counter) ride along in the first pass.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from types import MappingProxyType
 
 from aidge_deploy.config import Aggregation
@@ -37,22 +37,29 @@ class CounterPass:
         return sum(c.slots for c in self.counters)
 
 
-def plan_passes(selection: CounterSelection, max_per_pass: int) -> tuple[CounterPass, ...]:
+def plan_passes(
+    selection: CounterSelection, max_per_pass: int, *, every_counter_takes_a_slot: bool = False
+) -> tuple[CounterPass, ...]:
     """Group the countable counters by catalogue group, then cut each group in batches.
 
     Passes are named ``<group>_<i>``; a group is never mixed with another in a pass, so
     related events (a cache's accesses and its refills) are counted in the same run.
     Zero-slot counters join the first pass (or form a pass of their own when nothing
-    needs a slot). Unavailable counters are not planned: they stay reported as such.
+    needs a slot) — unless ``every_counter_takes_a_slot`` (a user-imposed pass plan, e.g.
+    to reproduce a small PMU's passes), where each counter takes one. Unavailable counters
+    are not planned: they stay reported as such.
     """
     if max_per_pass < 1:
         raise ConfigError(
             f"max_counters_per_pass must be at least 1, got {max_per_pass}",
             hint="Fix the target's max_counters_per_pass.",
         )
-    free = [c for c in selection.available if c.slots == 0]
+    available = selection.available
+    if every_counter_takes_a_slot:
+        available = tuple(replace(c, slots=max(c.slots, 1)) for c in available)
+    free = [c for c in available if c.slots == 0]
     by_group: dict[str, list[Counter]] = {}
-    for counter in selection.available:
+    for counter in available:
         if counter.slots > 0:
             by_group.setdefault(counter.group, []).append(counter)
     batches: list[tuple[str, list[Counter]]] = []

@@ -299,7 +299,7 @@ def assess(
     if result.timings:
         latency = aggregate_samples(result.timings, method)
         issues += _sample_issues("latency", latency, "ms")
-    cycles_name = str(result.metrics.get("cycles_unit") or "cycles")
+    cycles_name = str(result.metrics.get("cycles_name") or "cycles")
     cycles: Aggregate | None = None
     raw_cycles = result.metrics.get("cycles")
     if raw_cycles:

@@ -51,7 +51,7 @@ def result_provenance(result: DeployResult) -> Provenance:
 
 
 def cycles_name(result: DeployResult) -> str:
-    return str(result.metrics.get("cycles_unit") or "cycles")
+    return str(result.metrics.get("cycles_name") or "cycles")
 
 
 def metric_entry(metric: Metric, **extra: Any) -> dict[str, Any]:
@@ -67,12 +67,13 @@ def layer_columns(result: DeployResult) -> list[LayerColumn]:
     if any(layer.time_ms is not None for layer in result.layers):
         columns.append(LayerColumn(LAYER_TIME, "ms", prov))
     cyc = cycles_name(result)
+    units = dict(result.metrics.get("counter_units") or {})
+    units[cyc] = str(result.metrics.get("cycles_unit") or "cycles")
     for layer in result.layers:
         for counter in layer.counters:
             if all(c.key != counter for c in columns):
-                # the cycle counter is counted in its own unit (cycles or instructions)
-                unit = cyc if counter == cyc else "count"
-                columns.append(LayerColumn(counter, unit, prov))
+                # each counter in its own unit (cycles, instructions, ns, count)
+                columns.append(LayerColumn(counter, units.get(counter, "count"), prov))
     return columns
 
 

@@ -118,7 +118,7 @@ class AssembleStage:
         manifest = ctx.artifact.manifest
         labels = list(runtime.validation.labels) if runtime.validation.labels else None
         accuracy = accuracy_of(parsed.predictions, labels)
-        cycle_name, _ = target.cycle_metric
+        cycle_name, cycle_unit = target.cycle_metric
         cycles = [round(target.convert_cycles(c)) for c in parsed.cycles] if parsed.cycles else None
         layer_cycles = (
             {k: target.convert_cycles(v) for k, v in parsed.layer_cycles.items()}
@@ -127,7 +127,17 @@ class AssembleStage:
         )
         metrics: dict[str, Any] = {
             "cycles": cycles,
-            "cycles_unit": cycle_name,
+            "cycles_name": cycle_name,
+            "cycles_unit": cycle_unit,
+            "counter_units": dict(ctx.counter_profile.units)
+            if ctx.counter_profile is not None
+            else {},
+            "counter_passes": [
+                {"name": p.name, "counters": list(p.counters), "basis": p.basis}
+                for p in ctx.counter_profile.passes
+            ]
+            if ctx.counter_profile is not None
+            else [],
             "layer_timings": dict(parsed.layer_times_ms) if parsed.layer_times_ms else None,
             "layer_cycles": layer_cycles,
             "provenance": target.timing_provenance.value,

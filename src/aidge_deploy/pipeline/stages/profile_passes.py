@@ -39,7 +39,9 @@ class ProfilePassesStage:
         )
         for name, reason in selection.unavailable.items():
             log.info("counter %s unavailable: %s", name, reason)
-        passes = plan_passes(selection, target.max_counters_per_pass)
+        cap = ctx.config.max_counters_per_pass
+        limit = min(target.max_counters_per_pass, cap) if cap else target.max_counters_per_pass
+        passes = plan_passes(selection, limit, every_counter_takes_a_slot=bool(cap))
         results = []
         for counter_pass in passes:
             ctx.report(

@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import aidge_qemu_boards
 from aidge_deploy.boards.baremetal.base import BareMetalTarget, which_check
+from aidge_deploy.boards.baremetal.qemu.pmu import QemuEmulatedCounters
 from aidge_deploy.connections.qemu import QemuMachine
 from aidge_deploy.connections.serial_capture import CaptureResult, SerialChannel
 from aidge_deploy.flash.gdb_remote import FlashReport, GdbRemoteClient, ResetMode, program
@@ -26,7 +27,7 @@ from aidge_qemu_boards.boards import QemuBoard, get_board, list_boards, ticks_to
 __all__ = ["QemuBoardTarget", "aidge_qemu_boards"]
 
 
-class QemuBoardTarget(BareMetalTarget, FlashableTarget):
+class QemuBoardTarget(BareMetalTarget, FlashableTarget, QemuEmulatedCounters):
     """Build with the board's BSP, flash into QEMU over RSP, capture its UART."""
 
     board_name: ClassVar[str]
