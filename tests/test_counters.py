@@ -27,7 +27,15 @@ def test_catalogue_is_consistent() -> None:
     for counter in cat.counters:
         assert counter.unit in UNITS, counter
         assert counter.group and counter.description
-        assert counter.slots == (1 if counter.kind in (CounterKind.PMU, CounterKind.HARDWARE, CounterKind.HW_CACHE) else 0) or counter.name == "CPU_CYCLES"
+        assert (
+            counter.slots
+            == (
+                1
+                if counter.kind in (CounterKind.PMU, CounterKind.HARDWARE, CounterKind.HW_CACHE)
+                else 0
+            )
+            or counter.name == "CPU_CYCLES"
+        )
         if counter.domain is CounterDomain.ARMV8M_PMU:
             assert counter.event.code is not None and counter.kind is CounterKind.PMU
         elif counter.domain is CounterDomain.LINUX_PERF:
@@ -64,7 +72,9 @@ def test_event_numbers_are_the_architectural_ones() -> None:
 
 
 def test_catalogue_file_is_versioned_data() -> None:
-    doc = json.loads(resources.files("aidge_deploy.profiling").joinpath("data/counters.json").read_text())
+    doc = json.loads(
+        resources.files("aidge_deploy.profiling").joinpath("data/counters.json").read_text()
+    )
     assert doc["schema"] == "aidge-deploy.counter-catalogue" and doc["schema_version"] == 1
 
 
@@ -78,7 +88,13 @@ def test_presets_and_explicit_names_expand_in_order_without_duplicates() -> None
     every = select_counters("all", "emulated")
     assert every.names == ("emu-instructions", "emu-loads", "emu-stores", "emu-branches-taken")
     grouped = select_counters("os", "linux-perf")  # a catalogue group is a preset too
-    assert set(grouped.names) == {"page-faults", "context-switches", "cpu-migrations", "minor-faults", "major-faults"}
+    assert set(grouped.names) == {
+        "page-faults",
+        "context-switches",
+        "cpu-migrations",
+        "minor-faults",
+        "major-faults",
+    }
 
 
 def test_typo_gives_did_you_mean() -> None:

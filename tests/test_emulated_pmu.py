@@ -42,9 +42,23 @@ def firmware(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("qemu-system-arm or arm-none-eabi-gcc is not installed")
     elf = tmp_path_factory.mktemp("pmu_fw") / "pmu_fw.elf"
     subprocess.run(
-        [GCC, "-mcpu=cortex-m4", "-mthumb", "-O2", "-ffreestanding", "-nostdlib", "-nostartfiles",
-         "-Wall", "-Werror", str(FIRMWARE / "pmu_fw.c"), f"-Wl,-T,{FIRMWARE / 'link.ld'}", "-o", str(elf)],
-        check=True, timeout=120,
+        [
+            GCC,
+            "-mcpu=cortex-m4",
+            "-mthumb",
+            "-O2",
+            "-ffreestanding",
+            "-nostdlib",
+            "-nostartfiles",
+            "-Wall",
+            "-Werror",
+            str(FIRMWARE / "pmu_fw.c"),
+            f"-Wl,-T,{FIRMWARE / 'link.ld'}",
+            "-o",
+            str(elf),
+        ],
+        check=True,
+        timeout=120,
     )
     return elf
 
@@ -61,17 +75,35 @@ def _symbol(elf: Path, name: str) -> int:
         return int(sym["st_value"])
 
 
-def _run(firmware: Path, plugin: Path, out: Path, boundaries: list[int]) -> subprocess.CompletedProcess[str]:
+def _run(
+    firmware: Path, plugin: Path, out: Path, boundaries: list[int]
+) -> subprocess.CompletedProcess[str]:
     assert QEMU is not None
     return subprocess.run(
-        [QEMU, "-M", "mps2-an386", "-nographic", "-monitor", "none", "-serial", "null",
-         "-semihosting-config", "enable=on,target=native", "-kernel", str(firmware),
-         *plugin_option(plugin, boundaries, out)],
-        capture_output=True, text=True, timeout=60,
+        [
+            QEMU,
+            "-M",
+            "mps2-an386",
+            "-nographic",
+            "-monitor",
+            "none",
+            "-serial",
+            "null",
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-kernel",
+            str(firmware),
+            *plugin_option(plugin, boundaries, out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
-def test_plugin_counts_a_known_loop_exactly_and_deterministically(firmware: Path, plugin: Path, tmp_path: Path) -> None:
+def test_plugin_counts_a_known_loop_exactly_and_deterministically(
+    firmware: Path, plugin: Path, tmp_path: Path
+) -> None:
     mark = _symbol(firmware, "pmu_mark")
     assert mark & 1, "a Thumb function symbol has bit 0 set; the plugin must ignore it"
     traces = []
@@ -83,7 +115,9 @@ def test_plugin_counts_a_known_loop_exactly_and_deterministically(firmware: Path
     (text0, trace), (text1, _) = traces
     assert text0 == text1, "two runs of the same firmware must give identical counts"
     assert trace.boundaries == (mark & ~1,)
-    assert [s.seq for s in trace.snapshots] == [0, 1, 2] and {s.boundary for s in trace.snapshots} == {0}
+    assert [s.seq for s in trace.snapshots] == [0, 1, 2] and {
+        s.boundary for s in trace.snapshots
+    } == {0}
     assert trace.intervals() == (_expected(1000), _expected(3000))
     assert trace.total is not None
     last = trace.snapshots[-1].counts
@@ -115,7 +149,9 @@ def test_plugin_option_and_trace_errors(tmp_path: Path) -> None:
         plugin_option(tmp_path / "a,b.so", [0x40], tmp_path / "out")
     with pytest.raises(ConfigError):
         plugin_option(tmp_path / "p.so", list(range(17)), tmp_path / "out")
-    assert plugin_option(tmp_path / "p.so", [0x41], tmp_path / "o")[1].endswith(f"boundary=0x41,out={tmp_path / 'o'}")
+    assert plugin_option(tmp_path / "p.so", [0x41], tmp_path / "o")[1].endswith(
+        f"boundary=0x41,out={tmp_path / 'o'}"
+    )
     with pytest.raises(CaptureError, match="no file"):
         read_trace(tmp_path / "missing.txt")
     bad = tmp_path / "bad.txt"

@@ -61,7 +61,9 @@ def test_software_counters_take_no_slot() -> None:
 
 
 def test_unavailable_counters_are_not_planned() -> None:
-    sel = select_counters("task-clock,cycles", "linux-perf", {"task-clock": None, "cycles": "ENOENT"})
+    sel = select_counters(
+        "task-clock,cycles", "linux-perf", {"task-clock": None, "cycles": "ENOENT"}
+    )
     assert [p.names for p in plan_passes(sel, 4)] == [("task-clock",)]
     none = select_counters("cycles", "linux-perf", {"cycles": "ENOENT"})
     assert plan_passes(none, 4) == ()
@@ -87,28 +89,56 @@ def test_merged_table_has_every_counter_for_every_layer() -> None:
 
 
 def test_unavailable_counter_becomes_a_metric_with_reason_never_zero() -> None:
-    sel = select_counters("task-clock,page-faults,instructions", "linux-perf", {"task-clock": None, "page-faults": None, "instructions": "ENOENT: no PMU"})
+    sel = select_counters(
+        "task-clock,page-faults,instructions",
+        "linux-perf",
+        {"task-clock": None, "page-faults": None, "instructions": "ENOENT: no PMU"},
+    )
     (only,) = plan_passes(sel, 4)
-    result = PassResult(only, totals={"task-clock": 1e6}, unavailable={"page-faults": "EACCES: paranoid"}, running_ratio={"task-clock": 0.5}, basis="per inference")
+    result = PassResult(
+        only,
+        totals={"task-clock": 1e6},
+        unavailable={"page-faults": "EACCES: paranoid"},
+        running_ratio={"task-clock": 0.5},
+        basis="per inference",
+    )
     profile = merge_passes(sel, [result])
     metrics = {m.name: m for m in profile.measurements()}
     assert metrics["task-clock"].value == 1e6 and metrics["task-clock"].unit == "ns"
-    assert "multiplexed" in metrics["task-clock"].description and "per inference" in metrics["task-clock"].description
-    assert metrics["page-faults"].value is None and metrics["page-faults"].unavailable_reason == "EACCES: paranoid"
-    assert metrics["instructions"].value is None and metrics["instructions"].unavailable_reason == "ENOENT: no PMU"
+    assert (
+        "multiplexed" in metrics["task-clock"].description
+        and "per inference" in metrics["task-clock"].description
+    )
+    assert (
+        metrics["page-faults"].value is None
+        and metrics["page-faults"].unavailable_reason == "EACCES: paranoid"
+    )
+    assert (
+        metrics["instructions"].value is None
+        and metrics["instructions"].unavailable_reason == "ENOENT: no PMU"
+    )
 
 
 def test_layer_name_mismatch_between_passes_is_an_error() -> None:
     sel = select_counters("cpu", "armv8m-pmu")
     first, second, *_ = plan_passes(sel, 2)
     good = _per_layer_run(first)
-    bad = PassResult(second, layers=(LayerCounters(0, "conv1", dict.fromkeys(second.names, 1.0)), LayerCounters(1, "other", dict.fromkeys(second.names, 1.0)), LayerCounters(2, "fc", dict.fromkeys(second.names, 1.0))))
+    bad = PassResult(
+        second,
+        layers=(
+            LayerCounters(0, "conv1", dict.fromkeys(second.names, 1.0)),
+            LayerCounters(1, "other", dict.fromkeys(second.names, 1.0)),
+            LayerCounters(2, "fc", dict.fromkeys(second.names, 1.0)),
+        ),
+    )
     with pytest.raises(CaptureError, match="layer 1 as 'other'"):
         merge_passes(sel, [good, bad])
     short = PassResult(second, layers=_per_layer_run(second).layers[:2])
     with pytest.raises(CaptureError, match="different layers"):
         merge_passes(sel, [good, short])
-    holes = PassResult(second, layers=(LayerCounters(0, "conv1", {}), *_per_layer_run(second).layers[1:]))
+    holes = PassResult(
+        second, layers=(LayerCounters(0, "conv1", {}), *_per_layer_run(second).layers[1:])
+    )
     with pytest.raises(CaptureError, match="no value"):
         merge_passes(sel, [good, holes])
     totals_only = PassResult(second, totals=dict.fromkeys(second.names, 1.0))
@@ -117,10 +147,19 @@ def test_layer_name_mismatch_between_passes_is_an_error() -> None:
 
 
 def test_pass_result_from_samples_rejects_wrapped_and_frozen() -> None:
-    counter_pass = CounterPass(0, "cpu_0", tuple(select_counters("CPU_CYCLES,INST_RETIRED", "armv8m-pmu").requested))
-    rows_conv = [{"CPU_CYCLES": 100.0, "INST_RETIRED": 50.0}, {"CPU_CYCLES": 2.0**32 - 5, "INST_RETIRED": 51.0}, {"CPU_CYCLES": 104.0, "INST_RETIRED": 52.0}, {"CPU_CYCLES": 0.0, "INST_RETIRED": 0.0}]
+    counter_pass = CounterPass(
+        0, "cpu_0", tuple(select_counters("CPU_CYCLES,INST_RETIRED", "armv8m-pmu").requested)
+    )
+    rows_conv = [
+        {"CPU_CYCLES": 100.0, "INST_RETIRED": 50.0},
+        {"CPU_CYCLES": 2.0**32 - 5, "INST_RETIRED": 51.0},
+        {"CPU_CYCLES": 104.0, "INST_RETIRED": 52.0},
+        {"CPU_CYCLES": 0.0, "INST_RETIRED": 0.0},
+    ]
     rows_fc = [{"CPU_CYCLES": 10.0, "INST_RETIRED": 2.0**31 + 1}] * 3
-    result = pass_result_from_samples(counter_pass, [("conv", rows_conv), ("fc", rows_fc)], "median")
+    result = pass_result_from_samples(
+        counter_pass, [("conv", rows_conv), ("fc", rows_fc)], "median"
+    )
     assert result.layers[0].values == {"CPU_CYCLES": 102.0}
     assert "INST_RETIRED" in result.unavailable and "fc" in result.unavailable["INST_RETIRED"]
     assert "rejected" in result.basis

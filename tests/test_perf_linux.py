@@ -35,9 +35,16 @@ def _hardware_events_supported() -> bool:
     if shutil.which("perf") is None:
         return probe_available().get("instructions") is None
     proc = subprocess.run(
-        ["perf", "stat", "-x,", "-e", "instructions", "true"], capture_output=True, text=True, timeout=30
+        ["perf", "stat", "-x,", "-e", "instructions", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
-    return proc.returncode == 0 and "<not supported>" not in proc.stderr and "<not counted>" not in proc.stderr
+    return (
+        proc.returncode == 0
+        and "<not supported>" not in proc.stderr
+        and "<not counted>" not in proc.stderr
+    )
 
 
 def _counters(*names: str):  # type: ignore[no-untyped-def]
@@ -89,15 +96,25 @@ def test_counted_run_of_a_real_program(tmp_path: Path) -> None:
     assert run.readings["task-clock"].time_enabled_ns <= run.run.duration_s * 1e9
 
 
-def test_counted_run_times_out_and_never_reports_a_program_that_did_not_start(tmp_path: Path) -> None:
+def test_counted_run_times_out_and_never_reports_a_program_that_did_not_start(
+    tmp_path: Path,
+) -> None:
     hang = run_with_counters(
-        ["/bin/sh", "-c", "sleep 30"], _counters("task-clock"), cwd=tmp_path, timeout_s=0.5,
-        stdout_path=tmp_path / "o.log", stderr_path=tmp_path / "e.log",
+        ["/bin/sh", "-c", "sleep 30"],
+        _counters("task-clock"),
+        cwd=tmp_path,
+        timeout_s=0.5,
+        stdout_path=tmp_path / "o.log",
+        stderr_path=tmp_path / "e.log",
     )
     assert hang.run.timed_out and hang.run.returncode is None
     missing = run_with_counters(
-        [str(tmp_path / "no-such-program")], _counters("task-clock", "page-faults"), cwd=tmp_path,
-        timeout_s=10, stdout_path=tmp_path / "o2.log", stderr_path=tmp_path / "e2.log",
+        [str(tmp_path / "no-such-program")],
+        _counters("task-clock", "page-faults"),
+        cwd=tmp_path,
+        timeout_s=10,
+        stdout_path=tmp_path / "o2.log",
+        stderr_path=tmp_path / "e2.log",
     )
     assert missing.run.returncode == 127
     assert not missing.readings and "did not start" in missing.unavailable["task-clock"]
@@ -112,13 +129,30 @@ def perf_run_native(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if cc is None:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("perf_run") / "perf_run"
-    subprocess.run([*compile_command(cc, out)[:-3], "-Wall", "-Wextra", "-Werror", *compile_command(cc, out)[-3:]], check=True, timeout=120)
+    subprocess.run(
+        [
+            *compile_command(cc, out)[:-3],
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            *compile_command(cc, out)[-3:],
+        ],
+        check=True,
+        timeout=120,
+    )
     return out
 
 
-def test_perf_run_preserves_exit_code_and_reports_json(perf_run_native: Path, tmp_path: Path) -> None:
+def test_perf_run_preserves_exit_code_and_reports_json(
+    perf_run_native: Path, tmp_path: Path
+) -> None:
     report = tmp_path / "report.json"
-    argv = perf_run_argv(str(perf_run_native), _counters("task-clock", "page-faults", "instructions"), ["/bin/sh", "-c", "exit 7"], str(report))
+    argv = perf_run_argv(
+        str(perf_run_native),
+        _counters("task-clock", "page-faults", "instructions"),
+        ["/bin/sh", "-c", "exit 7"],
+        str(report),
+    )
     assert subprocess.run(argv, timeout=60).returncode == 7
     parsed = parse_perf_run_report(report.read_text())
     assert parsed.exit_code == 7 and parsed.signal is None
@@ -127,13 +161,23 @@ def test_perf_run_preserves_exit_code_and_reports_json(perf_run_native: Path, tm
     assert 0 < parsed.peak_rss_bytes < 32 * 2**20
     if not _hardware_events_supported():
         assert parsed.unavailable["instructions"].startswith("ENOENT")
-    killed = subprocess.run([str(perf_run_native), "/bin/sh", "-c", "kill -9 $$"], capture_output=True, text=True, timeout=60)
+    killed = subprocess.run(
+        [str(perf_run_native), "/bin/sh", "-c", "kill -9 $$"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert killed.returncode == 128 + 9
     from_stderr = parse_perf_run_report(killed.stderr)
     assert from_stderr.signal == 9 and from_stderr.exit_code is None
-    missing = subprocess.run([str(perf_run_native), str(tmp_path / "nope")], capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [str(perf_run_native), str(tmp_path / "nope")], capture_output=True, text=True, timeout=60
+    )
     assert missing.returncode == 127
-    assert all(r.startswith("NOTRUN") or r.startswith("ENOENT") for r in parse_perf_run_report(missing.stderr).unavailable.values())
+    assert all(
+        r.startswith("NOTRUN") or r.startswith("ENOENT")
+        for r in parse_perf_run_report(missing.stderr).unavailable.values()
+    )
     assert not parse_perf_run_report(missing.stderr).counters
 
 
@@ -149,7 +193,12 @@ def test_perf_run_static_aarch64_under_qemu_user_reports_enosys(tmp_path: Path) 
 
     with out.open("rb") as fh:
         assert ELFFile(fh).header["e_machine"] == "EM_AARCH64"
-    proc = subprocess.run([qemu, str(out), "-e", "task-clock=1:1", "--", "/bin/sh", "-c", "exit 4"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [qemu, str(out), "-e", "task-clock=1:1", "--", "/bin/sh", "-c", "exit 4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 4
     report = parse_perf_run_report(proc.stderr)
     assert report.unavailable["task-clock"].startswith("ENOSYS") and not report.counters
@@ -173,9 +222,13 @@ def pipeline_with_counters(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-def test_deploy_counts_software_events_of_a_real_export(export_factory, pipeline_with_counters) -> None:  # type: ignore[no-untyped-def]
+def test_deploy_counts_software_events_of_a_real_export(
+    export_factory, pipeline_with_counters
+) -> None:  # type: ignore[no-untyped-def]
     artifact = export_factory("benchmark")
-    result = aidge_deploy.deploy(artifact, DeployConfig(counters=("task-clock", "page-faults", "instructions")))
+    result = aidge_deploy.deploy(
+        artifact, DeployConfig(counters=("task-clock", "page-faults", "instructions"))
+    )
     task = result.metric("task-clock")
     faults = result.metric("page-faults")
     assert task is not None and task.value is not None and task.value > 0 and task.unit == "ns"

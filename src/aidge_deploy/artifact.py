@@ -322,7 +322,11 @@ def export_hash(artifact: ExportArtifact) -> str:
         st = path.stat()
         fingerprint.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     key = fingerprint.hexdigest()
-    memo = default_cache_root() / "hashes" / (hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24] + ".json")
+    memo = (
+        default_cache_root()
+        / "hashes"
+        / (hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24] + ".json")
+    )
     try:
         stored = json.loads(memo.read_text(encoding="utf-8"))
         if stored.get("fingerprint") == key and isinstance(stored.get("hash"), str):

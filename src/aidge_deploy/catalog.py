@@ -45,7 +45,12 @@ def _hardware_facts(hw: Any) -> tuple[str, str, str, str, str]:
         mems = dict(getattr(hw, "memories", {}) or {})
     except Exception:
         mems = {}
-    memories = ", ".join(f"{name} {_fmt_bytes(getattr(m, 'capacity', 0) or 0)}" for name, m in mems.items()) or "-"
+    memories = (
+        ", ".join(
+            f"{name} {_fmt_bytes(getattr(m, 'capacity', 0) or 0)}" for name, m in mems.items()
+        )
+        or "-"
+    )
     build_system = getattr(hw, "build_system", None)
     build = getattr(build_system, "name", str(build_system or "-"))
     kind = "mcu" if getattr(hw, "hal_board", None) is not None else "linux"
@@ -89,7 +94,14 @@ def doctor_report() -> list[DoctorSection]:
             "Python packages",
             tuple(
                 _package_check(p)
-                for p in ("aidge-core", "aidge-onnx", "aidge-backend-cpu", "aidge-export-cpp", "aidge-export-arm-cortexm", "aidge-quantization")
+                for p in (
+                    "aidge-core",
+                    "aidge-onnx",
+                    "aidge-backend-cpu",
+                    "aidge-export-cpp",
+                    "aidge-export-arm-cortexm",
+                    "aidge-quantization",
+                )
             ),
         )
     ]
@@ -105,6 +117,10 @@ def doctor_report() -> list[DoctorSection]:
         checks_by_key[key] = checks
     for key, names in seen.items():
         if checks_by_key[key]:
-            title = ", ".join(names) if len(names) <= 4 else f"{', '.join(names[:3])} and {len(names) - 3} more"
+            title = (
+                ", ".join(names)
+                if len(names) <= 4
+                else f"{', '.join(names[:3])} and {len(names) - 3} more"
+            )
             sections.append(DoctorSection(title, checks_by_key[key]))
     return sections

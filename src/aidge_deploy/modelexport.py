@@ -79,7 +79,9 @@ def onnx_input_shapes(model: Path) -> list[tuple[str, tuple[int, ...]]]:
 def export_model(request: ExportRequest) -> object:
     """Export ``request.model`` with Aidge; returns the ``ExportArtifact``."""
     if not request.model.is_file():
-        raise ConfigError(f"Model file {request.model} not found", hint="Pass a path to an .onnx file.")
+        raise ConfigError(
+            f"Model file {request.model} not found", hint="Pass a path to an .onnx file."
+        )
     load_plugins()
     import aidge_backend_cpu  # noqa: F401  - registers the CPU kernels used for calibration
     import aidge_core
