@@ -205,3 +205,14 @@ def test_counter_typo_fails_in_preflight_before_building(export_factory, tmp_pat
         )
     assert info.value.stage == "Preflight" and "page-faults" in info.value.message
     assert not (run_dir / "build.log").exists()
+
+
+def test_layers_carry_macs_and_parameters_from_the_export(export_factory) -> None:  # type: ignore[no-untyped-def]
+    result = aidge_deploy.deploy(export_factory("benchmark"), DeployConfig())
+    by_name = {layer.name: layer for layer in result.layers}
+    fc = by_name["_3_FC_0"]
+    assert (fc.macs, fc.params) == (64 * 10, 64 * 10 + 10)  # Gemm 64 -> 10
+    assert by_name["_1_Transpose_0"].macs == 0
+    conv = by_name["_0_PadConvAct_0"]
+    assert conv.macs and conv.macs % (4 * 4 * 4) == 0  # weights x (4 x 4 output positions)
+    assert fc.ns_per_mac is not None and fc.ns_per_mac > 0

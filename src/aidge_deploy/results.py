@@ -139,6 +139,16 @@ class LayerFigure:
     name: str
     time_ms: float | None = None
     counters: Mapping[str, float] = field(default_factory=dict)
+    #: static figures of the layer from the export (``profiling.model_analysis``)
+    macs: int | None = None
+    params: int | None = None
+
+    @property
+    def ns_per_mac(self) -> float | None:
+        """Time per multiply-accumulate, when the layer has MACs and a time."""
+        if self.time_ms is None or not self.macs:
+            return None
+        return self.time_ms * 1e6 / self.macs
 
 
 @dataclass(frozen=True)
@@ -246,7 +256,13 @@ class DeployResult:
                 "per_memory": list(self.memory_peak_bytes.per_memory),
             },
             "layers": [
-                {"name": layer.name, "time_ms": layer.time_ms, "counters": dict(layer.counters)}
+                {
+                    "name": layer.name,
+                    "time_ms": layer.time_ms,
+                    "counters": dict(layer.counters),
+                    "macs": layer.macs,
+                    "params": layer.params,
+                }
                 for layer in self.layers
             ],
             "measurements": [m.as_dict() for m in self.measurements],

@@ -84,6 +84,10 @@ def print_result(result: DeployResult) -> None:
             table.add_column(name.replace("_", " "), justify="right")
         total = sum(layer.time_ms or 0.0 for layer in result.layers)
         table.add_column("share", justify="right")
+        with_macs = any(layer.macs for layer in result.layers)
+        if with_macs:
+            table.add_column("MACs", justify="right")
+            table.add_column("ns/MAC", justify="right")
         for layer in result.layers:
             share = f"{(layer.time_ms or 0) / total:.0%}" if total > 0 else "-"
             table.add_row(
@@ -94,6 +98,14 @@ def print_result(result: DeployResult) -> None:
                     for c in counter_names
                 ),
                 share,
+                *(
+                    (
+                        str(layer.macs or 0),
+                        "-" if layer.ns_per_mac is None else f"{layer.ns_per_mac:.3g}",
+                    )
+                    if with_macs
+                    else ()
+                ),
             )
         console.print(table)
     if result.accuracy is not None:

@@ -74,12 +74,30 @@ def layer_columns(result: DeployResult) -> list[LayerColumn]:
             if all(c.key != counter for c in columns):
                 # each counter in its own unit (cycles, instructions, ns, count)
                 columns.append(LayerColumn(counter, units.get(counter, "count"), prov))
+    for key, (attr, unit) in STATIC_COLUMNS.items():
+        if any(getattr(layer, attr, None) is not None for layer in result.layers):
+            # MACs and parameters are read from the export on the host; time per MAC
+            # inherits the provenance of the time it divides
+            columns.append(
+                LayerColumn(key, unit, prov if key == "time_per_mac" else Provenance.HOST)
+            )
     return columns
+
+
+#: static per-layer figures from the export: key -> (attribute, unit)
+STATIC_COLUMNS = {
+    "macs": ("macs", "MAC"),
+    "params": ("params", "count"),
+    "time_per_mac": ("ns_per_mac", "ns/MAC"),
+}
 
 
 def _layer_value(layer: Any, key: str) -> float | None:
     if key == LAYER_TIME:
         return None if layer.time_ms is None else float(layer.time_ms)
+    if key in STATIC_COLUMNS:
+        static = getattr(layer, STATIC_COLUMNS[key][0], None)
+        return None if static is None else float(static)
     value = layer.counters.get(key)
     return None if value is None else float(value)
 

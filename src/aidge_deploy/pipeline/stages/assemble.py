@@ -6,12 +6,14 @@ every figure also becomes a typed ``Metric`` with its unit and the target's prov
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.pipeline.stages.profile_passes import fold_counter_profile
+from aidge_deploy.profiling.model_analysis import analyze_export
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.registry import DeployTarget
 from aidge_deploy.results import (
@@ -183,6 +185,13 @@ class AssembleStage:
         measurements = tuple(_measurements(target, parsed, execution.peak_rss_bytes, peaks))
         if ctx.counter_profile is not None:  # ProfilePasses ran: fold its counters in
             layers, measurements = fold_counter_profile(ctx.counter_profile, layers, measurements)
+        static = {a.name: a for a in analyze_export(ctx.artifact)}
+        layers = tuple(
+            replace(layer, macs=static[layer.name].macs, params=static[layer.name].params)
+            if layer.name in static
+            else layer
+            for layer in layers
+        )
         ctx.result = DeployResult(
             output=output,
             metrics=metrics,
