@@ -256,6 +256,24 @@ def targets() -> None:
 
 app.command(name="doctor")(doctor_cmd.doctor)
 
+
+@app.command()
+def docs(
+    write: Annotated[
+        Path | None, typer.Option("--write", help="Write the pages into this folder.")
+    ] = None,
+) -> None:
+    """Reference pages (targets, protocols, counters, flashers) generated from the registries."""
+    from aidge_deploy.docs import render_all, write_all
+
+    if write is not None:
+        for path in write_all(write):
+            console.print(f"wrote {path}")
+        return
+    for text in render_all().values():
+        sys.stdout.write(text + "\n")
+
+
 from aidge_deploy.cli import compare as compare_cmd  # noqa: E402
 
 app.command(name="compare")(compare_cmd.compare)

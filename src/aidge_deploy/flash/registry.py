@@ -85,6 +85,17 @@ def flasher_names() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
+def get_flasher_class(name: str) -> Any:
+    """The class registered as ``name`` (to read its capabilities without instantiating it)."""
+    _load_builtins()
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise ConfigError(
+            f"unknown flash method {name!r}", f"use one of: {', '.join(sorted(_REGISTRY))}"
+        )
+    return factory
+
+
 def get_flasher(name: str, **options: Any) -> Flasher:
     """Instantiate the flasher registered as ``name`` with its options."""
     _load_builtins()
