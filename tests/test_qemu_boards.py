@@ -413,7 +413,7 @@ def test_target_export_registered(name: str) -> None:
 
 @pytest.mark.parametrize("name", BOARD_NAMES)
 def test_shared_bsp_files_identical_to_common(name: str) -> None:
-    """Every board ships a copy of ``assets/common``; the copies must not drift."""
+    """Every board links the shared files of ``assets/common`` (symlinks): they must resolve to them."""
     common = aidge_qemu_boards.ASSETS_ROOT / "common"
     board_root = aidge_qemu_boards.assets_root_for(name)
     mapping = {path.relative_to(common): path for path in common.rglob("*") if path.is_file()}
@@ -423,7 +423,8 @@ def test_shared_bsp_files_identical_to_common(name: str) -> None:
             copy = board_root / relative
         else:
             copy = board_root / "board_files" / relative
-        assert copy.is_file(), f"{copy} missing (copy it from {source})"
+        assert copy.is_file(), f"{copy} missing (link it to {source})"
+        assert copy.is_symlink() and copy.resolve() == source.resolve(), f"{copy} should link {source}"
         assert filecmp.cmp(source, copy, shallow=False), f"{copy} differs from {source}"
 
 
