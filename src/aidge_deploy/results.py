@@ -13,10 +13,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from aidge_core.export_utils import ExportArtifact
+
+if TYPE_CHECKING:
+    from aidge_deploy.pipeline.context import ProgressCallback
 
 
 class Provenance(StrEnum):
@@ -162,6 +165,9 @@ class DeployContext:
     build_dir: Path
     log_dir: Path
     keep_build_dir: bool = False
+    # --- added for the SBC targets: lets a target report upload/build/run progress
+    #: the pipeline's progress callback (PrepareStage sets it), None when nobody listens
+    progress: ProgressCallback | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ class PrepareStage:
             build_dir=build_dir,
             log_dir=ctx.work_dir,
             keep_build_dir=ctx.config.keep_build_dir,
+            progress=ctx.progress,  # targets report upload/build/run progress
         )
         ctx.resolved_target.prepare(deploy_ctx)
         ctx.deploy_context = deploy_ctx
