@@ -16,6 +16,7 @@ import typer
 from aidge_deploy.cli import doctor as doctor_cmd
 from aidge_deploy.cli.render import console, print_error, print_result, progress_display
 from aidge_deploy.errors import DeployError
+from aidge_deploy.results import DeployResult
 
 app = typer.Typer(
     name="aidge-deploy",
@@ -46,6 +47,13 @@ def _fail(exc: DeployError) -> None:
         console.print_exception()
     print_error(exc)
     raise typer.Exit(code=2)
+
+
+def _emit(result: DeployResult, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        print_result(result)
 
 
 TargetOpt = Annotated[
@@ -152,10 +160,7 @@ def run(
     except DeployError as exc:
         _fail(exc)
         return
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
-    else:
-        print_result(result)
+    _emit(result, as_json)
 
 
 @app.command()
@@ -224,10 +229,7 @@ def profile(
     except DeployError as exc:
         _fail(exc)
         return
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
-    else:
-        print_result(result)
+    _emit(result, as_json)
 
 
 @app.command()
