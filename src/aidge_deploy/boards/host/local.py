@@ -10,7 +10,7 @@ import dataclasses
 import shutil
 import signal as _signal
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
@@ -21,6 +21,9 @@ from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.registry import DeployTarget, ToolCheck, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
+
+if TYPE_CHECKING:
+    from aidge_deploy.boards.host.docker import LocalDocker
 
 
 def tool_check(name: str, apt: str) -> ToolCheck:
@@ -67,9 +70,23 @@ class HostLocalTarget(DeployTarget, HostPerfCounters):
 
     timing_provenance: ClassVar[Provenance] = Provenance.HOST
     description: ClassVar[str] = "native build + run"
+    _docker_location: LocalDocker | None = None
 
     def preflight(self) -> list[ToolCheck]:
+        if self.config.docker_image:  # Docker build location: the image may hold the tools
+            return [tool_check("docker", "docker.io")]
         return [tool_check("cmake", "cmake"), tool_check("c++", "g++"), tool_check("make", "make")]
+
+    # --- Docker build location (boards.host.docker): with docker_image set, build and run
+    # --- happen inside that image; these three hooks are the whole delegation.
+    def _docker(self) -> LocalDocker | None:
+        if not self.config.docker_image:
+            return None
+        if self._docker_location is None:
+            from aidge_deploy.boards.host.docker import LocalDocker
+
+            self._docker_location = LocalDocker(self.config)
+        return self._docker_location
 
     def prepare(self, ctx: DeployContext) -> None:
         ctx.log_dir.mkdir(parents=True, exist_ok=True)
@@ -78,10 +95,16 @@ class HostLocalTarget(DeployTarget, HostPerfCounters):
         return plan_build(ctx.artifact, self.config.build_dir, jobs=self.config.build_jobs)
 
     def build(self, ctx: DeployContext) -> BuildResult:
+        docker = self._docker()
+        if docker is not None:
+            return docker.build(ctx, self.build_plan(ctx))
         return build_export(ctx.artifact, self.build_plan(ctx), ctx.log_dir / "build.log")
 
     def execute(self, ctx: DeployContext, build: BuildResult) -> ExecutionResult:
         timeout = float(self.config.run_timeout)
+        docker = self._docker()
+        if docker is not None:
+            return docker.execute(ctx, build, timeout)
         # The program runs under the small perf_run launcher: forked from it, its ru_maxrss
         # is its own (a child of this big Python process would inherit our peak RSS).
         report_path = ctx.log_dir / "run.launcher.json"
@@ -117,11 +140,15 @@ class HostLocalTarget(DeployTarget, HostPerfCounters):
     def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
         protocol = get_protocol(ctx.artifact.manifest.protocol)
         try:
-            return protocol.parse(execution.raw_output, ctx.artifact.manifest)
+            parsed = protocol.parse(execution.raw_output, ctx.artifact.manifest)
         except Exception as exc:
             if getattr(exc, "log_path", "") is None:
                 exc.log_path = execution.log_path  # type: ignore[attr-defined]
             raise
+        docker = self._docker()
+        if docker is not None:  # say where it was built and why peak RSS may be missing
+            return dataclasses.replace(parsed, notices=(*parsed.notices, *docker.notices()))
+        return parsed
 
 
 def artifact_relative(build: BuildResult, root: Path) -> str:

@@ -152,9 +152,13 @@ def docker_failure(
     if status == DOCKER_ERROR and ("no such image" in lowered or "unable to find image" in lowered):
         return PreflightError(
             f"Docker image {image!r} is not present {where} (while {doing})",
-            hint=f"Copy it there without a registry: `docker save {image} | ssh <board> docker "
-            "load` (or `docker load -i image.tar` on the machine), or set docker_pull=True to "
-            "let docker pull it.",
+            hint=(
+                f"Copy it to the board without a registry: `docker save {image} | ssh <board> "
+                "docker load`"
+                if where != "on this machine"
+                else f"Load or build it here (`docker load -i image.tar`, `docker build -t {image} .`)"
+            )
+            + ", or set docker_pull=True to let docker pull it.",
             log_path=path,
         )
     if status == DOCKER_ERROR and ("docker:" in lowered or "error response" in lowered):
