@@ -59,7 +59,13 @@ from aidge_deploy.connections.ssh import SshConnection
 from aidge_deploy.connections.ssh_exec import RemoteRunResult
 from aidge_deploy.connections.ssh_settings import SshSettings
 from aidge_deploy.connections.ssh_transfer import DEFAULT_EXCLUDE, TransferReport
-from aidge_deploy.errors import BuildError, ConfigError, DeployError, ExecutionError
+from aidge_deploy.errors import (
+    BuildError,
+    ConfigError,
+    DeployError,
+    ExecutionError,
+    TransferError,
+)
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.registry import DeployTarget, RemoteBuildTarget, ToolCheck, TransferableTarget
@@ -332,6 +338,7 @@ class SbcSshTarget(DeployTarget, TransferableTarget, RemoteBuildTarget):
             self._report(stage, f"uploaded {rel} ({size} B)", completed=sent[0], unit="files")
 
         self._report(stage, f"uploading {what} to {self.conn.target}:{remote}")
+        self._ensure_remote_dir(remote)
         report = self.conn.upload_dir(local, remote, exclude=UPLOAD_EXCLUDE, on_file=on_file)
         self._report(
             stage,
@@ -342,6 +349,23 @@ class SbcSshTarget(DeployTarget, TransferableTarget, RemoteBuildTarget):
             unit="files",
         )
         return report
+
+    def _ensure_remote_dir(self, remote: str) -> None:
+        """Create ``remote`` with the board's shell: its message names the real cause."""
+        made = self.conn.run(f"mkdir -p -- {_q(remote)}", timeout_s=_SHORT_TIMEOUT_S)
+        if made.ok:
+            return
+        reason = made.stderr.strip().splitlines()[-1] if made.stderr.strip() else ""
+        parent = posixpath.dirname(remote.rstrip("/")) or "/"
+        denied = "permission denied" in reason.lower() or "read-only" in reason.lower()
+        raise TransferError(
+            f"{'Permission denied' if denied else 'Cannot create the folder'}: the board user "
+            f"cannot create {remote} on {self.conn.target} ({reason or made.exit_status})",
+            hint=f"Check `ls -ld {parent}` and `df -h {parent}` on the board; pick a folder the "
+            "user owns (ssh_remote_workdir, default ~/.cache/aidge-deploy) or fix ownership "
+            "(sudo chown -R <user> <dir>).",
+            stage="transfer",
+        )
 
     def build_remote(self, ctx: DeployContext) -> BuildResult:
         layout = self.layout
