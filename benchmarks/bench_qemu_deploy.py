@@ -14,16 +14,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import aidge_deploy
 from aidge_qemu_boards.boards import get_board, qemu_command
 from common import make_export, median_of, report, timed
-
-import aidge_deploy
 
 
 def bare(elf: Path, end: bytes = b"END DEMO") -> None:
     board = get_board("mps2-an386")
     cmd = qemu_command(board, elf, serial="stdio")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+    )
     assert proc.stdout is not None
     seen = b""
     deadline = time.monotonic() + 60
@@ -48,7 +49,9 @@ def main(repeats: int = 10) -> None:
         for i in range(repeats):
             if i % 2:
                 bare_s.append(timed(lambda: bare(elf)))
-            deploy_s.append(timed(lambda: aidge_deploy.deploy(artifact, aidge_deploy.DeployConfig())))
+            deploy_s.append(
+                timed(lambda: aidge_deploy.deploy(artifact, aidge_deploy.DeployConfig()))
+            )
             if not i % 2:
                 bare_s.append(timed(lambda: bare(elf)))
         b, d = median_of(bare_s), median_of(deploy_s)

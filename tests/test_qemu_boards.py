@@ -424,7 +424,9 @@ def test_shared_bsp_files_identical_to_common(name: str) -> None:
         else:
             copy = board_root / "board_files" / relative
         assert copy.is_file(), f"{copy} missing (link it to {source})"
-        assert copy.is_symlink() and copy.resolve() == source.resolve(), f"{copy} should link {source}"
+        assert copy.is_symlink() and copy.resolve() == source.resolve(), (
+            f"{copy} should link {source}"
+        )
         assert filecmp.cmp(source, copy, shallow=False), f"{copy} differs from {source}"
 
 

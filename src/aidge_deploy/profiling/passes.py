@@ -10,7 +10,7 @@ emulator's counters, the dedicated cycle counter) ride along in the first pass.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace, dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from aidge_deploy.config import Aggregation
