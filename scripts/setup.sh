@@ -11,7 +11,7 @@ APT_PACKAGES=(
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
   # Linux boards over SSH / Docker and the aarch64 stand-in (test boards start their own daemons)
   openssh-server openssh-client iproute2 iptables docker.io
-  g++-aarch64-linux-gnu qemu-user qemu-user-static binfmt-support busybox-static
+  g++-aarch64-linux-gnu qemu-user qemu-user-static binfmt-support procps util-linux
   # HTML report check in headless Chromium
   chromium
 )
@@ -25,7 +25,8 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "[setup] apt-get install ${missing[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+    > /tmp/aidge-deploy-apt.log 2>&1 || { tail -30 /tmp/aidge-deploy-apt.log >&2; exit 1; }
 fi
 
 if [ ! -x .venv/bin/python ]; then
@@ -34,9 +35,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.aidge-deploy-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "[setup] pip install -e .[dev]"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  echo "[setup] pip install -e .[dev] (log: .venv/pip-install.log)"
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[dev]"; } \
+      > .venv/pip-install.log 2>&1; then
+    tail -40 .venv/pip-install.log >&2
+    echo "[setup] pip install failed; full log in .venv/pip-install.log" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 echo "[setup] ready: $(.venv/bin/aidge-deploy --help >/dev/null && echo aidge-deploy installed)"
