@@ -416,7 +416,7 @@ def test_no_secret_in_logs_results_or_errors(
     password = "api-s3cret-do-not-print"
     encrypted = tmp_path / "id_encrypted"
     key = asyncssh.read_private_key(str(ssh_board.key_path))
-    key.write_private_key(str(encrypted), passphrase=passphrase, rounds=16)
+    key.write_private_key(str(encrypted), passphrase=passphrase, rounds=64)
     key_lines = [
         line
         for path in (ssh_board.key_path, encrypted)
