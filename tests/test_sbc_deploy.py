@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -112,7 +113,9 @@ def assert_identical(result: DeployResult, reference: list[np.ndarray]) -> None:
 
 def peak_rss_metric(result: DeployResult) -> int:
     metric = result.metric("peak_rss")
-    assert metric is not None and metric.provenance == Provenance.HOST
+    # measured on the board: silicon for a board target, host for the host reached over SSH
+    expected = Provenance.HOST if result.target == "host" else Provenance.SILICON
+    assert metric is not None and metric.provenance == expected
     assert isinstance(metric.value, int) and metric.value > 100_000
     return metric.value
 
@@ -444,3 +447,30 @@ def test_no_secret_in_logs_results_or_errors(
         assert secret not in blob
     for line in key_lines:
         assert line not in blob
+
+
+def test_ssh_board_counts_software_events_and_reports_refusals(
+    ssh_board: SshBoard, export_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """perf_event counters counted on the board by its launcher; refusals keep their reason."""
+    artifact = export_factory("benchmark", target="raspberrypi", nb_iterations=5)
+    config = board_config(ssh_board, counters=("task-clock", "page-faults", "instructions"))
+    result = aidge_deploy.deploy(artifact, config, work_dir=tmp_path / "run")
+    clock, faults = result.metric("task-clock"), result.metric("page-faults")
+    assert clock is not None and clock.value is not None and clock.value > 0
+    assert faults is not None and faults.value is not None and faults.value > 0
+    assert clock.provenance == Provenance.SILICON and "per inference" in clock.description
+    instructions = result.metric("instructions")
+    assert instructions is not None
+    supported = (
+        subprocess.run(
+            ["perf", "stat", "-e", "instructions", "true"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if shutil.which("perf")
+        else None
+    )
+    if supported is None or "not supported" in supported.stderr or supported.returncode != 0:
+        assert instructions.value is None and instructions.unavailable_reason

@@ -26,6 +26,7 @@ import posixpath
 import re
 import shlex
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -43,6 +44,7 @@ from aidge_deploy.boards.sbc.container import (
     image_probe_command,
     shell_line,
 )
+from aidge_deploy.boards.sbc.counters import SbcPerfCounters
 from aidge_deploy.boards.sbc.launcher import (
     BoardLauncher,
     board_built_launcher,
@@ -66,6 +68,7 @@ from aidge_deploy.errors import (
     ExecutionError,
     TransferError,
 )
+from aidge_deploy.profiling.native import PerfRunReport
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.registry import DeployTarget, RemoteBuildTarget, ToolCheck, TransferableTarget
@@ -139,10 +142,11 @@ def ssh_settings_from_config(config: object) -> SshSettings:
         ) from None
 
 
-class SbcSshTarget(DeployTarget, TransferableTarget, RemoteBuildTarget):
+class SbcSshTarget(DeployTarget, TransferableTarget, RemoteBuildTarget, SbcPerfCounters):
     """A Linux board over SSH: build on the board (or cross-build here), run, measure."""
 
-    timing_provenance: ClassVar[Provenance] = Provenance.HOST  # the board OS's clock
+    #: timings, RSS and counters are measured on the board (its OS clock, kernel and PMU)
+    timing_provenance: ClassVar[Provenance] = Provenance.SILICON
     description: ClassVar[str] = "SSH: build on the board (or cross-compile), run, peak RSS"
     #: the run (and, when the image can, the build) happens inside ``docker_image``
     uses_container: ClassVar[bool] = False
@@ -542,25 +546,36 @@ class SbcSshTarget(DeployTarget, TransferableTarget, RemoteBuildTarget):
         return shell_line(argv)
 
     def execute(self, ctx: DeployContext, build: BuildResult) -> ExecutionResult:
+        return self.run_program(ctx, build)[0]
+
+    def run_program(
+        self,
+        ctx: DeployContext,
+        build: BuildResult,
+        *,
+        events: Sequence[str] = (),
+        log_name: str = "run.log",
+    ) -> tuple[ExecutionResult, PerfRunReport | None]:
+        """Run the program on the board (under the launcher, counting ``events`` if given)."""
         layout = self.layout
         program = self._program or str(build.artifact_path)
         launcher = self._launcher.path if self._launcher is not None else None
         timeout = self.run_timeout_s
-        log_path = ctx.log_dir / "run.log"
+        log_path = ctx.log_dir / log_name
         name: str | None = None
         if self.uses_container:
             name = container_name()
             in_launcher = (
                 posixpath.join("/aidge-tools", posixpath.basename(launcher)) if launcher else None
             )
-            script = wrap_with_launcher(in_launcher, layout.container_path(program))
+            script = wrap_with_launcher(in_launcher, layout.container_path(program), events)
             # the export's folder when it was uploaded, the binary's folder for cross builds
             cwd = posixpath.dirname(program) if self.config.cross_compile else layout.src
             command = self._container_command(script, workdir=layout.container_path(cwd), name=name)
             where = f"in container {self.config.docker_image} on {self.conn.target}"
         else:
             cwd = layout.src if not self.config.cross_compile else posixpath.dirname(program)
-            command = f"cd {_q(cwd)} && {wrap_with_launcher(launcher, program)}"
+            command = f"cd {_q(cwd)} && {wrap_with_launcher(launcher, program, events)}"
             where = f"on {self.conn.target}"
         self._report("Execute", f"running {posixpath.basename(program)} {where}")
         try:
@@ -607,7 +622,7 @@ class SbcSshTarget(DeployTarget, TransferableTarget, RemoteBuildTarget):
         if error is not None:
             error.message = f"{error.message} ({where})"
             raise error
-        return ExecutionResult(
+        execution = ExecutionResult(
             raw_output=result.stdout,
             exit_status=returncode,
             duration_s=result.duration_s,
@@ -616,6 +631,7 @@ class SbcSshTarget(DeployTarget, TransferableTarget, RemoteBuildTarget):
             signal=signal_number,
             peak_rss_bytes=peak,
         )
+        return execution, report
 
     def _remove_container(self, name: str) -> None:
         """Best effort: a container orphaned by a timeout or a drop must not keep running."""

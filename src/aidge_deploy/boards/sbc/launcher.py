@@ -16,6 +16,7 @@ import logging
 import posixpath
 import shlex
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,11 +118,15 @@ def cross_built_launcher(
     return BoardLauncher(posixpath.join(folder, local.name), static=True)
 
 
-def wrap_with_launcher(launcher: str | None, program: str) -> str:
-    """The shell words that run ``program`` (under the launcher when there is one)."""
+def wrap_with_launcher(launcher: str | None, program: str, events: Sequence[str] = ()) -> str:
+    """The shell words that run ``program`` (under the launcher when there is one).
+
+    ``events`` are the launcher's ``-e name=type:config`` counter specs (none: its defaults).
+    """
     if launcher is None:
         return f"exec {shlex.quote(program)}"
-    return f"exec {shlex.quote(launcher)} -- {shlex.quote(program)}"
+    args = " ".join(f"-e {shlex.quote(e)}" for e in events)
+    return f"exec {shlex.quote(launcher)} {args + ' ' if args else ''}-- {shlex.quote(program)}"
 
 
 def split_report(stderr: str) -> tuple[str, PerfRunReport | None]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from aidge_deploy.boards.sbc.base import SbcSshDockerTarget, SbcSshTarget
 from aidge_deploy.registry import register_deploy_target
+from aidge_deploy.results import Provenance
 
 #: the Linux boards of aidge_core.hw_model, plus the host reached over SSH
 SBC_TARGETS = ("raspberrypi", "jetson-agx", "jetson-nano", "jetson-thor", "k230", "host")
@@ -66,12 +67,12 @@ class K230SshDocker(SbcSshDockerTarget):
 
 @register_deploy_target("host", "ssh")
 class HostSsh(SbcSshTarget):
-    pass
+    timing_provenance = Provenance.HOST  # the "board" is this machine
 
 
 @register_deploy_target("host", "ssh_docker")
 class HostSshDocker(SbcSshDockerTarget):
-    pass
+    timing_provenance = Provenance.HOST
 
 
 __all__ = [

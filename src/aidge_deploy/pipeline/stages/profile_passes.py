@@ -16,7 +16,7 @@ from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
 from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import select_counters
 from aidge_deploy.profiling.passes import CounterProfile, merge_passes, plan_passes
-from aidge_deploy.results import LayerFigure, Metric
+from aidge_deploy.results import LayerFigure, Metric, Provenance
 
 log = logging.getLogger("aidge_deploy")
 
@@ -53,7 +53,11 @@ class ProfilePassesStage:
                 unit="passes",
             )
             results.append(target.run_counter_pass(ctx.prepared_context, ctx.built, counter_pass))
-        ctx.counter_profile = merge_passes(selection, results)
+        profile = merge_passes(selection, results)
+        if profile.provenance != Provenance.EMULATED:
+            # perf events are read where the program runs: this machine or the board's silicon
+            profile = replace(profile, provenance=target.timing_provenance)
+        ctx.counter_profile = profile
 
 
 def check_counter_request(

@@ -1,0 +1,87 @@
+"""Linux ``perf_event`` counters on SSH boards, counted by the on-board ``perf_run`` launcher.
+
+Boards may have no Python, so the launcher (compiled on the board, or cross-compiled) opens
+the counter group on the program and reports raw counts, enabled/running times and, for
+every event the kernel refused, the errno and why (no PMU driver, ``perf_event_paranoid``,
+container seccomp). Counts are whole-program figures divided by the executed inferences,
+exactly as on the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from aidge_deploy.boards.host.counters import executed_inferences
+from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
+from aidge_deploy.profiling.passes import CounterPass, PassResult
+
+if TYPE_CHECKING:
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.results import BuildResult, DeployContext
+
+
+class SbcPerfCounters(CounterCapableTarget):
+    """``CounterCapableTarget`` of the SSH boards (mixed into ``SbcSshTarget``)."""
+
+    counter_domain: ClassVar[CounterDomain] = CounterDomain.LINUX_PERF
+    #: Cortex-A7x cores have 6 programmable counters; 4 keeps a pass un-multiplexed on most
+    max_counters_per_pass: ClassVar[int] = 4
+
+    config: DeployConfig
+
+    def available_counters(self) -> Mapping[str, str | None]:
+        # What the board's kernel allows is only known on the board: every catalogue event
+        # is attempted, and the launcher reports each refusal with its reason.
+        return {c.name: None for c in load_catalogue().in_domain(CounterDomain.LINUX_PERF)}
+
+    def run_counter_pass(
+        self, ctx: DeployContext, build: BuildResult, counter_pass: CounterPass
+    ) -> PassResult:
+        from aidge_deploy.boards.sbc.base import SbcSshTarget
+        from aidge_deploy.profiling.native import perf_run_argv
+
+        if not isinstance(self, SbcSshTarget):
+            raise TypeError("SbcPerfCounters is a mixin of SbcSshTarget")
+        inferences, basis = executed_inferences(ctx, self.config)
+        launcher = self._launcher
+        if launcher is None or not launcher.usable:
+            reason = (
+                launcher.unavailable_reason if launcher is not None else "no launcher on the board"
+            )
+            return PassResult(
+                counter_pass, unavailable=dict.fromkeys(counter_pass.names, str(reason))
+            )
+        # the launcher's -e specs, as perf_run_argv spells them
+        argv = perf_run_argv("perf_run", counter_pass.counters, ["prog"])
+        events = [argv[i + 1] for i, word in enumerate(argv) if word == "-e"]
+        _, report = self.run_program(
+            ctx,
+            build,
+            events=events,
+            log_name=f"counters-{counter_pass.index}-{counter_pass.name}.log",
+        )
+        if report is None:
+            return PassResult(
+                counter_pass,
+                unavailable=dict.fromkeys(counter_pass.names, "the launcher printed no report"),
+            )
+        totals: dict[str, float] = {}
+        ratios: dict[str, float] = {}
+        unavailable = dict(report.unavailable)
+        for name in counter_pass.names:
+            if name in report.counters and report.time_running_ns > 0:
+                totals[name] = report.scaled(name) / inferences
+                ratios[name] = report.running_ratio
+            else:
+                unavailable.setdefault(name, "not counted in this run")
+        if self.uses_container:
+            basis += "; inside a container (its seccomp profile may refuse perf_event_open)"
+        return PassResult(
+            counter_pass=counter_pass,
+            totals=totals,
+            unavailable={k: v for k, v in unavailable.items() if k in counter_pass.names},
+            running_ratio=ratios,
+            basis=basis,
+        )
