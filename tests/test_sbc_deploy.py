@@ -297,6 +297,10 @@ def test_connection_dropped_mid_upload(
     assert "Connection lost while uploading" in info.value.message
     assert info.value.stage == "transfer"
     assert (tmp_path / "r" / "remote.json").is_file()  # what was being done stays on disk
+    # sshd reaps its killed session processes asynchronously: give it a moment
+    deadline = time.monotonic() + 5.0
+    while fresh_ssh_board.session_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert fresh_ssh_board.session_pids() == []
     # The next deploy completes the upload and leaves no partial file behind.
     messages, progress = progress_log()
