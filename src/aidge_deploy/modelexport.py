@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import io
 import logging
+import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -124,7 +125,10 @@ def export_model(request: ExportRequest) -> object:
     )
     captured = io.StringIO()
     try:
-        with contextlib.redirect_stdout(captured):
+        # the exporter prints progress and plots a memory chart (matplotlib warnings): keep
+        # both out of the user's terminal, in the debug log instead
+        with contextlib.redirect_stdout(captured), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             graph = aidge_onnx.load_onnx(str(request.model))
             artifact = export(graph, config, input_tensors=tensors)
     except Exception as exc:

@@ -12,7 +12,7 @@ from aidge_deploy.errors import DeployError
 from aidge_deploy.pipeline.context import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.results import DeployResult, Provenance
 
-console = Console()
+console = Console(log_path=False)
 err_console = Console(stderr=True)
 
 _PROVENANCE_LABEL = {
