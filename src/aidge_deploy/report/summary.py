@@ -128,9 +128,9 @@ def _headline_metrics(
             Metric(
                 name,
                 cycles.value,
-                name,
+                str(result.metrics.get("cycles_unit") or "cycles"),
                 prov,
-                f"{name} per inference: {cycles.describe()}",
+                f"{name.replace('_', ' ')} per inference: {cycles.describe()}",
                 None if cycles.value is not None else "every sample was a wrapped 32-bit reading",
             ),
             aggregate=cycles.as_dict(),
