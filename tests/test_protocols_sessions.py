@@ -31,7 +31,7 @@ from aidge_core.export_utils.artifact import ExportManifest
 from aidge_deploy.connections.process_channel import ProcessChannel
 from aidge_deploy.errors import CaptureError, ConfigError, ProtocolError
 from aidge_deploy.protocols.base import Channel, SessionRequest
-from aidge_deploy.protocols.common import TensorSpec, numpy_dtype
+from aidge_deploy.protocols.manifest_facts import TensorSpec, numpy_dtype
 from aidge_deploy.protocols.mlperf import (
     DB_CHUNK_BYTES,
     drive_mlperf,

@@ -20,19 +20,21 @@ import numpy as np
 
 from aidge_deploy.errors import CaptureError, ConfigError, ManifestError, ProtocolError
 from aidge_deploy.protocols.base import Channel, MlperfResult, ProtocolResult, SessionRequest
-from aidge_deploy.protocols.common import (
+from aidge_deploy.protocols.lines import (
     Line,
-    TensorSpec,
-    app_int,
-    app_str,
     check_side_channel,
-    input_specs,
-    output_specs,
-    parse_float_list,
     protocol_error,
     read_session_line,
     split_lines,
 )
+from aidge_deploy.protocols.manifest_facts import (
+    TensorSpec,
+    app_int,
+    app_str,
+    input_specs,
+    output_specs,
+)
+from aidge_deploy.protocols.numbers import parse_float_list
 from aidge_deploy.protocols.registry import register_protocol
 
 if TYPE_CHECKING:

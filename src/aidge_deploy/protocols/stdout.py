@@ -14,22 +14,20 @@ from typing import TYPE_CHECKING
 
 from aidge_deploy.errors import ProtocolError
 from aidge_deploy.protocols.base import Channel, ProtocolResult, SessionRequest
-from aidge_deploy.protocols.common import (
+from aidge_deploy.protocols.blocks import (
     STDOUT_TRUNCATION,
-    Line,
     NamedOutputReader,
     TimingCollector,
     TimingKey,
+)
+from aidge_deploy.protocols.lines import Line, check_side_channel, protocol_error, split_lines
+from aidge_deploy.protocols.manifest_facts import (
     app_int,
-    check_side_channel,
     output_specs,
-    parse_float_token,
-    parse_int_token,
     parse_values_for,
     profiling_enabled,
-    protocol_error,
-    split_lines,
 )
+from aidge_deploy.protocols.numbers import parse_float_token, parse_int_token
 from aidge_deploy.protocols.registry import register_protocol
 
 if TYPE_CHECKING:

@@ -21,28 +21,25 @@ import numpy as np
 
 from aidge_deploy.errors import CaptureError, ConfigError, ManifestError, ProtocolError
 from aidge_deploy.protocols.base import Channel, ProtocolResult, SessionRequest
-from aidge_deploy.protocols.common import (
+from aidge_deploy.protocols.blocks import NamedOutputReader, TimingBlock, TimingCollector, TimingKey
+from aidge_deploy.protocols.lines import (
     Line,
-    NamedOutputReader,
-    TensorSpec,
-    TimingBlock,
-    TimingCollector,
-    TimingKey,
-    app_int,
-    app_str,
     check_side_channel,
-    input_specs,
     is_end_banner,
     is_start_banner,
-    output_specs,
-    parse_float_list,
-    parse_float_token,
-    parse_int_token,
-    profiling_enabled,
     protocol_error,
     read_session_line,
     split_lines,
 )
+from aidge_deploy.protocols.manifest_facts import (
+    TensorSpec,
+    app_int,
+    app_str,
+    input_specs,
+    output_specs,
+    profiling_enabled,
+)
+from aidge_deploy.protocols.numbers import parse_float_list, parse_float_token, parse_int_token
 from aidge_deploy.protocols.registry import register_protocol
 
 if TYPE_CHECKING:
