@@ -151,3 +151,26 @@ def test_default_pipeline_is_flat_and_ordered() -> None:
         < names.index("Execute")
         < names.index("ParseOutput")
     )
+
+
+def test_probe_board_without_serial_port_fails_in_preflight(tmp_path: Path) -> None:
+    """A physical board needs its UART: said before anything is built (no probe needed)."""
+    import json
+
+    import aidge_deploy
+    from aidge_deploy.errors import ConfigError
+
+    manifest = {
+        "schema_version": 1,
+        "target": "stm32h7a3",
+        "execution_domain": "baremetal",
+        "environment": "baremetal",
+        "build_system": "make",
+        "application": "benchmark",
+        "expected_artifact": "bin/*.elf",
+        "protocol": "aidge-uart-benchmark/v1",
+    }
+    (tmp_path / ".aidge-export.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError) as info:
+        aidge_deploy.deploy(tmp_path, DeployConfig(), work_dir=tmp_path / "run")
+    assert info.value.stage == "Preflight" and "--serial-port" in (info.value.hint or "")

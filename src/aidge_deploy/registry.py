@@ -70,8 +70,12 @@ class DeployTarget(ABC):
         return self.hardware_target_class()
 
     def preflight(self) -> list[ToolCheck]:
-        """Tools and resources this target needs; failures stop the deploy early."""
+        """Tools this target needs on this machine (``doctor`` lists them); failures stop
+        the deploy early."""
         return []
+
+    def check_config(self) -> None:  # noqa: B027 - optional hook
+        """Raise ``ConfigError`` when the session config lacks what this target needs."""
 
     @abstractmethod
     def prepare(self, ctx: DeployContext) -> None:

@@ -14,7 +14,7 @@ from aidge_deploy.connections.serial_capture import SerialChannel
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.flash.gdb_remote import FlashReport, ResetMode
 from aidge_deploy.flash.registry import FlashRequest, get_flasher
-from aidge_deploy.registry import FlashableTarget, ToolCheck
+from aidge_deploy.registry import FlashableTarget
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
 
 
@@ -29,18 +29,12 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
 
     flash_report: FlashReport | None = None
 
-    def preflight(self) -> list[ToolCheck]:
-        checks = super().preflight()
-        port = self.config.serial_port
-        checks.append(
-            ToolCheck(
-                "serial port",
-                bool(port),
-                port or "not configured",
-                None if port else "pass --serial-port /dev/ttyACM0 (or DeployConfig.serial_port)",
+    def check_config(self) -> None:
+        if not self.config.serial_port:
+            raise ConfigError(
+                f"{self.target_name} needs the serial port its UART is on",
+                hint="Pass --serial-port (DeployConfig.serial_port), e.g. /dev/ttyACM0.",
             )
-        )
-        return checks
 
     def flash(self, ctx: DeployContext, build: BuildResult) -> None:
         method = self.config.flash_method or self.default_flash_method or "pyocd"

@@ -24,7 +24,9 @@ class PreflightStage:
                 "run_timeout must be positive", hint="Use a timeout in seconds, e.g. 120."
             )
         check_counter_request(ctx.config.counters, cls, target, ctx.config.backend_kind)
-        missing = [c for c in cls(ctx.config).preflight() if not c.ok]
+        instance = cls(ctx.config)
+        instance.check_config()
+        missing = [c for c in instance.preflight() if not c.ok]
         if missing:
             first = missing[0]
             names = ", ".join(c.name for c in missing)
