@@ -39,7 +39,8 @@ from aidge_deploy.protocols.mlperf import (
     parse_mlperf_transcript,
 )
 from aidge_deploy.protocols.registry import get_protocol
-from aidge_deploy.protocols.uart import drive_validation, format_sample, parse_uart_validation_v1
+from aidge_deploy.protocols.uart import parse_uart_validation_v1
+from aidge_deploy.protocols.uart_validation import drive_validation, format_sample
 
 sys.path.insert(0, str(Path(__file__).parent))
 import modelzoo
