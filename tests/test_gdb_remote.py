@@ -26,16 +26,9 @@ from aidge_deploy.connections.qemu import QemuMachine
 from aidge_deploy.connections.serial_capture import CaptureOutcome, SerialChannel
 from aidge_deploy.errors import ConfigError, ConnectError, FlashError, PreflightError
 from aidge_deploy.flash import rsp
-from aidge_deploy.flash.gdb_remote import (
-    GdbRemoteClient,
-    MemoryKind,
-    ResetMode,
-    WriteMethod,
-    flash_elf,
-    flash_file,
-    program,
-)
+from aidge_deploy.flash.gdb_remote import GdbRemoteClient, MemoryKind
 from aidge_deploy.flash.image import FirmwareImage, LoadSegment, load_elf, load_image
+from aidge_deploy.flash.program import ResetMode, WriteMethod, flash_elf, flash_file, program
 from aidge_deploy.flash.registry import (
     FlasherCaps,
     FlashRequest,

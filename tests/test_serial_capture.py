@@ -29,7 +29,7 @@ from aidge_deploy.connections.serial_capture import (
     parse_end_markers,
 )
 from aidge_deploy.errors import CaptureError, ConnectError
-from aidge_deploy.flash.gdb_remote import flash_elf
+from aidge_deploy.flash.program import flash_elf
 from aidge_deploy.protocols.base import Channel
 
 FIRMWARE_DIR = Path(__file__).parent / "data" / "firmware"

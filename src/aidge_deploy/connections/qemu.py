@@ -44,8 +44,9 @@ from aidge_deploy.errors import (
     ExecutionError,
     PreflightError,
 )
-from aidge_deploy.flash.gdb_remote import FlashReport, GdbRemoteClient, ResetMode, program
+from aidge_deploy.flash.gdb_remote import GdbRemoteClient
 from aidge_deploy.flash.image import load_elf
+from aidge_deploy.flash.program import FlashReport, ResetMode, program
 from aidge_deploy.protocols.base import Channel
 
 _log = logging.getLogger(__name__)

@@ -1,12 +1,13 @@
 """Programming firmware into boards: a GDB remote protocol client and named flashers.
 
-``gdb_remote`` flashes through any GDB server (QEMU, pyOCD, OpenOCD, J-Link); ``registry``
-maps flash-method names to ``Flasher`` objects that declare their capabilities.
+``gdb_remote`` talks to any GDB server (QEMU, pyOCD, OpenOCD, J-Link) and ``program`` flashes
+an image through it; ``registry`` maps flash-method names to ``Flasher`` objects that declare
+their capabilities.
 """
 
-from aidge_deploy.flash.gdb_remote import (
+from aidge_deploy.flash.gdb_remote import GdbRemoteClient
+from aidge_deploy.flash.program import (
     FlashReport,
-    GdbRemoteClient,
     ResetMode,
     flash_elf,
     flash_file,

@@ -17,14 +17,9 @@ import time
 from pathlib import Path
 
 from aidge_deploy.errors import ConnectError, FlashError, PreflightError
-from aidge_deploy.flash.gdb_remote import (
-    FlashReport,
-    GdbRemoteClient,
-    ResetMode,
-    flash_image,
-    program,
-)
+from aidge_deploy.flash.gdb_remote import GdbRemoteClient
 from aidge_deploy.flash.image import load_image
+from aidge_deploy.flash.program import FlashReport, ResetMode, flash_image, program
 from aidge_deploy.flash.registry import FlasherCaps, FlashRequest, check_request, register_flasher
 
 _log = logging.getLogger(__name__)

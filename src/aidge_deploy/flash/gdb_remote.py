@@ -1,35 +1,32 @@
-"""Flash firmware through any GDB server with a pure-Python GDB Remote Serial Protocol client.
+"""A pure-Python GDB Remote Serial Protocol client: connection, memory, registers, monitor.
 
-The same client programs an emulated board (QEMU's gdbstub) and a real one (pyOCD,
-OpenOCD, J-Link GDB servers): no gdb binary is needed and one flash takes ~20 ms on QEMU.
-It does what gdb's ``load`` + ``compare-sections`` + register setup + ``detach`` do, and
-avoids the pitfalls found in the lab (see reference/emulation.md section 5b):
+The same client talks to an emulated board (QEMU's gdbstub) and a real one (pyOCD,
+OpenOCD, J-Link GDB servers): no gdb binary is needed. ``flash.program`` drives it to do what
+gdb's ``load`` + ``compare-sections`` + register setup + ``detach`` do. The client itself
+avoids the protocol pitfalls found in the lab (see reference/emulation.md section 5b):
 
 * QEMU answers ``P`` with an empty reply until the client has read ``target.xml``, so the
   target description is always read before any register write;
-* setting SP and PC alone locks a Cortex-M up: xPSR.T must be set too;
 * a client that advertised ``multiprocess+`` must detach with ``D;pid``;
 * writes into regions the server's memory map calls *flash* must use
-  ``vFlashErase``/``vFlashWrite``/``vFlashDone`` (QEMU reports no map; real servers do).
+  ``vFlashErase``/``vFlashWrite``/``vFlashDone`` (QEMU reports no map; real servers do), so
+  the map is read at connection time.
 
 Failures are typed: an unreachable or silent server is a ``ConnectError``; a write the
-target rejects or that does not read back is a ``FlashError`` naming the address range.
+target rejects is a ``FlashError`` naming the address range.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from types import TracebackType
 
 from aidge_deploy.errors import ConnectError, FlashError
-from aidge_deploy.flash.image import FirmwareImage, LoadSegment, load_elf, load_image
 from aidge_deploy.flash.rsp import (
     RspTransport,
     escape_binary,
@@ -49,7 +46,6 @@ _DEFAULT_PACKET_SIZE = 400
 _HEADER_ROOM = 32
 #: ARM register numbers of gdb's classic ARM layout, used when no target.xml is offered
 _FALLBACK_REGISTERS = {"sp": (13, 32), "pc": (15, 32), "xpsr": (25, 32)}
-_XPSR_THUMB = 1 << 24
 _REG_RE = re.compile(r"<reg\b([^>]*)/?>", re.IGNORECASE)
 _ATTR_RE = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 # Target descriptions use ``xi:include`` without declaring the namespace prefix, which a
@@ -57,23 +53,10 @@ _ATTR_RE = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 _INCLUDE_RE = re.compile(r'<xi:include\s+href="([^"]+)"', re.IGNORECASE)
 
 
-class ResetMode(StrEnum):
-    """How the target is started after programming."""
-
-    VECTOR = "vector"  # load SP/PC from the image's vector table, set xPSR.T
-    MONITOR = "monitor"  # ask the server to reset the core (``monitor <reset_command>``)
-    NONE = "none"  # leave the registers alone
-
-
 class MemoryKind(StrEnum):
     RAM = "ram"
     ROM = "rom"
     FLASH = "flash"
-
-
-class WriteMethod(StrEnum):
-    MEMORY = "memory"  # M / X packets
-    FLASH = "flash"  # vFlashErase / vFlashWrite / vFlashDone
 
 
 @dataclass(frozen=True)
@@ -94,27 +77,6 @@ class MemoryRegion:
 class RegisterInfo:
     number: int
     bitsize: int
-
-
-@dataclass(frozen=True)
-class WrittenSegment:
-    address: int
-    size: int
-    method: WriteMethod
-
-
-@dataclass(frozen=True)
-class FlashReport:
-    """What one programming run did."""
-
-    image: Path
-    segments: tuple[WrittenSegment, ...]
-    bytes_written: int
-    verified: bool
-    reset: ResetMode
-    initial_sp: int | None
-    entry: int | None
-    duration_s: float
 
 
 class GdbRemoteClient:
@@ -442,217 +404,6 @@ class GdbRemoteClient:
             )
 
 
-# -- programming --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Part:
-    address: int
-    data: bytes
-    method: WriteMethod
-    region: MemoryRegion | None
-
-
-def program(
-    client: GdbRemoteClient,
-    image: FirmwareImage,
-    *,
-    verify: bool = True,
-    erase: bool = False,
-    reset: ResetMode = ResetMode.VECTOR,
-    halt_command: str | None = None,
-    reset_command: str = "system_reset",
-    detach: bool = True,
-) -> FlashReport:
-    """Write ``image`` through a connected client, verify it, start it and detach."""
-    started = time.monotonic()
-    if halt_command:
-        client.monitor(halt_command)
-    parts = _plan(image, client.memory_map)
-    flash_parts = [part for part in parts if part.method is WriteMethod.FLASH]
-    if erase:
-        for region in client.memory_map:
-            if region.kind is MemoryKind.FLASH:
-                client.flash_erase(region.start, region.length)
-    elif flash_parts:
-        for start, end in _erase_ranges(flash_parts):
-            client.flash_erase(start, end - start)
-    for part in parts:
-        _log.debug(
-            "writing 0x%08x..0x%08x (%s)", part.address, part.address + len(part.data), part.method
-        )
-        if part.method is WriteMethod.FLASH:
-            client.flash_write(part.address, part.data)
-        else:
-            client.write_memory(part.address, part.data)
-    if flash_parts:
-        client.flash_done()
-    if verify:
-        for part in parts:
-            _verify(client, part)
-    sp = entry = None
-    if reset is ResetMode.VECTOR:
-        sp, entry = image.initial_sp_and_entry()
-        client.write_register("sp", sp)
-        client.write_register("pc", entry & ~1)
-        # A halted-from-reset core with empty memory has EPSR.T = 0; without T the first
-        # instruction faults and the core locks up (lab pitfall 2).
-        client.write_register("xpsr", _XPSR_THUMB)
-    elif reset is ResetMode.MONITOR:
-        client.monitor(reset_command)
-    if detach:
-        client.detach()
-    return FlashReport(
-        image=image.path,
-        segments=tuple(WrittenSegment(p.address, len(p.data), p.method) for p in parts),
-        bytes_written=sum(len(p.data) for p in parts),
-        verified=verify,
-        reset=reset,
-        initial_sp=sp,
-        entry=entry,
-        duration_s=time.monotonic() - started,
-    )
-
-
-def flash_image(
-    host: str,
-    port: int,
-    image: FirmwareImage,
-    *,
-    verify: bool = True,
-    erase: bool = False,
-    reset: ResetMode = ResetMode.VECTOR,
-    halt_command: str | None = None,
-    reset_command: str = "system_reset",
-    timeout: float = 10.0,
-) -> FlashReport:
-    """Connect to the GDB server at ``host:port``, program ``image``, start it, detach."""
-    with GdbRemoteClient(timeout=timeout) as client:
-        client.connect(host, port)
-        return program(
-            client,
-            image,
-            verify=verify,
-            erase=erase,
-            reset=reset,
-            halt_command=halt_command,
-            reset_command=reset_command,
-        )
-
-
-def flash_elf(
-    host: str,
-    port: int,
-    elf_path: Path,
-    *,
-    verify: bool = True,
-    reset: ResetMode | str = ResetMode.VECTOR,
-    timeout: float = 10.0,
-    erase: bool = False,
-    halt_command: str | None = None,
-    reset_command: str = "system_reset",
-) -> FlashReport:
-    """Program an ELF file through the GDB server at ``host:port`` (see ``program``)."""
-    return flash_image(
-        host,
-        port,
-        load_elf(Path(elf_path)),
-        verify=verify,
-        erase=erase,
-        reset=ResetMode(reset),
-        halt_command=halt_command,
-        reset_command=reset_command,
-        timeout=timeout,
-    )
-
-
-def flash_file(
-    host: str,
-    port: int,
-    path: Path,
-    *,
-    load_address: int | None = None,
-    verify: bool = True,
-    reset: ResetMode | str = ResetMode.VECTOR,
-    timeout: float = 10.0,
-) -> FlashReport:
-    """Program an ELF or a raw ``.bin`` (which needs ``load_address``)."""
-    return flash_image(
-        host,
-        port,
-        load_image(Path(path), load_address),
-        verify=verify,
-        reset=ResetMode(reset),
-        timeout=timeout,
-    )
-
-
-def _plan(image: FirmwareImage, memory_map: tuple[MemoryRegion, ...]) -> list[_Part]:
-    """Split segments along the server's memory regions and pick the write method of each."""
-    if not memory_map:
-        return [_Part(s.address, s.data, WriteMethod.MEMORY, None) for s in image.segments]
-    parts: list[_Part] = []
-    for segment in image.segments:
-        at = segment.address
-        while at < segment.end:
-            region = next((r for r in memory_map if r.start <= at < r.end), None)
-            if region is None:
-                raise FlashError(
-                    f"{image.path}: bytes at 0x{at:08x} (segment 0x{segment.address:08x}.."
-                    f"0x{segment.end:08x}) fall outside every memory region the target reports",
-                    f"the target's memory map is {_format_map(memory_map)}; fix the linker "
-                    "script's MEMORY regions",
-                )
-            end = min(segment.end, region.end)
-            method = WriteMethod.FLASH if region.kind is MemoryKind.FLASH else WriteMethod.MEMORY
-            data = segment.data[at - segment.address : end - segment.address]
-            parts.append(_Part(at, data, method, region))
-            at = end
-    return parts
-
-
-def _erase_ranges(parts: list[_Part]) -> list[tuple[int, int]]:
-    """Block-aligned, merged ranges covering every flash part."""
-    ranges = []
-    for part in parts:
-        region = part.region
-        block = region.blocksize if region is not None and region.blocksize else 1
-        base = region.start if region is not None else 0
-        start = base + (part.address - base) // block * block
-        end = base + -(-(part.address + len(part.data) - base) // block) * block
-        ranges.append((start, end))
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _verify(client: GdbRemoteClient, part: _Part) -> None:
-    end = part.address + len(part.data)
-    try:
-        readback = client.read_memory(part.address, len(part.data))
-    except FlashError as exc:
-        raise FlashError(
-            f"verification failed: {exc.message}",
-            exc.hint,
-        ) from exc
-    if readback == part.data:
-        return
-    first = next(i for i, (a, b) in enumerate(zip(readback, part.data, strict=True)) if a != b)
-    mismatches = sum(1 for a, b in zip(readback, part.data, strict=True) if a != b)
-    raise FlashError(
-        f"verification failed: 0x{part.address + first:08x} reads back "
-        f"0x{readback[first]:02x} instead of 0x{part.data[first]:02x} "
-        f"({mismatches} of {len(part.data)} bytes differ in 0x{part.address:08x}..0x{end:08x})",
-        f"nothing writable is mapped at 0x{part.address:08x}..0x{end:08x} on this target, or "
-        "the write did not stick; check the linker script's MEMORY regions against the "
-        "board's memory map",
-    )
-
-
 def _write_error(address: int, size: int, reply: bytes, peer: str) -> FlashError:
     end = address + size
     return FlashError(
@@ -668,10 +419,6 @@ def _describe(reply: bytes) -> str:
     return f"reply {reply[:32].decode('ascii', 'replace')!r}"
 
 
-def _format_map(memory_map: tuple[MemoryRegion, ...]) -> str:
-    return ", ".join(f"{r.kind} 0x{r.start:08x}..0x{r.end:08x}" for r in memory_map)
-
-
 def _pid_from_stop_reply(reply: str) -> int:
     """The process id in ``T05thread:p<pid>.<tid>;`` (1 if the server does not say)."""
     match = re.search(r"thread:p([0-9a-fA-F]+)\.", reply)
@@ -679,17 +426,8 @@ def _pid_from_stop_reply(reply: str) -> int:
 
 
 __all__ = [
-    "FlashReport",
     "GdbRemoteClient",
-    "LoadSegment",
     "MemoryKind",
     "MemoryRegion",
     "RegisterInfo",
-    "ResetMode",
-    "WriteMethod",
-    "WrittenSegment",
-    "flash_elf",
-    "flash_file",
-    "flash_image",
-    "program",
 ]

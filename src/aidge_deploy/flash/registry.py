@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.flash.gdb_remote import FlashReport, ResetMode
+from aidge_deploy.flash.program import FlashReport, ResetMode
 
 #: modules whose import registers the built-in flashers
 _BUILTIN_MODULES = ("aidge_deploy.flash.flashers",)

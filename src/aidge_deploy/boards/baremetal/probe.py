@@ -12,7 +12,7 @@ from typing import ClassVar
 from aidge_deploy.boards.baremetal.base import BareMetalTarget
 from aidge_deploy.connections.serial_capture import SerialChannel
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.flash.gdb_remote import FlashReport, ResetMode
+from aidge_deploy.flash.program import FlashReport, ResetMode
 from aidge_deploy.flash.registry import FlashRequest, get_flasher
 from aidge_deploy.registry import FlashableTarget
 from aidge_deploy.results import BuildResult, DeployContext, Provenance

@@ -25,8 +25,8 @@ from aidge_deploy.config import DeployConfig
 from aidge_deploy.connections.qemu import QemuMachine
 from aidge_deploy.connections.serial_capture import CaptureOutcome, SerialChannel
 from aidge_deploy.errors import CaptureError, ConfigError, DeployError
-from aidge_deploy.flash.gdb_remote import ResetMode, program
 from aidge_deploy.flash.image import load_elf
+from aidge_deploy.flash.program import ResetMode, program
 from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult, pass_result_from_samples

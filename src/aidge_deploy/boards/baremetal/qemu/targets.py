@@ -18,8 +18,9 @@ from aidge_deploy.boards.baremetal.base import BareMetalTarget, which_check
 from aidge_deploy.boards.baremetal.qemu.pmu import QemuEmulatedCounters
 from aidge_deploy.connections.qemu import QemuMachine
 from aidge_deploy.connections.serial_capture import CaptureResult, SerialChannel
-from aidge_deploy.flash.gdb_remote import FlashReport, GdbRemoteClient, ResetMode, program
+from aidge_deploy.flash.gdb_remote import GdbRemoteClient
 from aidge_deploy.flash.image import load_elf
+from aidge_deploy.flash.program import FlashReport, ResetMode, program
 from aidge_deploy.registry import FlashableTarget, ToolCheck, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
 from aidge_qemu_boards.boards import QemuBoard, get_board, list_boards, ticks_to_instructions
