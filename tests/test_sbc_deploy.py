@@ -26,7 +26,7 @@ import pytest
 
 import aidge_deploy
 from aidge_deploy import DeployConfig
-from aidge_deploy.boards.sbc.base import PASSPHRASE_ENV
+from aidge_deploy.boards.sbc.settings import PASSPHRASE_ENV
 from aidge_deploy.config import BenchmarkConfig
 from aidge_deploy.errors import (
     AuthenticationError,

@@ -1,0 +1,143 @@
+"""What one SSH deployment keeps between the pipeline's calls, and what every step shares.
+
+Why this module exists: ``SbcSshTarget`` is assembled from its build steps (``build_steps``)
+and run steps (``run_steps``); both read the same connection, remote layout, build location,
+launcher and program, report progress the same way, and wrap commands in the same container.
+That shared state and those helpers live here, so each step module holds one stage.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from typing import TYPE_CHECKING, ClassVar
+
+from aidge_deploy.boards.sbc.container import (
+    BOARD_USER_EXPR,
+    BuildLocation,
+    Mount,
+    container_name,
+    docker_run_argv,
+    shell_line,
+)
+from aidge_deploy.boards.sbc.launcher import BoardLauncher
+from aidge_deploy.boards.sbc.layout import RemoteLayout
+from aidge_deploy.boards.sbc.toolchains import CrossToolchain, toolchain_for
+from aidge_deploy.connections.ssh import SshConnection
+from aidge_deploy.connections.ssh_transfer import TransferReport
+from aidge_deploy.errors import DeployError
+from aidge_deploy.results import DeployContext
+
+if TYPE_CHECKING:
+    from aidge_deploy.config import DeployConfig
+
+#: timeout of the short housekeeping commands on the board (mkdir, build check, probes, rm)
+SHORT_TIMEOUT_S = 60.0
+
+
+class SbcSession:
+    """The state of one deployment to a board (a mixin base of ``SbcSshTarget``)."""
+
+    target_name: ClassVar[str]
+    backend_name: ClassVar[str]
+    uses_container: ClassVar[bool]
+    config: DeployConfig
+
+    _conn: SshConnection | None = None
+    _layout: RemoteLayout | None = None
+    _ctx: DeployContext | None = None
+    _location: BuildLocation = BuildLocation.BOARD
+    _image_id: str | None = None
+    _launcher: BoardLauncher | None = None
+    _program: str | None = None  # the artifact on the board
+    _program_dir: str | None = None  # the folder mounted at /work for container runs
+    _upload: TransferReport | None = None
+
+    # ----------------------------------------------------------------- configuration
+
+    @property
+    def toolchain(self) -> CrossToolchain:
+        return toolchain_for(self.target_name)
+
+    @property
+    def run_timeout_s(self) -> float:
+        limit = self.config.sbc_max_runtime_seconds or self.config.run_timeout
+        return float(limit)
+
+    @property
+    def conn(self) -> SshConnection:
+        if self._conn is None:
+            raise DeployError("Not connected to the board", hint="prepare() was not called.")
+        return self._conn
+
+    @property
+    def layout(self) -> RemoteLayout:
+        if self._layout is None:
+            raise DeployError("No remote layout", hint="prepare() was not called.")
+        return self._layout
+
+    def _report(self, stage: str, message: str, **figures: float | str | None) -> None:
+        ctx = self._ctx
+        progress = getattr(ctx, "progress", None) if ctx is not None else None
+        if progress is None:
+            return
+        from aidge_deploy.pipeline.context import ProgressKind, ProgressUpdate
+
+        completed = figures.get("completed")
+        total = figures.get("total")
+        progress(
+            ProgressUpdate(
+                stage,
+                ProgressKind.STATUS,
+                message,
+                completed=float(completed) if isinstance(completed, int | float) else None,
+                total=float(total) if isinstance(total, int | float) else None,
+                unit=str(figures.get("unit") or ""),
+            )
+        )
+
+    def _write_record(self, ctx: DeployContext) -> None:
+        """``remote.json`` in the run's log folder: where everything went on the board."""
+        layout = self.layout
+        record = {
+            "board": self.conn.target,
+            "backend": self.backend_name,
+            "build_location": self._location.value,
+            "docker_image": self.config.docker_image if self.uses_container else None,
+            "docker_image_id": self._image_id,
+            "export_folder": layout.export_home,
+            "removed_after_run": layout.user_workdir and not self.config.keep_build_dir,
+            "upload": None
+            if self._upload is None
+            else {
+                "files_sent": self._upload.files_sent,
+                "bytes_sent": self._upload.bytes_sent,
+                "files_unchanged": self._upload.files_unchanged,
+                "files_deleted": self._upload.files_deleted,
+            },
+            "launcher": None
+            if self._launcher is None
+            else {
+                "path": self._launcher.path,
+                "static": self._launcher.static,
+                "unavailable_reason": self._launcher.unavailable_reason,
+            },
+            "program": self._program,
+        }
+        (ctx.log_dir / "remote.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+
+    def _container_command(self, script: str, *, workdir: str, name: str | None = None) -> str:
+        layout = self.layout
+        mounts = [Mount(layout.export_home, "/work")]
+        if self._launcher is not None and self._launcher.path is not None:
+            mounts.append(Mount(posixpath.dirname(self._launcher.path), "/aidge-tools", True))
+        argv = docker_run_argv(
+            str(self.config.docker_image),
+            script,
+            mounts=mounts,
+            workdir=workdir,
+            name=name or container_name(),
+            pull=self.config.docker_pull,
+            user=BOARD_USER_EXPR,
+        )
+        return shell_line(argv)
