@@ -60,6 +60,10 @@ class SbcSshTarget(
     #: timings, RSS and counters are measured on the board (its OS clock, kernel and PMU)
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
     description: ClassVar[str] = "SSH: build on the board (or cross-compile), run, peak RSS"
+
+    def check_config(self) -> None:
+        ssh_settings_from_config(self.config)  # the board's address and SSH options, early
+
     #: the run (and, when the image can, the build) happens inside ``docker_image``
     uses_container: ClassVar[bool] = False
 

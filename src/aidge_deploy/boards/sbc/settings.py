@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from aidge_deploy.config import DeployConfig
 from aidge_deploy.connections.ssh_settings import SshSettings
 from aidge_deploy.errors import ConfigError
 
@@ -17,11 +18,8 @@ from aidge_deploy.errors import ConfigError
 PASSPHRASE_ENV = "AIDGE_SBC_SSH_KEY_PASSPHRASE"
 
 
-def ssh_settings_from_config(config: object) -> SshSettings:
+def ssh_settings_from_config(config: DeployConfig) -> SshSettings:
     """``SshSettings`` for ``DeployConfig`` (``extra["ssh_settings"]`` overrides the rest)."""
-    from aidge_deploy.config import DeployConfig
-
-    assert isinstance(config, DeployConfig)
     if not config.ssh_host:
         raise ConfigError(
             f"Backend {config.backend_kind} needs the board's address (ssh_host)",
