@@ -478,3 +478,23 @@ def test_ssh_board_counts_software_events_and_reports_refusals(
     )
     if supported is None or "not supported" in supported.stderr or supported.returncode != 0:
         assert instructions.value is None and instructions.unavailable_reason
+
+
+@pytest.mark.docker
+def test_ssh_docker_counts_software_events_in_the_container(
+    docker_board: DockerBoard, export_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Counter passes run the container without the default seccomp filter (which refuses
+    perf_event_open): software events are counted in the container, not reported missing."""
+    export = export_factory("benchmark", target="raspberrypi", nb_iterations=5)
+    config = board_config(
+        docker_board.ssh,
+        backend="ssh_docker",
+        docker_image=docker_board.image,
+        counters=("task-clock", "page-faults"),
+    )
+    result = aidge_deploy.deploy(export, config, work_dir=tmp_path / "run")
+    for name in ("task-clock", "page-faults"):
+        metric = result.metric(name)
+        assert metric is not None and metric.value is not None and metric.value > 0, metric
+        assert "container" in metric.description

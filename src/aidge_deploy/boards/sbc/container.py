@@ -78,6 +78,7 @@ def docker_run_argv(
     pull: bool,
     user: str | None,
     env: dict[str, str] | None = None,
+    security_opts: Sequence[str] = (),
 ) -> list[str]:
     """``docker run`` argv running ``sh -c script``; ``user`` is ``uid:gid`` or None (image's)."""
     argv = [
@@ -93,6 +94,8 @@ def docker_run_argv(
     ]
     if user is not None:
         argv += ["--user", user]
+    for opt in security_opts:
+        argv += ["--security-opt", opt]
     for key, value in {"HOME": "/tmp", **(env or {})}.items():
         argv += ["-e", f"{key}={value}"]
     for mount in mounts:

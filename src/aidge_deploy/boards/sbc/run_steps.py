@@ -57,7 +57,9 @@ class SbcRunSteps(SbcSession):
             script = wrap_with_launcher(in_launcher, layout.container_path(program), events)
             # the export's folder when it was uploaded, the binary's folder for cross builds
             cwd = posixpath.dirname(program) if self.config.cross_compile else layout.src
-            command = self._container_command(script, workdir=layout.container_path(cwd), name=name)
+            command = self._container_command(
+                script, workdir=layout.container_path(cwd), name=name, perf_events=bool(events)
+            )
             where = f"in container {self.config.docker_image} on {self.conn.target}"
         else:
             cwd = layout.src if not self.config.cross_compile else posixpath.dirname(program)

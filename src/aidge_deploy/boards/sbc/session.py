@@ -126,7 +126,11 @@ class SbcSession:
         }
         (ctx.log_dir / "remote.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
 
-    def _container_command(self, script: str, *, workdir: str, name: str | None = None) -> str:
+    def _container_command(
+        self, script: str, *, workdir: str, name: str | None = None, perf_events: bool = False
+    ) -> str:
+        """``docker run`` on the board; ``perf_events`` lifts the default seccomp profile, which
+        refuses ``perf_event_open`` even for software events (only for counter passes)."""
         layout = self.layout
         mounts = [Mount(layout.export_home, "/work")]
         if self._launcher is not None and self._launcher.path is not None:
@@ -139,5 +143,6 @@ class SbcSession:
             name=name or container_name(),
             pull=self.config.docker_pull,
             user=BOARD_USER_EXPR,
+            security_opts=("seccomp=unconfined",) if perf_events else (),
         )
         return shell_line(argv)
