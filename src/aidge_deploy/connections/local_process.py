@@ -75,8 +75,11 @@ def run_process(
     else:
         returncode = None if timed_out else os.WEXITSTATUS(status)
     proc.returncode = returncode if returncode is not None else -9
-    # ru_maxrss is in KiB on Linux
-    peak = int(rusage.ru_maxrss) * 1024 if rusage is not None and rusage.ru_maxrss else None
+    # Not reported: Linux carries a parent's RSS high-water mark into its child's ru_maxrss
+    # across fork+exec, so for a child of this (large) Python process the figure would be
+    # Python's. Callers that need the program's peak run it under the perf_run launcher.
+    del rusage
+    peak = None
     return ProcessRun(
         argv=tuple(argv),
         returncode=returncode,

@@ -27,6 +27,7 @@ from aidge_deploy.boards.sbc.container import (
     DockerBuildChoice,
     Mount,
     container_name,
+    docker_build_choice,
     docker_failure,
     docker_run_argv,
     image_key,
@@ -73,19 +74,9 @@ class LocalDocker:
         self.launcher: Path | None = None
         self.launcher_unavailable: str | None = None
 
-    def _choice(self) -> DockerBuildChoice:
-        raw = str(self.config.extra.get("docker_build", DockerBuildChoice.AUTO.value)).lower()
-        try:
-            return DockerBuildChoice(raw)
-        except ValueError:
-            raise ConfigError(
-                f"Unknown extra['docker_build'] {raw!r}",
-                hint=f"Use one of: {', '.join(c.value for c in DockerBuildChoice)}.",
-            ) from None
-
     def probe(self, log_dir: Path) -> None:
         """Check the image is here (unless pulls are allowed) and whether it can build."""
-        choice = self._choice()
+        choice = docker_build_choice(self.config)
         inspect = _docker(
             ["docker", "image", "inspect", "--format", "{{.Id}}", self.image], _PROBE_TIMEOUT_S
         )

@@ -31,6 +31,7 @@ from aidge_deploy.boards.sbc.build_steps import SbcBuildSteps
 from aidge_deploy.boards.sbc.container import (
     BuildLocation,
     DockerBuildChoice,
+    docker_build_choice,
     docker_failure,
     image_probe_command,
 )
@@ -118,19 +119,9 @@ class SbcSshTarget(
             self._probe_image(ctx)
         self._write_record(ctx)
 
-    def _docker_choice(self) -> DockerBuildChoice:
-        raw = str(self.config.extra.get("docker_build", DockerBuildChoice.AUTO.value)).lower()
-        try:
-            return DockerBuildChoice(raw)
-        except ValueError:
-            raise ConfigError(
-                f"Unknown extra['docker_build'] {raw!r}",
-                hint=f"Use one of: {', '.join(c.value for c in DockerBuildChoice)}.",
-            ) from None
-
     def _probe_image(self, ctx: DeployContext) -> None:
         image = str(self.config.docker_image)
-        choice = self._docker_choice()
+        choice = docker_build_choice(self.config)
         probe_tools = choice == DockerBuildChoice.AUTO and not self.config.cross_compile
         self._report("Prepare", f"checking docker image {image} on the board")
         result = self.conn.run(

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from aidge_deploy.errors import ExecutionError, PreflightError
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.errors import ConfigError, ExecutionError, PreflightError
 
 #: docker's own exit statuses (the container's program never ran)
 DOCKER_ERROR = 125
@@ -66,6 +67,18 @@ def container_name() -> str:
 def image_key(image_id: str) -> str:
     """A short stable key of an image id, for build-tree folder names."""
     return hashlib.sha256(image_id.encode()).hexdigest()[:10]
+
+
+def docker_build_choice(config: DeployConfig) -> DockerBuildChoice:
+    """``extra["docker_build"]``: build in the container, outside it, or decide by probing."""
+    raw = str(config.extra.get("docker_build", DockerBuildChoice.AUTO.value)).lower()
+    try:
+        return DockerBuildChoice(raw)
+    except ValueError:
+        raise ConfigError(
+            f"Unknown extra['docker_build'] {raw!r}",
+            hint=f"Use one of: {', '.join(c.value for c in DockerBuildChoice)}.",
+        ) from None
 
 
 def docker_run_argv(
