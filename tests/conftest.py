@@ -12,10 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-if (Path(__file__).parent / "boards.py").exists():
-    pytest_plugins = ["boards"]
+import modelzoo  # after the sys.path entry above
 
-import modelzoo
+pytest_plugins = ["boards", "testfw"]
 
 
 @pytest.fixture(scope="session", autouse=True)

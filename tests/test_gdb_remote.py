@@ -8,15 +8,11 @@ here without hardware. It is a fake, named as such, and only adds to the QEMU te
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import given
@@ -36,29 +32,7 @@ from aidge_deploy.flash.registry import (
     flasher_names,
     get_flasher,
 )
-
-FIRMWARE_DIR = Path(__file__).parent / "data" / "firmware"
-
-
-def _support(name: str) -> ModuleType:
-    key = f"aidge_testfw_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, FIRMWARE_DIR / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
-
-
-fw = _support("build")
-procs = _support("procs")
-Variant = fw.Variant
-needs_qemu = pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None or not fw.toolchain_available(),
-    reason="qemu-system-arm or arm-none-eabi-gcc is not installed",
-)
-
+from testfw import Variant, fw, needs_qemu
 
 # -- framing ------------------------------------------------------------------------------------
 
@@ -368,25 +342,6 @@ def test_pyocd_preflight_without_a_probe() -> None:
 
 
 # -- real QEMU ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def firmware(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, object], Path]:
-    out = tmp_path_factory.mktemp("firmware")
-    cache: dict[tuple[str, object], Path] = {}
-
-    def build(board: str, variant: object) -> Path:
-        if (board, variant) not in cache:
-            cache[(board, variant)] = fw.build_firmware(board, variant, out)
-        return cache[(board, variant)]
-
-    return build
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
-    assert procs.qemu_pids_mentioning(str(tmp_path)) == []
 
 
 def _capture_to_end(qemu: QemuMachine, log: Path) -> str:

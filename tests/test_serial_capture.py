@@ -7,16 +7,12 @@ test uses the kernel's pseudo-terminal, the same driver path as ``/dev/ttyACM0``
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -31,27 +27,7 @@ from aidge_deploy.connections.serial_capture import (
 from aidge_deploy.errors import CaptureError, ConnectError
 from aidge_deploy.flash.program import flash_elf
 from aidge_deploy.protocols.base import Channel
-
-FIRMWARE_DIR = Path(__file__).parent / "data" / "firmware"
-
-
-def _support(name: str) -> ModuleType:
-    key = f"aidge_testfw_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, FIRMWARE_DIR / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
-
-
-fw = _support("build")
-procs = _support("procs")
-needs_qemu = pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None or not fw.toolchain_available(),
-    reason="qemu-system-arm or arm-none-eabi-gcc is not installed",
-)
+from testfw import fw, needs_qemu, procs
 
 
 class Peer:
@@ -237,19 +213,6 @@ def test_open_serial_errors_are_connect_errors(tmp_path: Path) -> None:
 
 
 # -- real QEMU ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def firmware(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, object], Path]:
-    out = tmp_path_factory.mktemp("firmware")
-    cache: dict[tuple[str, object], Path] = {}
-
-    def build(board: str, variant: object) -> Path:
-        if (board, variant) not in cache:
-            cache[(board, variant)] = fw.build_firmware(board, variant, out)
-        return cache[(board, variant)]
-
-    return build
 
 
 @needs_qemu
