@@ -30,6 +30,7 @@ from aidge_deploy.boards.sbc.settings import PASSPHRASE_ENV
 from aidge_deploy.config import BenchmarkConfig
 from aidge_deploy.errors import (
     AuthenticationError,
+    BuildError,
     ConnectError,
     DeployError,
     ExecutionError,
@@ -498,3 +499,51 @@ def test_ssh_docker_counts_software_events_in_the_container(
         metric = result.metric(name)
         assert metric is not None and metric.value is not None and metric.value > 0, metric
         assert "container" in metric.description
+
+
+@pytest.mark.docker
+def test_forced_container_build_without_a_compiler_is_a_build_error(
+    docker_board: DockerBoard, rpi_output: Any, tmp_path: Path
+) -> None:
+    """extra["docker_build"]="container" in an image with no compiler: a typed build error."""
+    config = board_config(docker_board.ssh, backend="ssh_docker", docker_image=docker_board.image)
+    config.extra["docker_build"] = "container"
+    with pytest.raises(BuildError) as info:
+        aidge_deploy.deploy(private_copy(rpi_output, tmp_path), config, work_dir=tmp_path / "run")
+    assert info.value.hint and info.value.log_path is not None and info.value.log_path.is_file()
+    assert "aidge-deploy-" not in docker_board.docker("ps", "-a").stdout
+
+
+def test_cli_run_and_profile_over_ssh(
+    ssh_board: SshBoard, tiny_cnn: Path, rpi_output: Any, tmp_path: Path
+) -> None:
+    """The CLI's connection options (shared by run and profile) reach the board."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from aidge_deploy.cli.main import app
+
+    ssh = [
+        "--backend", "ssh",
+        "--ssh-host", ssh_board.host,
+        "--ssh-port", str(ssh_board.port),
+        "--ssh-user", ssh_board.user,
+        "--ssh-key-path", str(ssh_board.key_path),
+        "--ssh-known-hosts-path", str(ssh_board.known_hosts_path),
+    ]  # fmt: skip
+    runner = CliRunner()
+    res = runner.invoke(
+        app, ["run", str(rpi_output.path), "--target", "raspberrypi", "--json", *ssh]
+    )
+    assert res.exit_code == 0, res.output
+    data = _json.loads(res.stdout[res.stdout.index("{") :])
+    assert data["backend"] == "ssh" and data["output"] and len(data["output"][0]) == 10
+    res = runner.invoke(
+        app,
+        ["profile", str(tiny_cnn), "--target", "raspberrypi", "--iterations", "3", "--json",
+         "--work-dir", str(tmp_path / "w"), *ssh],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    data = _json.loads(res.stdout[res.stdout.index("{") :])
+    assert data["backend"] == "ssh" and data["latency"]["n"] == 3 and len(data["layers"]) >= 3

@@ -9,11 +9,12 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from aidge_deploy.cli import doctor as doctor_cmd
+from aidge_deploy.cli.options import config_values, with_connection_options
 from aidge_deploy.cli.render import console, print_error, print_result, progress_display
 from aidge_deploy.errors import DeployError
 from aidge_deploy.results import DeployResult
@@ -59,104 +60,38 @@ def _emit(result: DeployResult, as_json: bool) -> None:
 TargetOpt = Annotated[
     str | None, typer.Option("--target", "-t", help="Hardware target (default: the export's).")
 ]
-BackendOpt = Annotated[str, typer.Option("--backend", "-b", help="local, ssh, ssh_docker or api.")]
-
-
-def _connection_config(**values: object) -> object:
-    from aidge_deploy.config import DeployConfig
-
-    clean = {k: v for k, v in values.items() if v is not None}
-    if "docker_image" not in clean and "sbc_docker_image" in clean:
-        clean["docker_image"] = clean.pop("sbc_docker_image")
-    clean.pop("sbc_docker_image", None)
-    return DeployConfig(**clean)  # type: ignore[arg-type]
 
 
 @app.command()
+@with_connection_options
 def run(
     export_dir: Annotated[Path, typer.Argument(help="Folder holding .aidge-export.json.")],
     target: TargetOpt = None,
-    backend: BackendOpt = "local",
-    build_dir: Annotated[Path | None, typer.Option(help="Build here instead of the cache.")] = None,
-    keep_build_dir: Annotated[
-        bool, typer.Option(help="Keep remote/temporary build folders.")
-    ] = False,
     timeout: Annotated[float, typer.Option(help="Run timeout in seconds.")] = 120.0,
-    report: Annotated[
-        Path | None, typer.Option(help="Write a result bundle to this folder.")
-    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     api_url: Annotated[str | None, typer.Option(help="Board-farm API URL.")] = None,
     api_username: Annotated[str | None, typer.Option()] = None,
     api_password: Annotated[str | None, typer.Option(envvar="AIDGE_BENCHMARK_API_PASSWORD")] = None,
     api_board_name: Annotated[str | None, typer.Option()] = None,
-    ssh_host: Annotated[str | None, typer.Option(envvar="AIDGE_SBC_IP")] = None,
-    ssh_user: Annotated[str | None, typer.Option(envvar="AIDGE_SBC_SSH_USER")] = None,
-    ssh_port: Annotated[int | None, typer.Option()] = None,
-    ssh_key_path: Annotated[Path | None, typer.Option(envvar="AIDGE_SBC_SSH_KEY_PATH")] = None,
-    ssh_known_hosts_path: Annotated[
-        Path | None, typer.Option(envvar="AIDGE_SBC_KNOWN_HOSTS_PATH")
-    ] = None,
-    ssh_remote_workdir: Annotated[str | None, typer.Option()] = None,
-    ssh_trust_on_first_use: Annotated[
-        bool, typer.Option(help="Accept and remember an unknown host key.")
-    ] = False,
-    cross_compile: Annotated[
-        bool, typer.Option(help="ssh: build locally with a cross toolchain.")
-    ] = False,
-    docker_image: Annotated[
-        str | None, typer.Option("--docker-image", "--sbc-docker-image")
-    ] = None,
-    serial_port: Annotated[str | None, typer.Option()] = None,
-    serial_baudrate: Annotated[int | None, typer.Option()] = None,
-    uart_timeout: Annotated[float | None, typer.Option()] = None,
-    uart_capture_duration: Annotated[float | None, typer.Option()] = None,
-    end_keyword: Annotated[
-        str | None, typer.Option(help="Pipe-separated UART end markers.")
-    ] = None,
-    flash_method: Annotated[str | None, typer.Option()] = None,
-    probe_unique_id: Annotated[str | None, typer.Option()] = None,
-    pyocd_target: Annotated[str | None, typer.Option()] = None,
-    counters: Annotated[
-        str | None, typer.Option(help="Comma-separated counters or group presets.")
-    ] = None,
+    *,
+    connection: dict[str, Any],
 ) -> None:
     """Deploy an existing export and print its results."""
     from aidge_deploy.api import deploy
+    from aidge_deploy.config import DeployConfig
 
     try:
-        config = _connection_config(
-            target=target,
-            backend=backend,
-            build_dir=build_dir,
-            keep_build_dir=keep_build_dir,
-            run_timeout=timeout,
-            report_dir=report,
-            api_url=api_url,
-            api_username=api_username,
-            api_password=api_password,
-            api_board_name=api_board_name,
-            ssh_host=ssh_host,
-            ssh_user=ssh_user,
-            ssh_port=ssh_port,
-            ssh_key_path=ssh_key_path,
-            ssh_known_hosts_path=ssh_known_hosts_path,
-            ssh_remote_workdir=ssh_remote_workdir,
-            ssh_trust_on_first_use=ssh_trust_on_first_use,
-            cross_compile=cross_compile,
-            docker_image=docker_image,
-            serial_port=serial_port,
-            serial_baudrate=serial_baudrate,
-            uart_timeout=uart_timeout,
-            uart_capture_duration=uart_capture_duration,
-            end_keyword=end_keyword,
-            flash_method=flash_method,
-            probe_unique_id=probe_unique_id,
-            pyocd_target=pyocd_target,
-            counters=counters or (),
-        )
+        api = {
+            "api_url": api_url,
+            "api_username": api_username,
+            "api_password": api_password,
+            "api_board_name": api_board_name,
+        }
+        values: dict[str, Any] = {k: v for k, v in api.items() if v is not None}
+        values.update(config_values(connection))
+        config = DeployConfig(target=target, run_timeout=timeout, **values)
         with progress_display(not as_json) as progress:
-            result = deploy(export_dir, config, progress=progress)  # type: ignore[arg-type]
+            result = deploy(export_dir, config, progress=progress)
     except DeployError as exc:
         _fail(exc)
         return
@@ -164,25 +99,18 @@ def run(
 
 
 @app.command()
+@with_connection_options
 def profile(
     model: Annotated[Path, typer.Argument(help="ONNX model to export and profile.")],
     target: Annotated[str, typer.Option("--target", "-t", help="Hardware target.")] = "host",
-    backend: BackendOpt = "local",
     dtype: Annotated[str, typer.Option(help="float32 or int8.")] = "float32",
     iterations: Annotated[int, typer.Option(help="Timed inferences.")] = 10,
     warmup: Annotated[int, typer.Option(help="Warm-up inferences.")] = 2,
     work_dir: Annotated[Path | None, typer.Option(help="Where the export is generated.")] = None,
     timeout: Annotated[float, typer.Option(help="Run timeout in seconds.")] = 300.0,
-    report: Annotated[
-        Path | None, typer.Option(help="Write a result bundle to this folder.")
-    ] = None,
-    counters: Annotated[
-        str | None, typer.Option(help="Comma-separated counters or group presets.")
-    ] = None,
-    max_counters_per_pass: Annotated[
-        int | None, typer.Option(help="Cap counters per pass (reproduce a smaller PMU's passes).")
-    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    *,
+    connection: dict[str, Any],
 ) -> None:
     """Export MODEL with Aidge (benchmark, per-layer profiling on) and deploy it."""
     from aidge_deploy.api import deploy
@@ -190,19 +118,19 @@ def profile(
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.errors import ConfigError
     from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest, export_model
+    from aidge_deploy.pipeline.context import ProgressKind, ProgressUpdate
 
     try:
         if dtype not in {d.value for d in Dtype}:
             raise ConfigError(f"Unknown dtype {dtype!r}", hint="Use float32 or int8.")
         if iterations < 1:
             raise ConfigError("--iterations must be at least 1", hint="e.g. --iterations 20")
+        config = DeployConfig(target=target, run_timeout=timeout, **config_values(connection))
         out = (
             work_dir
             or default_cache_root() / "exports" / f"{model.stem}-{target}-{dtype}-i{iterations}"
         )
         with progress_display(not as_json) as progress:
-            from aidge_deploy.pipeline.context import ProgressKind, ProgressUpdate
-
             progress(ProgressUpdate("Export", ProgressKind.START))
             artifact = export_model(
                 ExportRequest(
@@ -217,14 +145,6 @@ def profile(
                 )
             )
             progress(ProgressUpdate("Export", ProgressKind.DONE))
-            config = DeployConfig(
-                target=target,
-                backend=backend,
-                run_timeout=timeout,
-                report_dir=report,
-                counters=tuple(c for c in (counters or "").split(",") if c),
-                max_counters_per_pass=max_counters_per_pass,
-            )
             result = deploy(artifact, config, progress=progress)
     except DeployError as exc:
         _fail(exc)

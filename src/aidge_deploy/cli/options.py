@@ -1,0 +1,152 @@
+"""The connection and session options ``run`` and ``profile`` share, declared once.
+
+Names follow the exporters' ``ConnectionConfig`` flags (``--ssh-host``, ``--serial-port``, ...).
+``with_connection_options`` appends them to a command's signature (typer reads
+``__signature__``) and hands the command one ``connection`` dict of the values given.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_PANEL = "Connection"
+SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "backend": (
+        Annotated[
+            str,
+            typer.Option(
+                "--backend", "-b", help="local, ssh or ssh_docker.", rich_help_panel=_PANEL
+            ),
+        ],
+        "local",
+    ),
+    "build_dir": (
+        Annotated[Path | None, typer.Option(help="Build here instead of the cache.")],
+        None,
+    ),
+    "keep_build_dir": (
+        Annotated[bool, typer.Option(help="Keep remote/temporary build folders.")],
+        False,
+    ),
+    "report": (
+        Annotated[Path | None, typer.Option(help="Write a result bundle to this folder.")],
+        None,
+    ),
+    "counters": (
+        Annotated[str | None, typer.Option(help="Comma-separated counters or group presets.")],
+        None,
+    ),
+    "max_counters_per_pass": (
+        Annotated[
+            int | None,
+            typer.Option(help="Cap counters per pass (reproduce a smaller PMU's passes)."),
+        ],
+        None,
+    ),
+    "ssh_host": (
+        Annotated[str | None, typer.Option(envvar="AIDGE_SBC_IP", rich_help_panel=_PANEL)],
+        None,
+    ),
+    "ssh_user": (
+        Annotated[str | None, typer.Option(envvar="AIDGE_SBC_SSH_USER", rich_help_panel=_PANEL)],
+        None,
+    ),
+    "ssh_port": (Annotated[int | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "ssh_key_path": (
+        Annotated[
+            Path | None, typer.Option(envvar="AIDGE_SBC_SSH_KEY_PATH", rich_help_panel=_PANEL)
+        ],
+        None,
+    ),
+    "ssh_known_hosts_path": (
+        Annotated[
+            Path | None, typer.Option(envvar="AIDGE_SBC_KNOWN_HOSTS_PATH", rich_help_panel=_PANEL)
+        ],
+        None,
+    ),
+    "ssh_remote_workdir": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "ssh_trust_on_first_use": (
+        Annotated[
+            bool,
+            typer.Option(help="Accept and remember an unknown host key.", rich_help_panel=_PANEL),
+        ],
+        False,
+    ),
+    "cross_compile": (
+        Annotated[
+            bool,
+            typer.Option(help="ssh: build locally with a cross toolchain.", rich_help_panel=_PANEL),
+        ],
+        False,
+    ),
+    "docker_image": (
+        Annotated[
+            str | None, typer.Option("--docker-image", "--sbc-docker-image", rich_help_panel=_PANEL)
+        ],
+        None,
+    ),
+    "serial_port": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "serial_baudrate": (Annotated[int | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "uart_timeout": (Annotated[float | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "uart_capture_duration": (Annotated[float | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "end_keyword": (
+        Annotated[
+            str | None,
+            typer.Option(help="Pipe-separated UART end markers.", rich_help_panel=_PANEL),
+        ],
+        None,
+    ),
+    "flash_method": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "probe_unique_id": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "pyocd_target": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
+}
+
+#: option name -> DeployConfig field, where they differ
+_FIELD = {"report": "report_dir"}
+
+
+def with_connection_options(fn: F) -> F:
+    """Add ``SHARED_OPTIONS`` to ``fn``'s CLI signature; ``fn`` receives ``connection=dict``."""
+    sig = inspect.signature(fn)
+    # resolve the command's own (string) annotations: typer needs the Annotated objects
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in sig.parameters.values()
+        if p.name != "connection"
+    ]
+    extra = [
+        inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+        )
+        for name, (annotation, default) in SHARED_OPTIONS.items()
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        connection = {
+            _FIELD.get(name, name): kwargs.pop(name) for name in SHARED_OPTIONS if name in kwargs
+        }
+        return fn(*args, connection=connection, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=[*params, *extra], return_annotation=None)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*params, *extra]}
+    return wrapper  # type: ignore[return-value]
+
+
+def config_values(connection: dict[str, Any]) -> dict[str, Any]:
+    """``DeployConfig`` keyword arguments from the shared options (unset ones left out)."""
+    values = {k: v for k, v in connection.items() if v is not None}
+    counters = values.pop("counters", None)
+    if counters:
+        values["counters"] = tuple(c for c in str(counters).split(",") if c)
+    return values
