@@ -9,6 +9,8 @@ APT_PACKAGES=(
   cmake g++ make python3-venv python3-dev
   # emulated Cortex-M boards: cross toolchain, C++ runtime, QEMU
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
+  # physical boards: OpenOCD (pyOCD comes from PyPI with aidge-export-arm-cortexm)
+  openocd
   # Linux boards over SSH / Docker and the aarch64 stand-in (test boards start their own daemons)
   openssh-server openssh-client iproute2 iptables docker.io
   g++-aarch64-linux-gnu qemu-user qemu-user-static binfmt-support procps util-linux

@@ -1,14 +1,15 @@
-"""The built-in flashers: any GDB server (``gdb-remote``) and pyOCD (``pyocd``).
+"""The built-in flashers: any GDB server (``gdb-remote``), pyOCD, OpenOCD and J-Link.
 
-Both program through the same pure-Python RSP client (``gdb_remote``): ``gdb-remote`` talks
-to a server someone else started (QEMU's gdbstub, an OpenOCD or J-Link GDB server), while
-``pyocd`` starts ``pyocd gdbserver`` for the attached probe, flashes through it with
-``vFlash*`` on the regions pyOCD reports, and stops it again.
+All program through the same pure-Python RSP client (``gdb_remote``): ``gdb-remote`` talks
+to a server someone else started (QEMU's gdbstub, a running OpenOCD or J-Link GDB server);
+``pyocd``, ``openocd`` and ``jlink`` start their probe's GDB server, flash through it with
+``vFlash*`` on the regions it reports, verify, and stop it again.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import socket
 import subprocess
 import sys
@@ -83,12 +84,105 @@ class GdbRemoteFlasher:
         )
 
 
+class GdbServerFlasher:
+    """A flasher that starts a probe's GDB server, programs through it and stops it.
+
+    Subclasses say how to start their server (``server_command``) and which monitor
+    commands halt and reset the core on it; the programming itself is the shared RSP
+    client (``vFlash*`` on the flash regions the server reports, then read-back).
+    """
+
+    name: str
+    caps = FlasherCaps(erase=True, verify=True, reset=True, flash_addr=True)
+    server_label: str
+    install_hint: str
+    probe_hint: str
+    halt_command: str | None = "reset halt"
+    reset_command: str = "reset halt"
+    #: the server quits by itself once the debugger detaches (else it is terminated)
+    exits_after_detach: bool = True
+
+    log_dir: Path | None = None
+
+    def server_command(self, gdb_port: int) -> list[str]:
+        raise NotImplementedError
+
+    def preflight(self) -> None:
+        raise NotImplementedError
+
+    def flash(self, request: FlashRequest) -> FlashReport:
+        check_request(self, request)
+        self.preflight()
+        image = load_image(request.image, request.load_address)
+        gdb_port = _free_port()
+        log_dir = self.log_dir or Path(tempfile.gettempdir())
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{self.name}-gdbserver-{gdb_port}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                self.server_command(gdb_port),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            client = self._connect(process, gdb_port, request.timeout_s, log_path)
+            with client:
+                # halting puts the core in a known state; after programming,
+                # ResetMode.MONITOR resets again so the program starts as from power-on.
+                return program(
+                    client,
+                    image,
+                    verify=request.verify,
+                    erase=request.erase,
+                    reset=request.reset,
+                    halt_command=self.halt_command,
+                    reset_command=self.reset_command,
+                )
+        except FlashError as exc:
+            exc.log_path = exc.log_path or log_path
+            raise
+        finally:
+            _stop(process, wait_s=5.0 if self.exits_after_detach else 0.0)
+
+    def _connect(
+        self, process: subprocess.Popen[bytes], port: int, timeout_s: float, log_path: Path
+    ) -> GdbRemoteClient:
+        # Retry refused connections only: a refused connect does not count as a session.
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if process.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-1500:].strip()
+                raise FlashError(
+                    f"{self.server_label} exited with status {process.returncode}: {tail}",
+                    self.probe_hint,
+                    log_path=log_path,
+                )
+            client = GdbRemoteClient(timeout=timeout_s)
+            try:
+                client.connect("127.0.0.1", port)
+                return client
+            except ConnectError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+
+
+def _require_program(program_name: str, install_hint: str) -> str:
+    path = shutil.which(program_name)
+    if path is None:
+        raise PreflightError(f"{program_name} is not installed", install_hint)
+    return path
+
+
 @register_flasher("pyocd")
-class PyocdFlasher:
+class PyocdFlasher(GdbServerFlasher):
     """Program a board through its debug probe with ``pyocd gdbserver`` + the RSP client."""
 
     name = "pyocd"
-    caps = FlasherCaps(erase=True, verify=True, reset=True, flash_addr=True)
+    server_label = "pyocd gdbserver"
+    install_hint = "pip install pyocd"
+    probe_hint = _PYOCD_HINT
 
     def __init__(
         self,
@@ -107,7 +201,7 @@ class PyocdFlasher:
         try:
             from pyocd.probe.aggregator import DebugProbeAggregator
         except ImportError as exc:
-            raise PreflightError("pyOCD is not installed", "pip install pyocd") from exc
+            raise PreflightError("pyOCD is not installed", self.install_hint) from exc
         probes = DebugProbeAggregator.get_all_connected_probes(unique_id=self.probe_uid)
         if not probes:
             which = f" with unique id {self.probe_uid!r}" if self.probe_uid else ""
@@ -119,7 +213,7 @@ class PyocdFlasher:
                 "choose one with probe_uid (serial_number in the deploy config)",
             )
 
-    def _command(self, gdb_port: int, telnet_port: int) -> list[str]:
+    def server_command(self, gdb_port: int) -> list[str]:
         command = [
             sys.executable,
             "-m",
@@ -132,7 +226,7 @@ class PyocdFlasher:
             "--port",
             str(gdb_port),
             "--telnet-port",
-            str(telnet_port),
+            str(_free_port()),
         ]
         if self.probe_uid:
             command += ["--uid", self.probe_uid]
@@ -140,63 +234,108 @@ class PyocdFlasher:
             command += ["--frequency", self.frequency]
         return command
 
-    def flash(self, request: FlashRequest) -> FlashReport:
-        check_request(self, request)
-        self.preflight()
-        image = load_image(request.image, request.load_address)
-        gdb_port, telnet_port = _free_port(), _free_port()
-        log_dir = self.log_dir or Path(tempfile.gettempdir())
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = log_dir / f"pyocd-gdbserver-{gdb_port}.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                self._command(gdb_port, telnet_port),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            client = self._connect(process, gdb_port, request.timeout_s, log_path)
-            with client:
-                # "reset halt" puts the core in a known state; after programming,
-                # ResetMode.MONITOR resets again so the program starts as from power-on.
-                return program(
-                    client,
-                    image,
-                    verify=request.verify,
-                    erase=request.erase,
-                    reset=request.reset,
-                    halt_command="reset halt",
-                    reset_command="reset halt",
-                )
-        except FlashError as exc:
-            exc.log_path = exc.log_path or log_path
-            raise
-        finally:
-            _stop(process)
 
-    @staticmethod
-    def _connect(
-        process: subprocess.Popen[bytes], port: int, timeout_s: float, log_path: Path
-    ) -> GdbRemoteClient:
-        # Retry refused connections only: a refused connect does not count as a session.
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if process.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-1500:].strip()
-                raise FlashError(
-                    f"pyocd gdbserver exited with status {process.returncode}: {tail}",
-                    _PYOCD_HINT,
-                    log_path=log_path,
-                )
-            client = GdbRemoteClient(timeout=timeout_s)
-            try:
-                client.connect("127.0.0.1", port)
-                return client
-            except ConnectError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.05)
+@register_flasher("openocd")
+class OpenOcdFlasher(GdbServerFlasher):
+    """Program through OpenOCD's GDB server (ST-Link, CMSIS-DAP, FTDI JTAG, ...).
+
+    ``interface`` and ``target`` are OpenOCD configuration scripts (``interface/stlink.cfg``,
+    ``target/stm32h7x.cfg``); ``probe_serial`` selects one probe among several.
+    """
+
+    name = "openocd"
+    server_label = "openocd"
+    install_hint = "apt-get install --no-install-recommends openocd"
+    probe_hint = (
+        "connect the probe, check the interface/target scripts, and on Linux install OpenOCD's "
+        "udev rules (60-openocd.rules) so the probe is accessible without root"
+    )
+    exits_after_detach = False
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        interface: str = "interface/stlink.cfg",
+        probe_serial: str | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.target = target
+        self.interface = interface
+        self.probe_serial = probe_serial
+        self.log_dir = log_dir
+
+    def preflight(self) -> None:
+        _require_program("openocd", self.install_hint)
+
+    def server_command(self, gdb_port: int) -> list[str]:
+        command = [_require_program("openocd", self.install_hint), "-f", self.interface]
+        if self.probe_serial:
+            command += ["-c", f"adapter serial {self.probe_serial}"]
+        return [
+            *command,
+            "-f",
+            self.target,
+            "-c",
+            f"gdb_port {gdb_port}",
+            "-c",
+            "tcl_port disabled",
+            "-c",
+            "telnet_port disabled",
+        ]
+
+
+@register_flasher("jlink")
+class JLinkFlasher(GdbServerFlasher):
+    """Program through SEGGER's J-Link GDB server (``JLinkGDBServerCLExe``).
+
+    ``device`` is J-Link's name of the part (``STM32H7A3ZI``); ``probe_serial`` selects the
+    probe by its USB serial number.
+    """
+
+    name = "jlink"
+    server_label = "JLinkGDBServerCLExe"
+    install_hint = "install SEGGER J-Link Software (JLinkGDBServerCLExe on PATH)"
+    probe_hint = "connect the J-Link, check the device name, and accept SEGGER's licence once"
+    halt_command = "halt"
+    reset_command = "reset"
+
+    def __init__(
+        self,
+        device: str,
+        *,
+        probe_serial: str | None = None,
+        interface: str = "SWD",
+        speed_khz: int = 4000,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.device = device
+        self.probe_serial = probe_serial
+        self.interface = interface
+        self.speed_khz = speed_khz
+        self.log_dir = log_dir
+
+    def preflight(self) -> None:
+        _require_program("JLinkGDBServerCLExe", self.install_hint)
+
+    def server_command(self, gdb_port: int) -> list[str]:
+        command = [
+            _require_program("JLinkGDBServerCLExe", self.install_hint),
+            "-device",
+            self.device,
+            "-if",
+            self.interface,
+            "-speed",
+            str(self.speed_khz),
+            "-port",
+            str(gdb_port),
+            "-nogui",
+            "-singlerun",
+            "-silent",
+        ]
+        if self.probe_serial:
+            command += ["-select", f"USB={self.probe_serial}"]
+        return command
 
 
 def _free_port() -> int:
@@ -205,10 +344,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """pyOCD exits by itself after the detach; make sure, and reap it."""
+def _stop(process: subprocess.Popen[bytes], wait_s: float = 5.0) -> None:
+    """Give a single-run server ``wait_s`` to exit after the detach, then stop it; reap it."""
     try:
-        process.wait(5)
+        process.wait(wait_s)
     except subprocess.TimeoutExpired:
         process.terminate()
         try:
@@ -222,4 +361,11 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         raise
 
 
-__all__ = ["GdbRemoteFlasher", "PyocdFlasher", "ResetMode"]
+__all__ = [
+    "GdbRemoteFlasher",
+    "GdbServerFlasher",
+    "JLinkFlasher",
+    "OpenOcdFlasher",
+    "PyocdFlasher",
+    "ResetMode",
+]

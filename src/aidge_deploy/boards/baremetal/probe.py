@@ -29,6 +29,32 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
 
     flash_report: FlashReport | None = None
 
+    def flasher_options(self, method: str, ctx: DeployContext) -> dict[str, object]:
+        """What the chosen flasher needs, from the config and the hardware model."""
+        uid = self.config.probe_unique_id
+        if method == "pyocd":
+            target = self.config.pyocd_target or self.pyocd_part or self.target_name
+            return {"target": target, "probe_uid": uid, "log_dir": ctx.log_dir}
+        if method == "openocd":
+            # OpenOCD names its target scripts after the family (hal_board stm32h7 -> stm32h7x)
+            family = getattr(self.hardware_target, "hal_board", None) or self.target_name
+            script = self.config.extra.get("openocd_target") or f"target/{family}x.cfg"
+            interface = self.config.extra.get("openocd_interface") or "interface/stlink.cfg"
+            return {
+                "target": script,
+                "interface": interface,
+                "probe_serial": uid,
+                "log_dir": ctx.log_dir,
+            }
+        if method == "jlink":
+            device = (
+                self.config.extra.get("jlink_device")
+                or self.config.pyocd_target
+                or self.target_name.upper()
+            )
+            return {"device": device, "probe_serial": uid, "log_dir": ctx.log_dir}
+        return {}
+
     def check_config(self) -> None:
         if not self.config.serial_port:
             raise ConfigError(
@@ -47,14 +73,7 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
         self._channel = SerialChannel.open(
             port, ctx.log_dir / "uart.log", baudrate=int(self.config.serial_baudrate or 115200)
         )
-        options: dict[str, object] = {}
-        if method == "pyocd":
-            options = {
-                "target": self.config.pyocd_target or self.pyocd_part or self.target_name,
-                "probe_uid": self.config.probe_unique_id,
-                "log_dir": ctx.log_dir,
-            }
-        flasher = get_flasher(method, **options)
+        flasher = get_flasher(method, **self.flasher_options(method, ctx))
         self.flash_report = flasher.flash(
             FlashRequest(image=build.artifact_path, verify=True, reset=ResetMode.MONITOR)
         )
