@@ -201,5 +201,21 @@ from aidge_deploy.cli import compare as compare_cmd  # noqa: E402
 app.command(name="compare")(compare_cmd.compare)
 
 
+def run_cli() -> None:
+    """Console entry point: an unexpected failure is one line and a hint, not a traceback."""
+    try:
+        app()
+    except Exception as exc:
+        if "-v" in sys.argv or "--verbose" in sys.argv:
+            raise
+        print_error(
+            DeployError(
+                f"Internal error: {type(exc).__name__}: {exc}",
+                hint="Rerun with -v for the traceback and report it.",
+            )
+        )
+        sys.exit(3)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    run_cli()
