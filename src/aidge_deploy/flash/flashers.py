@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 from aidge_deploy.errors import ConnectError, FlashError, PreflightError
@@ -84,7 +85,7 @@ class GdbRemoteFlasher:
         )
 
 
-class GdbServerFlasher:
+class GdbServerFlasher(ABC):
     """A flasher that starts a probe's GDB server, programs through it and stops it.
 
     Subclasses say how to start their server (``server_command``) and which monitor
@@ -104,11 +105,13 @@ class GdbServerFlasher:
 
     log_dir: Path | None = None
 
+    @abstractmethod
     def server_command(self, gdb_port: int) -> list[str]:
-        raise NotImplementedError
+        """argv that starts the GDB server on ``gdb_port``."""
 
+    @abstractmethod
     def preflight(self) -> None:
-        raise NotImplementedError
+        """Raise ``PreflightError`` when the server or the probe is missing."""
 
     def flash(self, request: FlashRequest) -> FlashReport:
         check_request(self, request)
