@@ -40,8 +40,6 @@ class BareMetalTarget(DeployTarget):
     """Make-built firmware whose results come back over a UART."""
 
     default_flash_method: ClassVar[str | None] = None
-    #: seconds of capture when neither the config nor the manifest says otherwise
-    default_capture_s: ClassVar[float] = 120.0
 
     def __init__(self, config: DeployConfig | None = None) -> None:
         super().__init__(config)

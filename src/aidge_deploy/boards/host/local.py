@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import signal as _signal
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.host.counters import HostPerfCounters
@@ -149,7 +148,3 @@ class HostLocalTarget(DeployTarget, HostPerfCounters):
         if docker is not None:  # say where it was built and why peak RSS may be missing
             return dataclasses.replace(parsed, notices=(*parsed.notices, *docker.notices()))
         return parsed
-
-
-def artifact_relative(build: BuildResult, root: Path) -> str:
-    return str(build.artifact_path.relative_to(root))

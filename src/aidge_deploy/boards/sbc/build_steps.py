@@ -121,7 +121,6 @@ class SbcBuildSteps(SbcSession):
         log_path = ctx.log_dir / "build.log"
         check = self.conn.run(plan.check_line, timeout_s=SHORT_TIMEOUT_S)
         self._program = host_artifact
-        self._program_dir = layout.export_home
         if CACHED_MARK in check.stdout:
             self._report("Build", f"unchanged export: reusing the build {where}")
             log_path.write_text(f"# built {where}: cached ({plan.stamp})\n", encoding="utf-8")
@@ -228,7 +227,6 @@ class SbcBuildSteps(SbcSession):
             remote_bin = layout.bin_dir(self.toolchain.key)
             self._upload = self._upload_dir("Transfer", stage, remote_bin, "the binary")
             self._program = posixpath.join(remote_bin, staged.name)
-            self._program_dir = layout.export_home
             self._report("Transfer", "provisioning the peak-RSS launcher")
             self._launcher = cross_built_launcher(self.conn, self.toolchain, layout.tools)
         else:

@@ -25,7 +25,6 @@ from aidge_deploy.errors import ConfigError, ExecutionError, PreflightError
 
 #: docker's own exit statuses (the container's program never ran)
 DOCKER_ERROR = 125
-DOCKER_CANNOT_INVOKE = 126
 DOCKER_NOT_FOUND = 127
 #: prints "cmake" and "c++" when the image can build an export itself
 TOOL_PROBE = "command -v cmake >/dev/null && { command -v c++ || command -v g++; } >/dev/null"

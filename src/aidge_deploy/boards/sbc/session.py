@@ -50,7 +50,6 @@ class SbcSession:
     _image_id: str | None = None
     _launcher: BoardLauncher | None = None
     _program: str | None = None  # the artifact on the board
-    _program_dir: str | None = None  # the folder mounted at /work for container runs
     _upload: TransferReport | None = None
 
     # ----------------------------------------------------------------- configuration

@@ -10,7 +10,6 @@ to **emulated instruction counts** (CPI = 1 model) and labelled emulated everywh
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 import aidge_qemu_boards
@@ -109,7 +108,3 @@ def _register(board: QemuBoard) -> type[QemuBoardTarget]:
 
 
 TARGETS = {board.name: _register(board) for board in list_boards()}
-
-
-def uart_log(ctx: DeployContext) -> Path:
-    return ctx.log_dir / "uart.log"
