@@ -121,13 +121,22 @@ def export_model(request: ExportRequest) -> object:
         dtype=request.dtype.value,
         compile=False,
         clone_model=False,
+        cuda=False,  # calibration on the CPU backend: no CUDA probe, no warning about it
         application=application,
     )
     captured = io.StringIO()
+    # Aidge's C++ logger writes to the terminal directly: only errors, unless debugging
+    previous_level = aidge_core.Log.get_console_level()
+    if not log.isEnabledFor(logging.DEBUG):
+        aidge_core.Log.set_console_level(aidge_core.Level.Error)
     try:
         # the exporter prints progress and plots a memory chart (matplotlib warnings): keep
         # both out of the user's terminal, in the debug log instead
-        with contextlib.redirect_stdout(captured), warnings.catch_warnings():
+        with (
+            contextlib.redirect_stdout(captured),
+            contextlib.redirect_stderr(captured),
+            warnings.catch_warnings(),
+        ):
             warnings.simplefilter("ignore")
             graph = aidge_onnx.load_onnx(str(request.model))
             artifact = export(graph, config, input_tensors=tensors)
@@ -138,5 +147,7 @@ def export_model(request: ExportRequest) -> object:
             hint="Check that the model's operators are supported by the exporter"
             + (f"; exporter output:\n{tail}" if tail else "."),
         ) from exc
+    finally:
+        aidge_core.Log.set_console_level(previous_level)
     log.debug("exporter output:\n%s", captured.getvalue())
     return artifact
