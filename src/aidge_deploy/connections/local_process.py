@@ -65,15 +65,9 @@ def run_process(
                 proc.stdin.close()
             except BrokenPipeError:
                 pass
-        status, rusage, timed_out = _wait(proc, timeout_s, kill_grace_s)
+        status, rusage, timed_out = wait_child(proc.pid, timeout_s, kill_grace_s)
     duration = time.perf_counter() - started
-    returncode: int | None
-    sig: int | None = None
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        returncode = None if timed_out else -sig
-    else:
-        returncode = None if timed_out else os.WEXITSTATUS(status)
+    returncode, sig = decode_status(status, timed_out)
     proc.returncode = returncode if returncode is not None else -9
     # Not reported: Linux carries a parent's RSS high-water mark into its child's ru_maxrss
     # across fork+exec, so for a child of this (large) Python process the figure would be
@@ -124,26 +118,39 @@ def _wait_exit(pid: int, timeout_s: float) -> tuple[int, resource.struct_rusage]
             os.close(pidfd)
 
 
-def _wait(
-    proc: subprocess.Popen[bytes], timeout_s: float, grace_s: float
+def wait_child(
+    pid: int, timeout_s: float, grace_s: float
 ) -> tuple[int, resource.struct_rusage | None, bool]:
+    """Reap a child started in its own process group: ``(status, rusage, timed_out)``.
+
+    At the timeout the whole group gets SIGTERM, then SIGKILL after ``grace_s``; Ctrl-C
+    kills the group too before it propagates.
+    """
     try:
-        done = _wait_exit(proc.pid, timeout_s)
+        done = _wait_exit(pid, timeout_s)
         if done is not None:
             return done[0], done[1], False
-        _kill_group(proc.pid, signal.SIGTERM)
-        done = _wait_exit(proc.pid, grace_s)
+        kill_group(pid, signal.SIGTERM)
+        done = _wait_exit(pid, grace_s)
         if done is not None:
             return done[0], done[1], True
-        _kill_group(proc.pid, signal.SIGKILL)
-        _, status, rusage = os.wait4(proc.pid, 0)
+        kill_group(pid, signal.SIGKILL)
+        _, status, rusage = os.wait4(pid, 0)
         return status, rusage, True
     except KeyboardInterrupt:
-        _kill_group(proc.pid, signal.SIGKILL)
-        os.wait4(proc.pid, 0)
+        kill_group(pid, signal.SIGKILL)
+        os.wait4(pid, 0)
         raise
 
 
-def _kill_group(pid: int, sig: signal.Signals) -> None:
+def decode_status(status: int, timed_out: bool) -> tuple[int | None, int | None]:
+    """``(returncode, signal)`` from a wait status; the return code is None when we killed it."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return (None if timed_out else -sig), sig
+    return (None if timed_out else os.WEXITSTATUS(status)), None
+
+
+def kill_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)

@@ -24,7 +24,6 @@ import errno
 import logging
 import os
 import platform
-import resource
 import signal
 import struct
 import subprocess
@@ -35,7 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
-from aidge_deploy.connections.local_process import ProcessRun
+from aidge_deploy.connections.local_process import ProcessRun, decode_status, kill_group, wait_child
 from aidge_deploy.profiling.counters import Counter, CounterDomain, load_catalogue
 
 log = logging.getLogger("aidge_deploy")
@@ -315,25 +314,19 @@ def run_with_counters(
                     stdin.close()
         except BaseException:
             # never leave the gate waiting forever
-            _kill_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, signal.SIGKILL)
             os.wait4(proc.pid, 0)
             for fd in fds:
                 os.close(fd)
             raise
         try:
-            status, _rusage, timed_out = _wait(proc.pid, timeout_s, kill_grace_s)
+            status, _rusage, timed_out = wait_child(proc.pid, timeout_s, kill_grace_s)
             readings = _read_group(fds[0], names) if fds else {}
         finally:
             for fd in fds:
                 os.close(fd)
     duration = time.perf_counter() - started
-    returncode: int | None
-    sig: int | None = None
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        returncode = None if timed_out else -sig
-    else:
-        returncode = None if timed_out else os.WEXITSTATUS(status)
+    returncode, sig = decode_status(status, timed_out)
     proc.returncode = returncode if returncode is not None else -9
     unavailable = dict(refused)
     for name, reading in readings.items():
@@ -362,41 +355,6 @@ def run_with_counters(
         readings=MappingProxyType({k: v for k, v in readings.items() if k not in unavailable}),
         unavailable=MappingProxyType(unavailable),
     )
-
-
-def _wait(
-    pid: int, timeout_s: float, grace_s: float
-) -> tuple[int, resource.struct_rusage | None, bool]:
-    deadline = time.monotonic() + timeout_s
-    delay = 0.0005
-    try:
-        while True:
-            done, status, rusage = os.wait4(pid, os.WNOHANG)
-            if done == pid:
-                return status, rusage, False
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(delay)
-            delay = min(delay * 2, 0.02)
-        _kill_group(pid, signal.SIGTERM)
-        grace_deadline = time.monotonic() + grace_s
-        while time.monotonic() < grace_deadline:
-            done, status, rusage = os.wait4(pid, os.WNOHANG)
-            if done == pid:
-                return status, rusage, True
-            time.sleep(0.01)
-        _kill_group(pid, signal.SIGKILL)
-        _, status, rusage = os.wait4(pid, 0)
-        return status, rusage, True
-    except KeyboardInterrupt:
-        _kill_group(pid, signal.SIGKILL)
-        os.wait4(pid, 0)
-        raise
-
-
-def _kill_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
 
 
 __all__ = [
