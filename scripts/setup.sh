@@ -31,9 +31,35 @@ if ((${#missing[@]})); then
     > /tmp/aidge-deploy-apt.log 2>&1 || { tail -30 /tmp/aidge-deploy-apt.log >&2; exit 1; }
 fi
 
+# Python >= 3.12: the Joulescope driver and pyjls releases we use need it (README, "Python").
+pick_python() {
+  local cands=(python3.12 python3.13 python3)
+  # pyenv installs that are not the global version (their shims refuse to run)
+  local root="${PYENV_ROOT:-$HOME/.pyenv}"
+  for d in "$root"/versions/3.12* "$root"/versions/3.13*; do
+    [ -x "$d/bin/python3" ] && cands+=("$d/bin/python3")
+  done
+  for cand in "${cands[@]}"; do
+    if command -v "$cand" >/dev/null 2>&1 &&
+        "$cand" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      command -v "$cand"
+      return 0
+    fi
+  done
+  return 1
+}
+if [ -x .venv/bin/python ] && ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+  echo "[setup] .venv has Python < 3.12: recreating it"
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
-  echo "[setup] creating .venv"
-  python3 -m venv .venv
+  PY=$(pick_python) || {
+    echo "[setup] no Python >= 3.12 found (tried python3.12, python3.13, python3)." >&2
+    echo "        Install one (e.g. 'pyenv install 3.12', or Debian 13's python3) and rerun." >&2
+    exit 1
+  }
+  echo "[setup] creating .venv with $PY ($("$PY" --version))"
+  "$PY" -m venv .venv
 fi
 stamp=.venv/.aidge-deploy-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then

@@ -12,11 +12,9 @@ import inspect
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 _PANEL = "Connection"
 SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -114,7 +112,7 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
 _FIELD = {"report": "report_dir"}
 
 
-def with_connection_options(fn: F) -> F:
+def with_connection_options[F: Callable[..., Any]](fn: F) -> F:
     """Add ``SHARED_OPTIONS`` to ``fn``'s CLI signature; ``fn`` receives ``connection=dict``."""
     sig = inspect.signature(fn)
     # resolve the command's own (string) annotations: typer needs the Annotated objects

@@ -103,6 +103,22 @@ class AsyncSshConnection:
             raise ConnectError(f"Not connected to {self.target}", stage="connect")
         return self._conn
 
+    def _forget_if_gone(self, conn: asyncssh.SSHClientConnection, exc: object) -> bool:
+        """True (and the connection dropped, so the next use reconnects) if ``conn`` is dead.
+
+        A channel open on a connection whose transport just went away fails with
+        ``ChannelOpenError("SSH connection closed")`` before ``is_closed()`` turns true.
+        """
+        gone = conn.is_closed() or isinstance(exc, asyncssh.DisconnectError)
+        if isinstance(exc, asyncssh.ChannelOpenError):
+            gone = gone or (
+                exc.code == asyncssh.OPEN_CONNECT_FAILED and "connection closed" in exc.reason
+            )
+        if gone and self._conn is conn:
+            conn.abort()
+            self._conn = None
+        return gone
+
     async def _reap(self, token: str) -> bool:
         """Kill leftovers of a run (by token), reconnecting once if needed."""
         try:
@@ -150,10 +166,10 @@ class AsyncSshConnection:
                         env=env,
                     )
                     break
-                except SessionNotOpened:
+                except SessionNotOpened as not_opened:
                     # The command never started, so this one retry is safe: the connection
                     # died while idle (board rebooted, NAT timeout) and is reopened.
-                    if attempt == 2 or not conn.is_closed():
+                    if attempt == 2 or not self._forget_if_gone(conn, not_opened.__cause__):
                         raise
                     _log.info("Connection to %s was lost while idle; reconnecting", self.target)
         except ConnectionLostDuringRun as lost:
@@ -197,7 +213,7 @@ class AsyncSshConnection:
                     conn.start_sftp_client(), timeout=self.settings.connect_timeout_s
                 )
             except (asyncssh.Error, OSError, TimeoutError) as exc:
-                if attempt == 1 and conn.is_closed():
+                if attempt == 1 and self._forget_if_gone(conn, exc):
                     _log.info("Connection to %s was lost while idle; reconnecting", self.target)
                     continue
                 raise transfer_error(
