@@ -28,6 +28,8 @@ class Provenance(StrEnum):
     SILICON = "silicon"  # measured on the real target hardware
     HOST = "host"  # measured on the machine running aidge-deploy (or a Linux board's OS)
     EMULATED = "emulated"  # counted by an emulator (QEMU icount): not cycle-accurate
+    ESTIMATED = "estimated"  # the output of a model (time at N MHz with CPI = 1, energy model)
+    STATIC = "static"  # a fact of the build or the model, not of a run (ELF sizes, MACs)
 
 
 class BuildStatus(StrEnum):
