@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import aidge_deploy
-from aidge_deploy.pipeline.context import ProgressUpdate
+from aidge_deploy.progress import ProgressUpdate
 from aidge_deploy.results import BuildStatus
 from common import make_export, median_of, report, timed
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from aidge_deploy.errors import CaptureError, ConfigError
-from aidge_deploy.pipeline.stages.profile_passes import fold_counter_profile
 from aidge_deploy.profiling.counters import select_counters
 from aidge_deploy.profiling.passes import (
     CounterPass,
     LayerCounters,
     PassResult,
+    fold_counter_profile,
     merge_passes,
     pass_result_from_samples,
     plan_passes,

@@ -10,9 +10,10 @@ from aidge_core.export_utils import ExportArtifact, ExportManifest
 
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import BuildError, DeployError, PipelineError
-from aidge_deploy.pipeline.context import PRODUCERS, PipelineContext, ProgressKind, ProgressUpdate
+from aidge_deploy.pipeline.context import PRODUCERS, PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
 from aidge_deploy.pipeline.runner import PipelineRunner
+from aidge_deploy.progress import ProgressKind, ProgressUpdate
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 STAGES = SRC / "aidge_deploy" / "pipeline" / "stages"

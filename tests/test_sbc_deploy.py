@@ -38,7 +38,7 @@ from aidge_deploy.errors import (
     PreflightError,
     TransferError,
 )
-from aidge_deploy.pipeline.context import ProgressUpdate
+from aidge_deploy.progress import ProgressUpdate
 from aidge_deploy.results import BuildStatus, DeployResult, Provenance
 from boards import Aarch64Board, DockerBoard, SshBoard
 

@@ -11,11 +11,12 @@ from pathlib import Path
 from aidge_core.export_utils import ExportArtifact
 
 from aidge_deploy.artifact import load_export_artifact
-from aidge_deploy.buildsys import default_cache_root
+from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.pipeline.context import PipelineContext, ProgressCallback
+from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
+from aidge_deploy.progress import ProgressCallback
 from aidge_deploy.results import DeployResult
 
 

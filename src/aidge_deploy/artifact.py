@@ -26,6 +26,7 @@ from aidge_core.export_utils.artifact import (
     ExportApplication,
 )
 
+from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import BenchmarkConfig, DeployConfig, ValidationConfig
 from aidge_deploy.errors import ConfigError, ManifestError
 
@@ -313,8 +314,6 @@ def export_hash(artifact: ExportArtifact) -> str:
     The content hash is memoised per export folder against a cheap fingerprint (path,
     size and mtime of every file), so re-deploying an unchanged export reads no sources.
     """
-    from aidge_deploy.buildsys import default_cache_root
-
     root = Path(artifact.path)
     files = _export_files(root)
     fingerprint = hashlib.sha256()

@@ -23,19 +23,12 @@ from pathlib import Path
 from aidge_core.export_utils import ExportArtifact
 
 from aidge_deploy.artifact import export_hash, memory_peaks
+from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.errors import BuildError, MemoryFitError, PreflightError
 from aidge_deploy.results import BuildResult, BuildStatus
 
 STAMP_NAME = ".aidge-deploy-build.json"
 BUILD_TIMEOUT_S = 1800.0
-
-
-def default_cache_root() -> Path:
-    base = os.environ.get("AIDGE_DEPLOY_CACHE_DIR")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "aidge-deploy"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 from aidge_core.export_utils import ExportArtifact
 
 if TYPE_CHECKING:
-    from aidge_deploy.pipeline.context import ProgressCallback
+    from aidge_deploy.progress import ProgressCallback
 
 
 class Provenance(StrEnum):

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from aidge_deploy.buildsys import default_cache_root
+from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.errors import BuildError, PreflightError
 
 

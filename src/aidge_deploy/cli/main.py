@@ -114,11 +114,11 @@ def profile(
 ) -> None:
     """Export MODEL with Aidge (benchmark, per-layer profiling on) and deploy it."""
     from aidge_deploy.api import deploy
-    from aidge_deploy.buildsys import default_cache_root
+    from aidge_deploy.cachedir import default_cache_root
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.errors import ConfigError
     from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest, export_model
-    from aidge_deploy.pipeline.context import ProgressKind, ProgressUpdate
+    from aidge_deploy.progress import ProgressKind, ProgressUpdate
 
     try:
         if dtype not in {d.value for d in Dtype}:

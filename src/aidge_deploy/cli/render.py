@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aidge_deploy.errors import DeployError
-from aidge_deploy.pipeline.context import ProgressCallback, ProgressKind, ProgressUpdate
+from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.results import DeployResult, Provenance
 
 console = Console(log_path=False)

@@ -9,9 +9,7 @@ stay on the raw field.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -19,6 +17,7 @@ from aidge_core.export_utils import ExportArtifact
 
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import PipelineError
+from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 
 if TYPE_CHECKING:
     from aidge_deploy.artifact import RuntimeSettings
@@ -28,27 +27,6 @@ if TYPE_CHECKING:
     from aidge_deploy.registry import DeployTarget
     from aidge_deploy.results import BuildResult, DeployContext, DeployResult, ExecutionResult
 
-
-class ProgressKind(StrEnum):
-    START = "start"
-    STATUS = "status"
-    DONE = "done"
-    SKIP = "skip"
-
-
-@dataclass(frozen=True)
-class ProgressUpdate:
-    """One progress event; the CLI renders these, the library never prints."""
-
-    stage: str
-    kind: ProgressKind
-    message: str = ""
-    completed: float | None = None
-    total: float | None = None
-    unit: str = ""
-
-
-ProgressCallback = Callable[[ProgressUpdate], None]
 
 #: context field -> the stage that produces it (checked by a test against the stages)
 PRODUCERS: dict[str, str] = {

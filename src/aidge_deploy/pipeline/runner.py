@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from aidge_deploy.errors import DeployError
-from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
+from aidge_deploy.pipeline.context import PipelineContext
+from aidge_deploy.progress import ProgressKind
 
 log = logging.getLogger("aidge_deploy")
 

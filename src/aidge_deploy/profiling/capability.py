@@ -13,7 +13,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-from aidge_deploy.profiling.counters import CounterDomain
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.profiling.counters import CounterDomain, select_counters
+from aidge_deploy.registry import registered_targets
 
 if TYPE_CHECKING:
     from aidge_deploy.profiling.passes import CounterPass, PassResult
@@ -44,4 +46,26 @@ class CounterCapableTarget(ABC):
         """
 
 
-__all__ = ["CounterCapableTarget"]
+def check_counter_request(
+    counters: tuple[str, ...], target_cls: type, target: str, backend: str
+) -> None:
+    """Fail early (Preflight calls this too) on counters the target cannot count or typos."""
+    if not counters:
+        return
+    if not issubclass(target_cls, CounterCapableTarget):
+        capable = sorted(
+            f"{t}/{b}"
+            for (t, b), cls in registered_targets().items()
+            if issubclass(cls, CounterCapableTarget)
+        )
+        raise ConfigError(
+            f"Counters were requested ({', '.join(counters)}), but target {target}/{backend} cannot count events",
+            hint="Drop counters= (--counters), or deploy on a counter-capable target: "
+            + (", ".join(capable) or "none registered")
+            + ".",
+        )
+    # names and presets are checked against the catalogue (did-you-mean on typos)
+    select_counters(counters, target_cls.counter_domain)
+
+
+__all__ = ["CounterCapableTarget", "check_counter_request"]

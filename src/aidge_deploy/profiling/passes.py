@@ -17,7 +17,7 @@ from aidge_deploy.config import Aggregation
 from aidge_deploy.errors import CaptureError, ConfigError
 from aidge_deploy.profiling.aggregate import aggregate_rows
 from aidge_deploy.profiling.counters import Counter, CounterDomain, CounterSelection, load_catalogue
-from aidge_deploy.results import Metric, Provenance
+from aidge_deploy.results import LayerFigure, Metric, Provenance
 
 
 @dataclass(frozen=True)
@@ -325,12 +325,30 @@ def merge_passes(selection: CounterSelection, results: Sequence[PassResult]) -> 
     )
 
 
+def fold_counter_profile(
+    profile: CounterProfile, layers: tuple[LayerFigure, ...], measurements: tuple[Metric, ...]
+) -> tuple[tuple[LayerFigure, ...], tuple[Metric, ...]]:
+    """Assemble's view: per-layer counters joined to the layer rows by name, plus one
+    ``Metric`` per requested counter (unavailable ones with value None and the reason)."""
+    by_name = {layer.name: layer for layer in profile.layers}
+    folded = []
+    for figure in layers:
+        extra = by_name.pop(figure.name, None)
+        if extra is None:
+            folded.append(figure)
+        else:
+            folded.append(replace(figure, counters={**figure.counters, **extra.values}))
+    folded.extend(LayerFigure(name=lc.name, counters=dict(lc.values)) for lc in by_name.values())
+    return tuple(folded), (*measurements, *profile.measurements())
+
+
 __all__ = [
     "CounterPass",
     "CounterProfile",
     "LayerCounters",
     "PassResult",
     "PassSummary",
+    "fold_counter_profile",
     "merge_passes",
     "pass_result_from_samples",
     "plan_passes",

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from aidge_deploy.artifact import export_hash, memory_peaks
-from aidge_deploy.boards.sbc.container import (
+from aidge_deploy.boards.container import (
     TOOL_PROBE,
     BuildLocation,
     DockerBuildChoice,
@@ -32,13 +32,14 @@ from aidge_deploy.boards.sbc.container import (
     docker_run_argv,
     image_key,
 )
-from aidge_deploy.boards.sbc.launcher import split_report, wrap_with_launcher
-from aidge_deploy.boards.sbc.remote_build import CACHED_MARK, plan_remote_build
-from aidge_deploy.buildsys import BUILD_TIMEOUT_S, BuildPlan, build_export, default_cache_root
+from aidge_deploy.boards.remote_build import CACHED_MARK, plan_remote_build
+from aidge_deploy.buildsys import BUILD_TIMEOUT_S, BuildPlan, build_export
+from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.connections.local_process import ProcessRun, run_process
 from aidge_deploy.errors import BuildError, ConfigError, DeployError, ExecutionError, PreflightError
 from aidge_deploy.profiling.native import ensure_launcher
+from aidge_deploy.profiling.native.wrap import split_report, wrap_with_launcher
 from aidge_deploy.results import BuildResult, BuildStatus, DeployContext, ExecutionResult
 
 _log = logging.getLogger(__name__)

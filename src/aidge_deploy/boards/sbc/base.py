@@ -27,14 +27,14 @@ import shlex
 import shutil
 from typing import ClassVar
 
-from aidge_deploy.boards.sbc.build_steps import SbcBuildSteps
-from aidge_deploy.boards.sbc.container import (
+from aidge_deploy.boards.container import (
     BuildLocation,
     DockerBuildChoice,
     docker_build_choice,
     docker_failure,
     image_probe_command,
 )
+from aidge_deploy.boards.sbc.build_steps import SbcBuildSteps
 from aidge_deploy.boards.sbc.counters import SbcPerfCounters
 from aidge_deploy.boards.sbc.layout import eviction_command, remote_layout
 from aidge_deploy.boards.sbc.run_steps import SbcRunSteps

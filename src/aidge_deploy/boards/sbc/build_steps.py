@@ -16,16 +16,17 @@ import shutil
 from pathlib import Path
 
 from aidge_deploy.artifact import export_hash, memory_peaks
-from aidge_deploy.boards.sbc.container import BuildLocation, docker_failure, image_key
+from aidge_deploy.boards.container import BuildLocation, docker_failure, image_key
+from aidge_deploy.boards.remote_build import CACHED_MARK, plan_remote_build
 from aidge_deploy.boards.sbc.launcher import (
     BoardLauncher,
     board_built_launcher,
     cross_built_launcher,
 )
-from aidge_deploy.boards.sbc.remote_build import CACHED_MARK, plan_remote_build
 from aidge_deploy.boards.sbc.session import SHORT_TIMEOUT_S, SbcSession
 from aidge_deploy.boards.sbc.toolchains import write_toolchain_file
-from aidge_deploy.buildsys import BUILD_TIMEOUT_S, build_export, default_cache_root, plan_build
+from aidge_deploy.buildsys import BUILD_TIMEOUT_S, build_export, plan_build
+from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.ssh_exec import RemoteRunResult
 from aidge_deploy.connections.ssh_transfer import DEFAULT_EXCLUDE, TransferReport
 from aidge_deploy.errors import BuildError, TransferError

@@ -1,4 +1,4 @@
-"""The peak-RSS launcher (``perf_run``) on the board: provision it, wrap runs, read its report.
+"""The peak-RSS launcher (``perf_run``) on the board: compile or cross-compile it, cache it there.
 
 Why this module exists: peak RSS must be measured *on the board*, around the program only.
 The ``perf_run`` launcher (shipped as C, see ``profiling.native``) does that with ``wait4``.
@@ -16,19 +16,15 @@ import logging
 import posixpath
 import shlex
 import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from aidge_deploy.boards.sbc.toolchains import CrossToolchain
-from aidge_deploy.buildsys import default_cache_root
+from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.ssh import SshConnection
 from aidge_deploy.errors import DeployError
 from aidge_deploy.profiling.native import (
-    REPORT_PREFIX,
-    PerfRunReport,
     ensure_launcher,
-    parse_perf_run_report,
     perf_run_source,
 )
 
@@ -118,35 +114,9 @@ def cross_built_launcher(
     return BoardLauncher(posixpath.join(folder, local.name), static=True)
 
 
-def wrap_with_launcher(launcher: str | None, program: str, events: Sequence[str] = ()) -> str:
-    """The shell words that run ``program`` (under the launcher when there is one).
-
-    ``events`` are the launcher's ``-e name=type:config`` counter specs (none: its defaults).
-    """
-    if launcher is None:
-        return f"exec {shlex.quote(program)}"
-    args = " ".join(f"-e {shlex.quote(e)}" for e in events)
-    return f"exec {shlex.quote(launcher)} {args + ' ' if args else ''}-- {shlex.quote(program)}"
-
-
-def split_report(stderr: str) -> tuple[str, PerfRunReport | None]:
-    """The program's own stderr, and the launcher's report line when it printed one."""
-    kept = [line for line in stderr.splitlines(keepends=True) if not line.startswith(REPORT_PREFIX)]
-    if len(kept) == len(stderr.splitlines(keepends=True)):
-        return stderr, None
-    try:
-        report = parse_perf_run_report(stderr)
-    except DeployError as exc:
-        _log.warning("Ignoring an unreadable perf_run report: %s", exc.message)
-        return "".join(kept), None
-    return "".join(kept), report
-
-
 __all__ = [
     "LAUNCHER_NAME",
     "BoardLauncher",
     "board_built_launcher",
     "cross_built_launcher",
-    "split_report",
-    "wrap_with_launcher",
 ]

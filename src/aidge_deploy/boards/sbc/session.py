@@ -12,7 +12,7 @@ import json
 import posixpath
 from typing import TYPE_CHECKING, ClassVar
 
-from aidge_deploy.boards.sbc.container import (
+from aidge_deploy.boards.container import (
     BOARD_USER_EXPR,
     BuildLocation,
     Mount,
@@ -80,7 +80,7 @@ class SbcSession:
         progress = getattr(ctx, "progress", None) if ctx is not None else None
         if progress is None:
             return
-        from aidge_deploy.pipeline.context import ProgressKind, ProgressUpdate
+        from aidge_deploy.progress import ProgressKind, ProgressUpdate
 
         completed = figures.get("completed")
         total = figures.get("total")

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from aidge_deploy.pipeline.context import PipelineContext
-from aidge_deploy.pipeline.stages.profile_passes import fold_counter_profile
 from aidge_deploy.profiling.model_analysis import analyze_export
+from aidge_deploy.profiling.passes import fold_counter_profile
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.registry import DeployTarget
 from aidge_deploy.results import (

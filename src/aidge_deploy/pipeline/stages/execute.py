@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
+from aidge_deploy.pipeline.context import PipelineContext
+from aidge_deploy.progress import ProgressKind
 
 
 class ExecuteStage:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aidge_deploy.artifact import check_target
 from aidge_deploy.errors import ConfigError, PreflightError
 from aidge_deploy.pipeline.context import PipelineContext
-from aidge_deploy.pipeline.stages.profile_passes import check_counter_request
+from aidge_deploy.profiling.capability import check_counter_request
 from aidge_deploy.registry import get_deploy_target_class
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from aidge_deploy.errors import ConfigError
-from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
-from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.pipeline.context import PipelineContext
+from aidge_deploy.profiling.capability import CounterCapableTarget, check_counter_request
 from aidge_deploy.profiling.counters import select_counters
-from aidge_deploy.profiling.passes import CounterProfile, merge_passes, plan_passes
-from aidge_deploy.results import LayerFigure, Metric, Provenance
+from aidge_deploy.profiling.passes import merge_passes, plan_passes
+from aidge_deploy.progress import ProgressKind
+from aidge_deploy.results import Provenance
 
 log = logging.getLogger("aidge_deploy")
 
@@ -58,44 +58,3 @@ class ProfilePassesStage:
             # perf events are read where the program runs: this machine or the board's silicon
             profile = replace(profile, provenance=target.timing_provenance)
         ctx.counter_profile = profile
-
-
-def check_counter_request(
-    counters: tuple[str, ...], target_cls: type, target: str, backend: str
-) -> None:
-    """Fail early (Preflight calls this too) on counters the target cannot count or typos."""
-    if not counters:
-        return
-    if not issubclass(target_cls, CounterCapableTarget):
-        from aidge_deploy.registry import registered_targets
-
-        capable = sorted(
-            f"{t}/{b}"
-            for (t, b), cls in registered_targets().items()
-            if issubclass(cls, CounterCapableTarget)
-        )
-        raise ConfigError(
-            f"Counters were requested ({', '.join(counters)}), but target {target}/{backend} cannot count events",
-            hint="Drop counters= (--counters), or deploy on a counter-capable target: "
-            + (", ".join(capable) or "none registered")
-            + ".",
-        )
-    # names and presets are checked against the catalogue (did-you-mean on typos)
-    select_counters(counters, target_cls.counter_domain)
-
-
-def fold_counter_profile(
-    profile: CounterProfile, layers: tuple[LayerFigure, ...], measurements: tuple[Metric, ...]
-) -> tuple[tuple[LayerFigure, ...], tuple[Metric, ...]]:
-    """Assemble's view: per-layer counters joined to the layer rows by name, plus one
-    ``Metric`` per requested counter (unavailable ones with value None and the reason)."""
-    by_name = {layer.name: layer for layer in profile.layers}
-    folded = []
-    for figure in layers:
-        extra = by_name.pop(figure.name, None)
-        if extra is None:
-            folded.append(figure)
-        else:
-            folded.append(replace(figure, counters={**figure.counters, **extra.values}))
-    folded.extend(LayerFigure(name=lc.name, counters=dict(lc.values)) for lc in by_name.values())
-    return tuple(folded), (*measurements, *profile.measurements())

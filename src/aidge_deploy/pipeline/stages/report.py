@@ -8,7 +8,8 @@ table is CSV unless ``config.extra["report_format"]`` is ``"json"``.
 from __future__ import annotations
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
+from aidge_deploy.pipeline.context import PipelineContext
+from aidge_deploy.progress import ProgressKind
 from aidge_deploy.report.bundle import write_bundle
 from aidge_deploy.report.summary import ProfileFormat
 

@@ -1,4 +1,4 @@
-"""CMake builds of an export on the board (natively or in a container), with a build stamp.
+"""CMake builds of an export away from this machine's OS (a board, a container), with a stamp.
 
 Why this module exists: a remote build must run the *same* configure and build commands as a
 local one (``buildsys.plan_build`` is the single source of them), only with board paths, the
