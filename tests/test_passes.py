@@ -173,7 +173,7 @@ def test_fold_joins_layers_by_name_and_appends_metrics() -> None:
     (only,) = plan_passes(sel, 4)
     profile = merge_passes(sel, [_per_layer_run(only)])
     layers = (LayerFigure("conv1", 1.5, {"cycles": 7.0}), LayerFigure("fc", 0.5))
-    base = (Metric("latency_median", 1.0, "ms", Provenance.EMULATED),)
+    base = (Metric("latency_median", 1.0, "ms", Provenance.EMULATED, resolution=0.1),)
     folded, metrics = fold_counter_profile(profile, layers, base)
     assert [f.name for f in folded] == ["conv1", "fc", "relu1"]
     assert folded[0].time_ms == 1.5 and folded[0].counters["cycles"] == 7.0

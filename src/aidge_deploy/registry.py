@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.results import Provenance
+from aidge_deploy.metrics import Provenance
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
@@ -46,8 +46,9 @@ class DeployTarget(ABC):
     backend_name: ClassVar[str]
     hardware_target_class: ClassVar[type]
     description: ClassVar[str] = ""
-    #: where this target's timings come from (silicon, host, emulated)
-    timing_provenance: ClassVar[Provenance] = Provenance.SILICON
+    #: what this target's timings are (silicon, host, emulated, ...): every concrete target
+    #: declares it — there is no default, registration refuses a target without one
+    timing_provenance: ClassVar[Provenance]
     #: name and unit under which the program's "cycles" counter is reported
     cycle_metric: ClassVar[tuple[str, str]] = ("cycles", "cycles")
 
@@ -153,6 +154,14 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
 
     def decorator(cls: T) -> T:
         key = (target.lower(), backend.lower())
+        declared = getattr(cls, "timing_provenance", None)
+        if not isinstance(declared, Provenance):
+            raise ConfigError(
+                f"Deploy target {cls.__qualname__} ({target}/{backend}) does not declare what "
+                f"its timings are (timing_provenance = {declared!r})",
+                hint="Set the class attribute timing_provenance to a Provenance "
+                f"({', '.join(p.value for p in Provenance)}).",
+            )
         existing = _REGISTRY.get(key)
         if existing is not None and existing.__qualname__ != cls.__qualname__:
             raise ConfigError(

@@ -1,7 +1,9 @@
 """The data a deployment produces: build, execution and final results.
 
-Every measured figure is a ``Metric`` carrying its unit and provenance: a number measured
-on silicon, on the host, or counted by an emulator is never presented as another kind.
+Every figure is a ``Metric`` (``aidge_deploy.metrics``, re-exported here) carrying its unit,
+its provenance and, for a time, its timer's resolution: a number measured on silicon, on the
+host, counted by an emulator, estimated by a model or read from the build is never presented
+as another kind.
 ``DeployResult`` keeps the attribute names of the deploy guide and the shapes the published
 Aidge consumers read (see the field docs).
 """
@@ -18,47 +20,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from aidge_core.export_utils import ExportArtifact
 
+from aidge_deploy.metrics import Metric as Metric  # re-exported: the public home of results
+from aidge_deploy.metrics import Provenance as Provenance
+
 if TYPE_CHECKING:
     from aidge_deploy.progress import ProgressCallback
-
-
-class Provenance(StrEnum):
-    """Where a number comes from."""
-
-    SILICON = "silicon"  # measured on the real target hardware
-    HOST = "host"  # measured on the machine running aidge-deploy (or a Linux board's OS)
-    EMULATED = "emulated"  # counted by an emulator (QEMU icount): not cycle-accurate
-    ESTIMATED = "estimated"  # the output of a model (time at N MHz with CPI = 1, energy model)
-    STATIC = "static"  # a fact of the build or the model, not of a run (ELF sizes, MACs)
 
 
 class BuildStatus(StrEnum):
     BUILT = "built"
     CACHED = "cached"  # an identical export was already built: nothing was recompiled
     PREBUILT = "prebuilt"  # the caller's export already held the artifact
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One figure with its unit and provenance."""
-
-    name: str
-    value: float | int | None
-    unit: str
-    provenance: Provenance
-    description: str = ""
-    #: why ``value`` is None (counter unavailable, not measurable on this target, ...)
-    unavailable_reason: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "value": self.value,
-            "unit": self.unit,
-            "provenance": self.provenance.value,
-            "description": self.description,
-            "unavailable_reason": self.unavailable_reason,
-        }
 
 
 class MemoryPeaks(int):

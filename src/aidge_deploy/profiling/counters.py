@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.results import Provenance
+from aidge_deploy.metrics import Provenance
 
 
 class CounterDomain(StrEnum):

@@ -15,9 +15,10 @@ from types import MappingProxyType
 
 from aidge_deploy.config import Aggregation
 from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.metrics import Metric, Provenance, is_time_unit
 from aidge_deploy.profiling.aggregate import aggregate_rows
 from aidge_deploy.profiling.counters import Counter, CounterDomain, CounterSelection, load_catalogue
-from aidge_deploy.results import LayerFigure, Metric, Provenance
+from aidge_deploy.results import LayerFigure
 
 
 @dataclass(frozen=True)
@@ -209,8 +210,17 @@ class CounterProfile:
                 ratio = summary.running_ratio.get(name, 1.0)
                 if ratio < 0.999:
                     detail += f"; multiplexed: counted {ratio:.0%} of the time, scaled up"
+                unit = self.units[name]
                 out.append(
-                    Metric(name, self.totals[name], self.units[name], self.provenance, detail)
+                    Metric(
+                        name,
+                        self.totals[name],
+                        unit,
+                        self.provenance,
+                        detail,
+                        # perf_event time counters (task-clock, cpu-clock) count nanoseconds
+                        resolution=1.0 if is_time_unit(unit) else None,
+                    )
                 )
             else:
                 out.append(

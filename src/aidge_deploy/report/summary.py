@@ -18,7 +18,7 @@ from typing import Any
 
 from aidge_deploy.config import Aggregation
 from aidge_deploy.profiling.aggregate import Aggregate, aggregate_samples
-from aidge_deploy.profiling.validity import COUNTER_BITS, Validity
+from aidge_deploy.profiling.validity import COUNTER_BITS, Validity, timer_resolution_for
 from aidge_deploy.results import DeployResult, LatencyStats, Metric, Provenance
 
 SCHEMA_VERSION = 1
@@ -119,6 +119,7 @@ def _headline_metrics(
                 prov,
                 f"latency per inference: {latency.describe()}",
                 None if latency.value is not None else "every sample was rejected",
+                resolution=timer_resolution_for(result.protocol),
             ),
             aggregate=latency.as_dict(),
         )

@@ -14,6 +14,7 @@ import numpy as np
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.profiling.model_analysis import analyze_export
 from aidge_deploy.profiling.passes import fold_counter_profile
+from aidge_deploy.profiling.validity import timer_resolution_for
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.registry import DeployTarget
 from aidge_deploy.results import (
@@ -44,10 +45,16 @@ def _measurements(
     out: list[Metric] = []
     if parsed.timings_ms:
         stats = LatencyStats.of(parsed.timings_ms)
+        resolution = timer_resolution_for(parsed.protocol)
         for key in ("mean", "median", "p90", "min", "max", "std"):
             out.append(
                 Metric(
-                    f"latency_{key}", getattr(stats, key), "ms", prov, f"{key} of {stats.n} samples"
+                    f"latency_{key}",
+                    getattr(stats, key),
+                    "ms",
+                    prov,
+                    f"{key} of {stats.n} samples",
+                    resolution=resolution,
                 )
             )
     cycle_name, cycle_unit = target.cycle_metric
@@ -84,6 +91,8 @@ def _measurements(
                 "us",
                 prov,
                 "EEMBC infer loop, device clock",
+                # two microsecond timestamps around nb_inferences forwards
+                resolution=1.0 / max(1, parsed.mlperf.nb_inferences),
             )
         )
     return out

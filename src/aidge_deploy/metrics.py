@@ -1,0 +1,238 @@
+"""What a figure *is*: its unit, its provenance, and for times the resolution of its timer.
+
+A profiler is only worth its numbers. A latency measured on the host, a cycle count read on
+silicon, an instruction count from an emulator, a time estimated from that count at the
+core clock and a size read from the ELF are five different kinds of figure; ``Provenance``
+names them and every ``Metric`` must say which one it is (there is no default: a figure
+that forgot to say where it comes from fails here, loudly, instead of passing for silicon).
+
+Times also carry the resolution of the timer that produced them, in the metric's unit.
+The printing rules live here so the terminal, the bundle and the HTML agree: a time is
+printed to its resolution, never finer; a count is printed as an integer; a figure that
+spans only a few timer steps is flagged (``coarse``), one below a single step is flagged
+``below_resolution`` and must never be turned into a ratio (ns/MAC, a share of the total)
+— nor into 0. A figure that does not exist is "unavailable (reason)".
+
+This module is a leaf: it imports nothing from the package, so every layer can use it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "COARSE_STEPS",
+    "COUNT_UNITS",
+    "TIME_UNITS",
+    "Metric",
+    "Provenance",
+    "decimals_for",
+    "format_figure",
+    "is_count_unit",
+    "is_time_unit",
+    "steps_of",
+]
+
+
+class Provenance(StrEnum):
+    """What a figure is (DESIGN §6): the one vocabulary of every target and metric."""
+
+    SILICON = "silicon"  # measured on the physical target (UART timings, board PMU)
+    HOST = "host"  # measured on this machine (host latency, peak RSS, a Linux board's OS view)
+    EMULATED = "emulated"  # counted by an emulator, exact for the emulator (QEMU instructions)
+    ESTIMATED = "estimated"  # the output of a model (time at N MHz with CPI = 1, energy model)
+    STATIC = "static"  # a fact of the build or the model, not of a run (ELF sizes, MACs)
+
+    @property
+    def label(self) -> str:
+        """A short phrase for people (legends, terminal headers)."""
+        return _PROVENANCE_LABELS[self]
+
+
+_PROVENANCE_LABELS = {
+    Provenance.SILICON: "measured on the target",
+    Provenance.HOST: "measured on the host",
+    Provenance.EMULATED: "counted by an emulator (exact for the emulator, not real cycles)",
+    Provenance.ESTIMATED: "estimated by a model",
+    Provenance.STATIC: "a fact of the build or the model",
+}
+
+#: time units and their length in seconds
+TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+#: units of things that are counted: shown as integers (a fraction of an instruction is
+#: an artefact of a conversion or an average, not information)
+COUNT_UNITS = frozenset(
+    {"instructions", "cycles", "events", "count", "MAC", "MACs", "B", "bytes", "samples"}
+)
+
+#: a time spanning fewer timer steps than this is *coarse*: the quantisation alone can move
+#: it by more than 1/COARSE_STEPS (10 %) — e.g. a 1.5 ms layer read from a 1 ms tick
+COARSE_STEPS = 10
+
+
+def is_time_unit(unit: str) -> bool:
+    return unit in TIME_UNITS
+
+
+def is_count_unit(unit: str) -> bool:
+    return unit in COUNT_UNITS
+
+
+def decimals_for(resolution: float) -> int:
+    """Decimals needed to print a value to ``resolution`` and no finer.
+
+    1 -> 0, 0.1 -> 1, 0.04 -> 2, 0.25 -> 1 (the resolution's leading digit is the last
+    digit printed); a resolution of 10 or more still prints whole units.
+    """
+    if not (resolution > 0 and math.isfinite(resolution)):
+        raise ValueError(f"a resolution must be a positive number, got {resolution!r}")
+    return max(0, math.ceil(-math.log10(resolution) - 1e-9))
+
+
+def steps_of(value: float, resolution: float) -> float:
+    """How many timer steps ``value`` spans."""
+    return abs(float(value)) / resolution
+
+
+def format_figure(
+    value: float | int | None,
+    unit: str,
+    resolution: float | None = None,
+    *,
+    unavailable_reason: str | None = None,
+    with_unit: bool = True,
+) -> str:
+    """One figure as people read it, by the rules of this module.
+
+    ``None`` -> ``unavailable (reason)``; a value with a resolution -> to that resolution;
+    a count -> an integer with thousands separators; anything else -> 4 significant digits.
+    """
+    if value is None:
+        return f"unavailable ({unavailable_reason or 'not measured'})"
+    number = float(value)
+    if resolution is not None:
+        text = f"{number:,.{decimals_for(resolution)}f}"
+    elif is_count_unit(unit):
+        text = f"{round(number):,}"
+    elif number != 0 and (abs(number) >= 1e6 or abs(number) < 1e-3):
+        text = f"{number:.4g}"
+    else:
+        text = f"{number:,.4g}" if abs(number) < 1000 else f"{number:,.0f}"
+    return f"{text} {unit}" if with_unit and unit else text
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure with its unit, its provenance and, for a time, its timer's resolution.
+
+    * ``provenance`` is required (a ``Provenance`` or one of its values); anything else
+      raises ``TypeError``/``ValueError`` at construction.
+    * ``value`` None means the figure does not exist here; ``unavailable_reason`` then
+      says why (required), and the figure prints as ``unavailable (reason)``.
+    * ``resolution`` is the smallest step the producing timer/counter can resolve, in
+      ``unit`` (e.g. 0.1 for a 1 ms tick averaged over 10 forwards, in ms). Required for a
+      measured time (``unit`` in ``TIME_UNITS``), optional elsewhere.
+    """
+
+    name: str
+    value: float | int | None
+    unit: str
+    provenance: Provenance
+    description: str = ""
+    #: why ``value`` is None (counter unavailable, not measurable on this target, ...)
+    unavailable_reason: str | None = None
+    #: the timer's (or counter's) step, in ``unit``
+    resolution: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.provenance, str) and not isinstance(self.provenance, Provenance):
+            object.__setattr__(self, "provenance", Provenance(self.provenance))
+        if not isinstance(self.provenance, Provenance):
+            raise TypeError(
+                f"Metric {self.name!r}: provenance must be a Provenance "
+                f"({', '.join(p.value for p in Provenance)}), got {self.provenance!r}"
+            )
+        if not self.unit:
+            raise ValueError(f"Metric {self.name!r} has no unit")
+        if self.value is None and not self.unavailable_reason:
+            raise ValueError(f"Metric {self.name!r} has no value and no unavailable_reason")
+        if self.value is not None and self.unavailable_reason:
+            raise ValueError(
+                f"Metric {self.name!r} has a value and an unavailable_reason "
+                f"({self.unavailable_reason!r})"
+            )
+        if self.resolution is not None:
+            decimals_for(self.resolution)  # validates it
+        if self.value is not None and self.is_time and self.resolution is None:
+            raise ValueError(
+                f"Metric {self.name!r} is a time ({self.unit}) without the resolution of "
+                "the timer that produced it"
+            )
+
+    @classmethod
+    def unavailable(
+        cls, name: str, unit: str, provenance: Provenance, reason: str, description: str = ""
+    ) -> Metric:
+        """A figure that does not exist here, and why."""
+        return cls(name, None, unit, provenance, description, unavailable_reason=reason)
+
+    @property
+    def is_time(self) -> bool:
+        return is_time_unit(self.unit)
+
+    @property
+    def steps(self) -> float | None:
+        """How many resolution steps the value spans (None without both)."""
+        if self.value is None or self.resolution is None:
+            return None
+        return steps_of(self.value, self.resolution)
+
+    @property
+    def below_resolution(self) -> bool:
+        """Smaller than one step of its timer: a reading, not a measurement of the value."""
+        steps = self.steps
+        return steps is not None and steps < 1.0
+
+    @property
+    def coarse(self) -> bool:
+        """Spans fewer than ``COARSE_STEPS`` steps: quantisation alone moves it by > 10 %."""
+        steps = self.steps
+        return steps is not None and steps < COARSE_STEPS
+
+    def formatted(self, *, with_unit: bool = True) -> str:
+        """The value printed by the module's rules (to its resolution, counts as integers)."""
+        return format_figure(
+            self.value,
+            self.unit,
+            self.resolution,
+            unavailable_reason=self.unavailable_reason,
+            with_unit=with_unit,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "unit": self.unit,
+            "provenance": self.provenance.value,
+            "description": self.description,
+            "unavailable_reason": self.unavailable_reason,
+            "resolution": self.resolution,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Metric:
+        """The inverse of ``as_dict`` (bundles read back by ``compare``)."""
+        return cls(
+            name=str(data["name"]),
+            value=data.get("value"),
+            unit=str(data["unit"]),
+            provenance=Provenance(data["provenance"]),
+            description=str(data.get("description") or ""),
+            unavailable_reason=data.get("unavailable_reason"),
+            resolution=data.get("resolution"),
+        )
