@@ -199,6 +199,9 @@ def docs(
 from aidge_deploy.cli import compare as compare_cmd  # noqa: E402
 
 app.command(name="compare")(compare_cmd.compare)
+from aidge_deploy.cli import boards as boards_cmd  # noqa: E402
+
+app.add_typer(boards_cmd.app, name="boards")
 
 
 def run_cli() -> None:
