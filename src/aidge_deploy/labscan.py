@@ -186,9 +186,9 @@ def lab_from_scan(
     """
     boards: list[LabBoard] = [LabBoard(name="host", target="host")]
     used = {"host"}
-    for target in emulated_targets:
-        board_name = f"qemu-{target}"
-        boards.append(LabBoard(name=board_name, target=target, emulated=True))
+    for emulated in emulated_targets:
+        board_name = f"qemu-{emulated}"
+        boards.append(LabBoard(name=board_name, target=emulated, emulated=True))
         used.add(board_name)
     for candidate in scan.boards:
         probe = candidate.probe
