@@ -45,7 +45,7 @@ from aidge_deploy.errors import (
     PreflightError,
 )
 from aidge_deploy.flash.gdb_remote import GdbRemoteClient
-from aidge_deploy.flash.image import load_elf
+from aidge_deploy.flash.image import FirmwareImage, load_elf
 from aidge_deploy.flash.program import FlashReport, ResetMode, program
 from aidge_deploy.protocols.base import Channel
 
@@ -390,6 +390,109 @@ class QemuMachine:
         return self._stderr_path.read_text(errors="replace")[-limit:].strip()
 
 
+# -- a firmware flashed into a machine --------------------------------------------------------
+
+
+class FirmwareSession:
+    """A firmware flashed into a halted QEMU with its UART open: one run of an emulated board.
+
+    ``start()`` launches the machine and opens its UART (``wait=on`` holds the guest until
+    then, so nothing is lost); ``flash()`` programs the image over RSP with read-back
+    verification and sets SP/PC/xPSR from its vector table, the core still halted;
+    ``resume()`` lets it run; ``settle()`` gives a firmware that ended through semihosting
+    a moment to exit by itself, so its exit status is its own; ``close()`` stops everything
+    (idempotent). The QEMU board target, its emulated counter passes and ``run_firmware``
+    are all this one sequence.
+    """
+
+    def __init__(
+        self,
+        machine: str,
+        log_dir: Path,
+        uart_log: Path,
+        *,
+        qemu_binary: str | Path = "qemu-system-arm",
+        icount_shift: int | None = None,
+        extra_args: Sequence[str] = (),
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
+        self.machine = QemuMachine(
+            machine,
+            log_dir,
+            qemu_binary=qemu_binary,
+            icount_shift=icount_shift,
+            extra_args=extra_args,
+        )
+        self.uart_log = Path(uart_log)
+        self._on_line = on_line
+        self._channel: SerialChannel | None = None
+        self._gdb: GdbRemoteClient | None = None
+
+    @property
+    def channel(self) -> SerialChannel:
+        """The board's UART (``start()`` opens it)."""
+        if self._channel is None:
+            raise ExecutionError("The emulated board is not started", "call start() first")
+        return self._channel
+
+    def start(self) -> FirmwareSession:
+        try:
+            self.machine.start()
+            self._channel = SerialChannel(self.machine.serial, self.uart_log, on_line=self._on_line)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def flash(
+        self, image: FirmwareImage, *, verify: bool = True, timeout_s: float = 10.0
+    ) -> FlashReport:
+        """Program ``image`` and point the core at its reset vector; the core stays halted."""
+        self._gdb = self.machine.connect_gdb(timeout_s)
+        return program(self._gdb, image, verify=verify, reset=ResetMode.VECTOR, detach=False)
+
+    def resume(self) -> None:
+        """Detach the debugger: the core runs from the reset vector."""
+        if self._gdb is not None:
+            gdb, self._gdb = self._gdb, None
+            try:
+                gdb.detach()
+            finally:
+                gdb.close()
+
+    def settle(self, wait_s: float = 2.0) -> None:
+        """After the end of the output, let a semihosting exit happen by itself."""
+        if self._channel is not None and self._channel.at_eof:
+            self.machine.wait(wait_s)
+
+    @property
+    def exit_status(self) -> int | None:
+        """The firmware's semihosting exit status, ``None`` if it did not exit by itself."""
+        return None if self.machine.stopped_by_host else self.machine.exit_status
+
+    def close(self) -> None:
+        gdb, self._gdb = self._gdb, None
+        channel, self._channel = self._channel, None
+        try:
+            if gdb is not None:
+                gdb.close()
+            if channel is not None:
+                channel.close()
+        finally:
+            self.machine.stop()
+
+    def __enter__(self) -> FirmwareSession:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 # -- one-call run -------------------------------------------------------------------------------
 
 
@@ -450,33 +553,32 @@ def run_firmware(
     started = time.monotonic()
     version = qemu_version(qemu_binary)  # preflight first: a missing QEMU is the first thing to say
     image = load_elf(Path(elf))
-    qemu_logs = Path(log_dir) if log_dir is not None else Path(log_path).parent
-    with QemuMachine(
+    with FirmwareSession(
         machine,
-        qemu_logs,
+        Path(log_dir) if log_dir is not None else Path(log_path).parent,
+        Path(log_path),
         qemu_binary=qemu_binary,
         icount_shift=icount_shift,
         extra_args=extra_args,
-    ) as qemu:
-        with SerialChannel(qemu.serial, Path(log_path), on_line=on_line) as channel:
-            booted = time.monotonic()
-            with qemu.connect_gdb(flash_timeout_s) as gdb:
-                report = program(gdb, image, verify=verify, reset=ResetMode.VECTOR)
-            running = time.monotonic()
-            session_result = interactive(channel) if interactive is not None else None
-            remaining = max(running + timeout_s - time.monotonic(), 1.0)
-            result = channel.capture(
-                end_markers=end_markers,
-                timeout_s=remaining,
-                inactivity_timeout_s=inactivity_timeout_s,
-                linger_s=linger_s,
-            )
-            finished = time.monotonic()
-            # After END a semihosting firmware exits within microseconds of emulated time;
-            # give it a moment so its exit status is QEMU's own, not our SIGTERM's.
-            if channel.at_eof:
-                qemu.wait(exit_wait_s)
-        qemu.stop()
+        on_line=on_line,
+    ) as session:
+        booted = time.monotonic()
+        report = session.flash(image, verify=verify, timeout_s=flash_timeout_s)
+        session.resume()
+        running = time.monotonic()
+        channel = session.channel
+        session_result = interactive(channel) if interactive is not None else None
+        remaining = max(running + timeout_s - time.monotonic(), 1.0)
+        result = channel.capture(
+            end_markers=end_markers,
+            timeout_s=remaining,
+            inactivity_timeout_s=inactivity_timeout_s,
+            linger_s=linger_s,
+        )
+        finished = time.monotonic()
+        session.settle(exit_wait_s)
+        session.close()
+        qemu = session.machine
         return QemuRun(
             machine=machine,
             outcome=result.outcome,
@@ -502,6 +604,7 @@ def run_firmware(
 
 __all__ = [
     "QEMU_INSTALL_HINT",
+    "FirmwareSession",
     "QemuMachine",
     "QemuRun",
     "find_qemu",

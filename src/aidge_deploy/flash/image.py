@@ -13,11 +13,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
-from elftools.elf.segments import Segment
-
+from aidge_deploy.elf import ElfImage, ElfReadError, is_elf, read_elf
 from aidge_deploy.errors import FlashError
 
 #: section names toolchains and SDKs give the Cortex-M vector table (CMSIS, Zephyr, TI, ...)
@@ -32,7 +28,6 @@ _VECTOR_SYMBOLS = (
     "g_vectors",
     "vector_table",
 )
-_PT_LOAD = "PT_LOAD"
 
 
 @dataclass(frozen=True)
@@ -95,27 +90,25 @@ class FirmwareImage:
 def load_elf(path: Path) -> FirmwareImage:
     """Read the PT_LOAD segments (physical addresses) and the vector table of an ELF."""
     try:
-        with path.open("rb") as handle:
-            elf = ELFFile(handle)
-            loads = [seg for seg in elf.iter_segments() if seg["p_type"] == _PT_LOAD]
-            segments = tuple(
-                LoadSegment(seg["p_paddr"], seg.data()[: seg["p_filesz"]])
-                for seg in sorted(loads, key=lambda s: s["p_paddr"])
-                if seg["p_filesz"] > 0
-            )
-            vector_vma = _find_vector_vma(elf)
-            vector_table = _vma_to_lma(vector_vma, loads) if vector_vma is not None else None
-    except FileNotFoundError as exc:
-        raise FlashError(f"firmware image {path} does not exist", "build it first") from exc
-    except (ELFError, OSError, struct.error) as exc:
+        elf = read_elf(path, segment_data=True, symbols=True)
+    except ElfReadError as exc:
+        if exc.missing:
+            raise FlashError(f"firmware image {path} does not exist", "build it first") from exc
         raise FlashError(
-            f"cannot read {path} as an ELF file: {exc}",
+            f"cannot read {path} as an ELF file: {exc.reason}",
             "pass the linked .elf the toolchain produced (raw .bin images need a load address)",
         ) from exc
+    segments = tuple(
+        LoadSegment(seg.paddr, seg.data)
+        for seg in sorted(elf.segments, key=lambda s: s.paddr)
+        if seg.filesz > 0 and seg.data is not None
+    )
     if not segments:
         raise FlashError(f"{path} has no loadable segment", "check the linker script")
-    if vector_table is None:
-        vector_table = segments[0].address
+    vector_vma = _find_vector_vma(elf)
+    vector_table = (
+        elf.load_address_of(vector_vma) if vector_vma is not None else segments[0].address
+    )
     return FirmwareImage(path=path, segments=segments, vector_table=vector_table)
 
 
@@ -133,11 +126,10 @@ def load_binary(path: Path, address: int) -> FirmwareImage:
 def load_image(path: Path, load_address: int | None = None) -> FirmwareImage:
     """ELF files by their magic number, anything else as raw binary at ``load_address``."""
     try:
-        with path.open("rb") as handle:
-            magic = handle.read(4)
+        elf = is_elf(path)
     except OSError as exc:
         raise FlashError(f"cannot read firmware image {path}: {exc}", "build it first") from exc
-    if magic == b"\x7fELF":
+    if elf:
         return load_elf(path)
     if load_address is None:
         raise FlashError(
@@ -147,23 +139,13 @@ def load_image(path: Path, load_address: int | None = None) -> FirmwareImage:
     return load_binary(path, load_address)
 
 
-def _find_vector_vma(elf: ELFFile) -> int | None:
+def _find_vector_vma(elf: ElfImage) -> int | None:
     for name in _VECTOR_SECTIONS:
-        section = elf.get_section_by_name(name)
-        if section is not None and section["sh_size"] >= 8:
-            return int(section["sh_addr"])
-    symtab = elf.get_section_by_name(".symtab")
-    if isinstance(symtab, SymbolTableSection):
-        for name in _VECTOR_SYMBOLS:
-            symbols = symtab.get_symbol_by_name(name)
-            if symbols:
-                return int(symbols[0]["st_value"])
+        section = elf.section(name)
+        if section is not None and section.size >= 8:
+            return section.address
+    for name in _VECTOR_SYMBOLS:
+        symbol = elf.symbol(name)
+        if symbol is not None:
+            return symbol.value
     return None
-
-
-def _vma_to_lma(vma: int, loads: list[Segment]) -> int:
-    """Translate a run-time address into the load address the debugger writes."""
-    for seg in loads:
-        if seg["p_vaddr"] <= vma < seg["p_vaddr"] + max(seg["p_memsz"], 1):
-            return int(seg["p_paddr"] + (vma - seg["p_vaddr"]))
-    return vma

@@ -1,4 +1,4 @@
-"""Flash and RAM use of a built program, read from its ELF with pyelftools.
+"""Flash and RAM use of a built program, read from its ELF (``aidge_deploy.elf``).
 
 For MCU firmware the numbers are checked against the hardware model's memories before
 anything is flashed. Sections are classified by address against the linker's load/run
@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.constants import SH_FLAGS
-from elftools.elf.elffile import ELFFile
-
+from aidge_deploy.elf import ElfReadError, read_elf
 from aidge_deploy.errors import MemoryFitError
 
 
@@ -88,19 +85,6 @@ class BinaryInfo:
         }
 
 
-def _classify(flags: int, sh_type: str) -> str:
-    alloc = bool(flags & SH_FLAGS.SHF_ALLOC)
-    if not alloc:
-        return "other"
-    if sh_type == "SHT_NOBITS":
-        return "bss"
-    if flags & SH_FLAGS.SHF_EXECINSTR:
-        return "text"
-    if flags & SH_FLAGS.SHF_WRITE:
-        return "data"
-    return "rodata"
-
-
 def memory_capacities(hardware_target: Any) -> tuple[MemoryCapacity, ...]:
     """Flash/RAM capacities from the ``aidge_core.hw_model`` device (microcontrollers only)."""
     if hardware_target is None:
@@ -128,23 +112,17 @@ def inspect_binary(path: Path, hardware_target: Any = None) -> BinaryInfo:
     """Read section sizes of an ELF (a non-ELF artifact yields file size only)."""
     capacities = memory_capacities(hardware_target)
     try:
-        with path.open("rb") as fh:
-            elf = ELFFile(fh)
-            sections = []
-            for sec in elf.iter_sections():
-                kind = _classify(int(sec["sh_flags"]), sec["sh_type"])
-                if kind == "other" or sec["sh_size"] == 0:
-                    continue
-                sections.append(
-                    SectionSize(sec.name, int(sec["sh_addr"]), int(sec["sh_size"]), kind)
-                )
-            flash = sum(
-                int(seg["p_filesz"]) for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"
-            )
-            machine = str(elf["e_machine"])
-    except (ELFError, OSError):
+        elf = read_elf(path)
+    except ElfReadError:
         size = path.stat().st_size
         return BinaryInfo(path, "unknown", size, 0, size, 0, 0, (), capacities)
+    sections = [
+        SectionSize(sec.name, sec.address, sec.size, sec.kind)
+        for sec in elf.sections
+        if sec.kind != "other" and sec.size
+    ]
+    flash = sum(seg.filesz for seg in elf.segments)
+    machine = elf.machine
     text = sum(s.size for s in sections if s.kind in ("text", "rodata"))
     data = sum(s.size for s in sections if s.kind == "data")
     bss = sum(s.size for s in sections if s.kind == "bss")

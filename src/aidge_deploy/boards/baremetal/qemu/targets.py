@@ -10,16 +10,25 @@ to **emulated instruction counts** (CPI = 1 model) and labelled emulated everywh
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import aidge_qemu_boards
 from aidge_deploy.boards.baremetal.base import BareMetalTarget, which_check
-from aidge_deploy.boards.baremetal.qemu.pmu import QemuEmulatedCounters
-from aidge_deploy.connections.qemu import QemuMachine
-from aidge_deploy.connections.serial_capture import CaptureResult, SerialChannel
-from aidge_deploy.flash.gdb_remote import GdbRemoteClient
+from aidge_deploy.boards.baremetal.qemu.pmu import (
+    PmuSymbols,
+    emulated_counter_availability,
+    pass_result_from_trace,
+)
+from aidge_deploy.connections.qemu import FirmwareSession
+from aidge_deploy.connections.serial_capture import CaptureResult
 from aidge_deploy.flash.image import load_elf
-from aidge_deploy.flash.program import FlashReport, ResetMode, program
+from aidge_deploy.flash.program import FlashReport
+from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.counters import CounterDomain
+from aidge_deploy.profiling.passes import CounterPass, PassResult
+from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
 from aidge_deploy.registry import FlashableTarget, ToolCheck, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
 from aidge_qemu_boards.boards import QemuBoard, get_board, list_boards, ticks_to_instructions
@@ -27,7 +36,7 @@ from aidge_qemu_boards.boards import QemuBoard, get_board, list_boards, ticks_to
 __all__ = ["QemuBoardTarget", "aidge_qemu_boards"]
 
 
-class QemuBoardTarget(BareMetalTarget, FlashableTarget, QemuEmulatedCounters):
+class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget):
     """Build with the board's BSP, flash into QEMU over RSP, capture its UART."""
 
     board_name: ClassVar[str]
@@ -35,11 +44,13 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, QemuEmulatedCounters):
     default_flash_method: ClassVar[str | None] = "gdb-remote"
     timing_provenance: ClassVar[Provenance] = Provenance.EMULATED
     cycle_metric: ClassVar[tuple[str, str]] = ("emulated_instructions", "instructions")
+    counter_domain: ClassVar[CounterDomain] = CounterDomain.EMULATED
+    #: the plugin counts every emulated event in one run
+    max_counters_per_pass: ClassVar[int] = 4
 
     def __init__(self, config=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(config)
-        self._qemu: QemuMachine | None = None
-        self._gdb: GdbRemoteClient | None = None
+        self._session: FirmwareSession | None = None
         self.flash_report: FlashReport | None = None
 
     @property
@@ -54,43 +65,71 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, QemuEmulatedCounters):
 
     def flash(self, ctx: DeployContext, build: BuildResult) -> None:
         """Start the board halted, open its UART, write + verify the ELF, set SP/PC/xPSR."""
+        self._boot(ctx, build)
+
+    def _boot(self, ctx: DeployContext, build: BuildResult, extra_args: Sequence[str] = ()) -> None:
         board = self.board
-        qemu = QemuMachine(board.qemu_machine, ctx.log_dir, icount_shift=board.icount_shift)
-        self._qemu = qemu.start()
-        # with wait=on QEMU holds the guest until the serial client is connected: nothing is lost
-        self._channel = SerialChannel(qemu.serial, ctx.log_dir / "uart.log")
-        self._gdb = qemu.connect_gdb()
-        self.flash_report = program(
-            self._gdb,
-            load_elf(build.artifact_path),
-            verify=True,
-            reset=ResetMode.VECTOR,
-            detach=False,
+        session = FirmwareSession(
+            board.qemu_machine,
+            ctx.log_dir,
+            ctx.log_dir / "uart.log",
+            icount_shift=board.icount_shift,
+            extra_args=extra_args,
         )
+        self._session = session
+        # with wait=on QEMU holds the guest until the serial client is connected: nothing is lost
+        self._channel = session.start().channel
+        self.flash_report = session.flash(load_elf(build.artifact_path))
 
     def start(self, ctx: DeployContext) -> None:
-        if self._gdb is not None:
-            self._gdb.detach()  # resumes the core at the reset vector
-            self._gdb.close()
-            self._gdb = None
+        if self._session is not None:
+            self._session.resume()  # the core runs from the reset vector
 
     def finish(self, ctx: DeployContext, result: CaptureResult) -> None:
-        if self._qemu is not None and self._channel is not None and self._channel.at_eof:
-            self._qemu.wait(2.0)
+        if self._session is not None:
+            self._session.settle()
 
     def exit_status(self) -> int | None:
-        if self._qemu is None or self._qemu.stopped_by_host:
-            return None
-        return self._qemu.exit_status
+        return self._session.exit_status if self._session is not None else None
 
     def cleanup(self, ctx: DeployContext) -> None:
-        if self._gdb is not None:
-            self._gdb.close()
-            self._gdb = None
         super().cleanup(ctx)
-        if self._qemu is not None:
-            self._qemu.stop()
-            self._qemu = None
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    # -- emulated counters (the aidge_pmu QEMU plugin, see pmu.py) ------------------------------
+
+    def available_counters(self) -> Mapping[str, str | None]:
+        return emulated_counter_availability()
+
+    def run_counter_pass(
+        self, ctx: DeployContext, build: BuildResult, counter_pass: CounterPass
+    ) -> PassResult:
+        """A complete run with the plugin loaded: the same boot, flash and capture as a deploy."""
+        symbols = PmuSymbols.of(build.artifact_path)
+        pass_dir = ctx.log_dir / f"counters-{counter_pass.index}-{counter_pass.name}"
+        pass_dir.mkdir(parents=True, exist_ok=True)
+        trace_path = pass_dir / "pmu.trace"
+        pass_ctx = dataclasses.replace(ctx, log_dir=pass_dir)
+        self.cleanup(ctx)  # the deploy's own run is over: the board is free for the pass
+        try:
+            self._boot(
+                pass_ctx, build, plugin_option(plugin_path(), symbols.boundaries, trace_path)
+            )
+            execution = self.execute(pass_ctx, build)
+        finally:
+            self.cleanup(pass_ctx)
+        parsed = self.parse_output(pass_ctx, execution)
+        return pass_result_from_trace(
+            counter_pass,
+            read_trace(trace_path),
+            symbols,
+            layer_names=list(parsed.layer_cycles or parsed.layer_times_ms or {}),
+            warmup=int((ctx.artifact.manifest.application_config or {}).get("nb_warmup", 0)),
+            aggregation=self.config.aggregation,
+            icount_shift=self.board.icount_shift,
+        )
 
 
 def _register(board: QemuBoard) -> type[QemuBoardTarget]:

@@ -1,0 +1,178 @@
+"""The one ELF reader: sections, loadable segments and symbols of a built program.
+
+Why this module exists: the memory report (section sizes), the flashers (the bytes a debugger
+writes and the vector table) and the emulated PMU (the addresses of ``model_forward`` and the
+cycle read) all read the same firmware. They read it here, through pyelftools, into plain
+frozen data, so the ELF rules (load vs run addresses, Thumb bits, what counts as code) and
+the error for a file that is not an ELF are written once.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+ELF_MAGIC = b"\x7fELF"
+
+
+class ElfReadError(Exception):
+    """``path`` is missing, unreadable or not an ELF file; callers turn it into their typed error."""
+
+    def __init__(self, path: Path, reason: str, *, missing: bool = False) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.missing = missing
+
+
+@dataclass(frozen=True)
+class ElfSection:
+    name: str
+    address: int
+    size: int
+    #: "text" | "rodata" | "data" | "bss" (allocated), "other" (not loaded: debug info, ...)
+    kind: str
+
+
+@dataclass(frozen=True)
+class ElfSegment:
+    """One ``PT_LOAD`` segment: run-time (virtual) and load (physical) addresses."""
+
+    vaddr: int
+    paddr: int
+    filesz: int
+    memsz: int
+    #: the file bytes (``filesz`` of them), read only when asked for
+    data: bytes | None = None
+
+    def load_address_of(self, vaddr: int) -> int | None:
+        """The load address of run-time address ``vaddr`` if this segment holds it."""
+        if self.vaddr <= vaddr < self.vaddr + max(self.memsz, 1):
+            return self.paddr + (vaddr - self.vaddr)
+        return None
+
+
+@dataclass(frozen=True)
+class ElfSymbol:
+    name: str
+    #: the symbol's value; for Thumb functions bit 0 is set (see ``address``)
+    value: int
+    type: str  # "STT_FUNC", "STT_OBJECT", ...
+
+    @property
+    def address(self) -> int:
+        """Where the symbol is: a function's value without the Thumb bit."""
+        return self.value & ~1 if self.type == "STT_FUNC" else self.value
+
+
+@dataclass(frozen=True)
+class ElfImage:
+    """What the readers of a built program need from its ELF."""
+
+    path: Path
+    machine: str
+    sections: tuple[ElfSection, ...]
+    segments: tuple[ElfSegment, ...]
+    symbols: tuple[ElfSymbol, ...] = ()
+
+    def section(self, name: str) -> ElfSection | None:
+        return next((s for s in self.sections if s.name == name), None)
+
+    def symbol(self, name: str) -> ElfSymbol | None:
+        return next((s for s in self.symbols if s.name == name), None)
+
+    def functions(self) -> Iterator[ElfSymbol]:
+        """Defined function symbols, in symbol-table order."""
+        return (s for s in self.symbols if s.type == "STT_FUNC" and s.value)
+
+    def load_address_of(self, vaddr: int) -> int:
+        """The address a debugger writes run-time address ``vaddr`` at (itself if unloaded)."""
+        for segment in self.segments:
+            lma = segment.load_address_of(vaddr)
+            if lma is not None:
+                return lma
+        return vaddr
+
+
+def is_elf(path: Path) -> bool:
+    """True when ``path`` starts with the ELF magic number (``OSError`` if unreadable)."""
+    with path.open("rb") as handle:
+        return handle.read(4) == ELF_MAGIC
+
+
+def _kind(flags: int, sh_type: str) -> str:
+    if not flags & SH_FLAGS.SHF_ALLOC:
+        return "other"
+    if sh_type == "SHT_NOBITS":
+        return "bss"
+    if flags & SH_FLAGS.SHF_EXECINSTR:
+        return "text"
+    if flags & SH_FLAGS.SHF_WRITE:
+        return "data"
+    return "rodata"
+
+
+def read_elf(path: Path, *, segment_data: bool = False, symbols: bool = False) -> ElfImage:
+    """Read ``path``; ``segment_data`` loads the bytes of each ``PT_LOAD`` segment and
+    ``symbols`` the symbol table (both cost time on large host programs, so only on demand).
+
+    Raises ``ElfReadError`` when the file is missing, unreadable or not an ELF.
+    """
+    try:
+        with path.open("rb") as handle:
+            elf = ELFFile(handle)
+            sections = tuple(
+                ElfSection(
+                    sec.name,
+                    int(sec["sh_addr"]),
+                    int(sec["sh_size"]),
+                    _kind(int(sec["sh_flags"]), sec["sh_type"]),
+                )
+                for sec in elf.iter_sections()
+            )
+            segments = tuple(
+                ElfSegment(
+                    vaddr=int(seg["p_vaddr"]),
+                    paddr=int(seg["p_paddr"]),
+                    filesz=int(seg["p_filesz"]),
+                    memsz=int(seg["p_memsz"]),
+                    data=seg.data()[: seg["p_filesz"]] if segment_data else None,
+                )
+                for seg in elf.iter_segments()
+                if seg["p_type"] == "PT_LOAD"
+            )
+            table = elf.get_section_by_name(".symtab") if symbols else None
+            syms = (
+                tuple(
+                    ElfSymbol(sym.name, int(sym["st_value"]), str(sym["st_info"]["type"]))
+                    for sym in table.iter_symbols()
+                    if sym.name
+                )
+                if isinstance(table, SymbolTableSection)
+                else ()
+            )
+            machine = str(elf["e_machine"])
+    except FileNotFoundError as exc:
+        raise ElfReadError(path, "does not exist", missing=True) from exc
+    except (ELFError, OSError, struct.error) as exc:
+        raise ElfReadError(path, f"not a readable ELF file ({exc})") from exc
+    return ElfImage(path, machine, sections, segments, syms)
+
+
+__all__ = [
+    "ELF_MAGIC",
+    "ElfImage",
+    "ElfReadError",
+    "ElfSection",
+    "ElfSegment",
+    "ElfSymbol",
+    "is_elf",
+    "read_elf",
+]
