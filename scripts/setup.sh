@@ -63,8 +63,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.aidge-deploy-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "[setup] pip install -e .[dev] (log: .venv/pip-install.log)"
-  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[dev]"; } \
+  echo "[setup] pip install -e .[dev,farm] (log: .venv/pip-install.log)"
+  # labgrid #1245: pyserial and pyserial-labgrid both install `serial`; reinstall labgrid's
+  # fork last (same API, RFC2217 fixes) so whichever pip unpacked last does not matter
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[dev,farm]" &&
+         .venv/bin/python -m pip install --force-reinstall --no-deps "pyserial-labgrid==3.5.0.2" &&
+         .venv/bin/python -c 'import serial, serial.rfc2217, serial.tools.list_ports; assert serial.VERSION == "3.5.0.2", serial.VERSION'; } \
       > .venv/pip-install.log 2>&1; then
     tail -40 .venv/pip-install.log >&2
     echo "[setup] pip install failed; full log in .venv/pip-install.log" >&2

@@ -283,7 +283,8 @@ def _peaks_from_memory_info(path: Path) -> tuple[int, ...]:
     return tuple(planes[k] for k in sorted(planes))
 
 
-def _export_files(root: Path) -> list[Path]:
+def export_source_files(root: Path) -> list[Path]:
+    """The export's sources and manifest, sorted (build outputs and logs left out)."""
     files = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root)
@@ -315,7 +316,7 @@ def export_hash(artifact: ExportArtifact) -> str:
     size and mtime of every file), so re-deploying an unchanged export reads no sources.
     """
     root = Path(artifact.path)
-    files = _export_files(root)
+    files = export_source_files(root)
     fingerprint = hashlib.sha256()
     for path in files:
         st = path.stat()

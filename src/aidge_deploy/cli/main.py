@@ -203,6 +203,10 @@ from aidge_deploy.cli import boards as boards_cmd  # noqa: E402
 
 app.add_typer(boards_cmd.app, name="boards")
 
+from aidge_deploy.cli.farm import app as farm_app  # noqa: E402
+
+app.add_typer(farm_app, name="farm")
+
 
 def run_cli() -> None:
     """Console entry point: an unexpected failure is one line and a hint, not a traceback."""

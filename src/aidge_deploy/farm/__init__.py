@@ -1,0 +1,12 @@
+"""The board farm: a job service on labgrid, agents next to the boards, the ``api`` backend.
+
+* ``service``/``routes_*`` — FastAPI app (REST under ``/api``), ``db`` (SQLAlchemy),
+  ``store`` (content-addressed exports), ``auth`` (users, roles, expiring tokens);
+* ``coordinator`` — the labgrid link: places, reservations (the queue) and locks;
+* ``dispatch`` — the service's loop that follows reservations and agents' heartbeats;
+* ``agent``/``runner`` — the process on a board host and the child that runs one deploy;
+* ``client``/``api_target`` — the HTTP client and the ``(target, "api")`` deploy targets.
+
+The service and the agent need the ``farm`` extra (``pip install aidge-deploy[farm]``);
+the ``api`` backend needs only the core package.
+"""

@@ -1,0 +1,260 @@
+"""The link to the labgrid coordinator: places, tag reservations (the queue) and locks.
+
+One long-lived ``labgrid.remote.client.ClientSession`` on the caller's asyncio loop (it
+needs a plain ``asyncio`` loop: uvicorn runs with ``loop="asyncio"``). Every farm process
+talks to the coordinator as one identity, ``<farm>/aidge-farm``, because labgrid lets only
+a reservation's owner lock the place it was allocated (the service reserves, the agent
+locks). labgrid 26.0.1 has no leases: locks never expire and reservations expire after
+60 s unless polled, so the service polls and reaps (``dispatch``). Calls are bounded by
+``rpc_timeout``; a lost coordinator surfaces as ``CoordinatorLost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from aidge_deploy.errors import ConnectError
+
+log = logging.getLogger("aidge_deploy.farm")
+
+FARM_USER = "aidge-farm"
+
+
+class CoordinatorLost(ConnectError):
+    """The labgrid coordinator cannot be reached (or restarted under us)."""
+
+
+class ReservationState(IntEnum):
+    WAITING = 0
+    ALLOCATED = 1
+    ACQUIRED = 2
+    EXPIRED = 3
+    INVALID = 4
+
+
+@dataclass(frozen=True)
+class ReservationInfo:
+    token: str
+    state: ReservationState
+    place: str | None
+    owner: str
+
+
+@dataclass(frozen=True)
+class PlaceInfo:
+    name: str
+    tags: dict[str, str]
+    acquired: str | None
+    reservation: str | None
+
+
+def tag_value(text: str) -> str:
+    """A labgrid tag value for ``text`` (labgrid advises ``[a-z0-9_]``)."""
+    return re.sub(r"[^a-z0-9_]", "_", text.lower())
+
+
+class CoordinatorLink:
+    """Async wrapper of one labgrid client session with the farm's identity."""
+
+    def __init__(self, address: str, farm_name: str = "farm", rpc_timeout: float = 15.0) -> None:
+        self.address = address
+        self.owner = f"{tag_value(farm_name) or 'farm'}/{FARM_USER}"
+        self.rpc_timeout = rpc_timeout
+        self._session: Any = None
+        self._pb: Any = None
+
+    @property
+    def connected(self) -> bool:
+        return self._session is not None and not self._session.stopping.is_set()
+
+    async def connect(self) -> None:
+        from labgrid.remote.client import ClientSession
+        from labgrid.remote.generated import labgrid_coordinator_pb2 as pb
+
+        await self.close()
+        host, user = self.owner.split("/", 1)
+
+        class _FarmSession(ClientSession):
+            def gethostname(self) -> str:
+                return host
+
+            def getuser(self) -> str:
+                return user
+
+        session = _FarmSession(address=self.address, loop=asyncio.get_running_loop())
+        try:
+            await asyncio.wait_for(session.start(), self.rpc_timeout)
+        except Exception as exc:
+            await _quiet_close(session)
+            raise CoordinatorLost(
+                f"cannot reach the labgrid coordinator at {self.address}: {exc or type(exc).__name__}",
+                hint="Start it (`labgrid-coordinator -l HOST:PORT`, or `aidge-deploy farm up`) "
+                "and check the address.",
+            ) from None
+        self._session = session
+        self._pb = pb
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await _quiet_close(session)
+
+    async def _call(self, rpc: str, request: Any) -> Any:
+        import grpc
+
+        if not self.connected:
+            raise CoordinatorLost(f"not connected to the labgrid coordinator at {self.address}")
+        try:
+            return await asyncio.wait_for(
+                getattr(self._session.stub, rpc)(request), self.rpc_timeout
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                raise CoordinatorLost(f"labgrid coordinator lost: {exc.details()}") from None
+            raise
+        except TimeoutError:
+            raise CoordinatorLost(f"labgrid coordinator did not answer {rpc}") from None
+
+    @staticmethod
+    def _code(exc: Exception) -> Any:
+        code = getattr(exc, "code", None)
+        return code() if callable(code) else None
+
+    # --- places -------------------------------------------------------------------------
+
+    async def places(self) -> dict[str, PlaceInfo]:
+        resp = await self._call("GetPlaces", self._pb.GetPlacesRequest())
+        out = {}
+        for p in resp.places:
+            out[p.name] = PlaceInfo(
+                name=p.name,
+                tags=dict(p.tags),
+                acquired=p.acquired if p.HasField("acquired") and p.acquired else None,
+                reservation=p.reservation if p.HasField("reservation") and p.reservation else None,
+            )
+        return out
+
+    async def ensure_place(
+        self, name: str, tags: dict[str, str], matches: tuple[str, ...] = ()
+    ) -> None:
+        """Create the place if missing and set its tags (and resource matches)."""
+        import grpc
+
+        try:
+            await self._call("AddPlace", self._pb.AddPlaceRequest(name=name))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+        await self.set_tags(name, tags)
+        for pattern in matches:
+            await self._call(
+                "AddPlaceMatch", self._pb.AddPlaceMatchRequest(placename=name, pattern=pattern)
+            )
+
+    async def set_tags(self, name: str, tags: dict[str, str]) -> None:
+        await self._call("SetPlaceTags", self._pb.SetPlaceTagsRequest(placename=name, tags=tags))
+
+    # --- reservations -------------------------------------------------------------------
+
+    async def reserve(self, tags: dict[str, str], prio: float = 0.0) -> str:
+        flt = self._pb.Reservation.Filter(filter=tags)
+        resp = await self._call(
+            "CreateReservation",
+            self._pb.CreateReservationRequest(filters={"main": flt}, prio=prio),
+        )
+        return str(resp.reservation.token)
+
+    def _info(self, r: Any) -> ReservationInfo:
+        place = r.allocations.get("main") if r.allocations else None
+        return ReservationInfo(
+            token=r.token, state=ReservationState(r.state), place=place or None, owner=r.owner
+        )
+
+    async def poll(self, token: str) -> ReservationInfo | None:
+        """Refresh a reservation (keeps it from expiring); None when it no longer exists."""
+        import grpc
+
+        try:
+            resp = await self._call("PollReservation", self._pb.PollReservationRequest(token=token))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.INVALID_ARGUMENT,
+            ):
+                return None
+            raise
+        return self._info(resp.reservation)
+
+    async def reservations(self) -> dict[str, ReservationInfo]:
+        resp = await self._call("GetReservations", self._pb.GetReservationsRequest())
+        return {r.token: self._info(r) for r in resp.reservations}
+
+    async def cancel(self, token: str) -> None:
+        import grpc
+
+        try:
+            await self._call("CancelReservation", self._pb.CancelReservationRequest(token=token))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.INVALID_ARGUMENT,
+            ):
+                raise
+
+    # --- locks --------------------------------------------------------------------------
+
+    async def acquire(self, place: str, token: str) -> None:
+        """Lock ``place`` for reservation ``token`` (refused unless it is allocated to it)."""
+        import grpc
+
+        await self._session.sync_with_coordinator()
+        current = (await self.places()).get(place)
+        if current is None:
+            raise ConnectError(f"labgrid place {place!r} does not exist")
+        if current.reservation != token:
+            raise ConnectError(
+                f"labgrid place {place!r} is reserved for {current.reservation!r}, not {token!r}"
+            )
+        try:
+            await self._call("AcquirePlace", self._pb.AcquirePlaceRequest(placename=place))
+        except grpc.aio.AioRpcError as exc:
+            raise ConnectError(f"cannot lock labgrid place {place!r}: {exc.details()}") from None
+
+    async def release(self, place: str) -> None:
+        """Unlock ``place`` if the farm holds it (a no-op otherwise)."""
+        import grpc
+
+        try:
+            await self._call(
+                "ReleasePlace", self._pb.ReleasePlaceRequest(placename=place, fromuser=self.owner)
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.FAILED_PRECONDITION,
+            ):
+                raise
+
+
+async def _quiet_close(session: Any) -> None:
+    for step in (session.stop, session.close):
+        try:
+            await asyncio.wait_for(step(), 5.0)
+        except Exception:
+            log.debug("closing the labgrid session", exc_info=True)
+
+
+__all__ = [
+    "FARM_USER",
+    "CoordinatorLink",
+    "CoordinatorLost",
+    "PlaceInfo",
+    "ReservationInfo",
+    "ReservationState",
+    "tag_value",
+]

@@ -1,0 +1,212 @@
+"""The farm's records in a real database (SQLAlchemy 2): users, tokens, exports, jobs,
+their events, agents and boards.
+
+SQLite (a file under the data folder) by default; any SQLAlchemy URL is accepted
+(``postgresql+psycopg://...`` with the ``postgres`` extra). Times are UNIX seconds (float).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from aidge_deploy.farm.states import JobState
+
+
+def now() -> float:
+    return time.time()
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    password_hash: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Token(Base):
+    """A bearer token: only its SHA-256 is stored. ``user_id`` or ``agent_name`` is set."""
+
+    __tablename__ = "tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    agent_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Export(Base):
+    """An uploaded export, stored once by content hash."""
+
+    __tablename__ = "exports"
+    hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    target: Mapped[str] = mapped_column(String(64))
+    application: Mapped[str] = mapped_column(String(32))
+    protocol: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class ExportOwner(Base):
+    """Who uploaded an export: a user sees only exports they uploaded themselves."""
+
+    __tablename__ = "export_owners"
+    __table_args__ = (UniqueConstraint("export_hash", "user_id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    export_hash: Mapped[str] = mapped_column(ForeignKey("exports.hash"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+
+
+class Agent(Base):
+    __tablename__ = "agents"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(200), default="")
+    version: Mapped[str] = mapped_column(String(64), default="")
+    last_seen: Mapped[float | None] = mapped_column(Float, nullable=True)
+    online: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Board(Base):
+    """A board of the farm = a labgrid place of the same name, served by one agent."""
+
+    __tablename__ = "boards"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target: Mapped[str] = mapped_column(String(64), index=True)
+    agent_name: Mapped[str] = mapped_column(ForeignKey("agents.name"), index=True)
+    kind: Mapped[str] = mapped_column(String(16), default="emu")
+    description: Mapped[str] = mapped_column(Text, default="")
+    online: Mapped[bool] = mapped_column(Boolean, default=False)
+    offline_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: taken out of service by an admin: no new job lands on it
+    drained: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    export_hash: Mapped[str] = mapped_column(ForeignKey("exports.hash"))
+    target: Mapped[str] = mapped_column(String(64))
+    requested_board: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    board: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    agent_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    state: Mapped[str] = mapped_column(String(16), index=True, default=JobState.QUEUED.value)
+    priority: Mapped[float] = mapped_column(Float, default=0.0)
+    config_json: Mapped[str] = mapped_column(Text, default="{}")
+    #: the labgrid reservation token of this job (the queue entry)
+    token: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: bumped each time an agent claims the job: a stale agent's reports are refused
+    lease: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    stage: Mapped[str] = mapped_column(String(32), default="")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_hint: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_kind: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    error_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    deploy_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    queued_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=now)
+    reserved_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    building_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    flashing_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    running_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    collecting_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    done_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    failed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cancelled_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    updated_at: Mapped[float] = mapped_column(Float, default=now, index=True)
+
+    @property
+    def job_state(self) -> JobState:
+        return JobState(self.state)
+
+
+class JobEvent(Base):
+    """One line of a job's history: a state change, a stage progress update, a notice."""
+
+    __tablename__ = "job_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    at: Mapped[float] = mapped_column(Float, default=now)
+    kind: Mapped[str] = mapped_column(String(16))  # state | stage | notice
+    state: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    stage: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+
+
+class Database:
+    """Engine + session factory; ``session()`` is a unit of work committed on success."""
+
+    def __init__(self, url: str) -> None:
+        kwargs: dict[str, Any] = {}
+        if url.startswith("sqlite"):
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        self.url = url
+        self.engine: Engine = create_engine(url, **kwargs)
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._factory = sessionmaker(self.engine, expire_on_commit=False)
+        Base.metadata.create_all(self.engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._factory() as s:
+            try:
+                yield s
+                s.commit()
+            except BaseException:
+                s.rollback()
+                raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+__all__ = [
+    "Agent",
+    "Base",
+    "Board",
+    "Database",
+    "Export",
+    "ExportOwner",
+    "Job",
+    "JobEvent",
+    "Token",
+    "User",
+    "now",
+]

@@ -1,0 +1,295 @@
+"""Job and board bookkeeping of the service (sync, one SQLAlchemy session per call).
+
+The state machine lives here: states only move forward, each state's time is written
+once, a terminal state is final (a late or duplicate report changes nothing), and every
+change is a ``JobEvent``. Visibility: a user sees only their own jobs and exports; an
+unknown id and another user's id get the same "not found".
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from aidge_deploy.farm.auth import Principal
+from aidge_deploy.farm.db import Agent, Board, Export, ExportOwner, Job, JobEvent, User, now
+from aidge_deploy.farm.states import ORDER, WAITING, BoardState, FailureKind, JobState
+
+
+class FarmRequestError(Exception):
+    """A refused request: HTTP ``status``, a message and a hint (rendered as JSON)."""
+
+    def __init__(self, status: int, message: str, hint: str = "", **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.hint = hint
+        self.extra = extra
+
+
+def not_found(what: str, ident: object) -> FarmRequestError:
+    return FarmRequestError(404, f"no {what} {ident}", "Check the id (you see only your own).")
+
+
+def set_state(s: Session, job: Job, state: JobState, message: str = "") -> bool:
+    """Move ``job`` to ``state`` (forward only); False when the move is refused."""
+    current = job.job_state
+    if current.terminal:
+        return False
+    if not state.terminal and ORDER.index(state) < ORDER.index(current):
+        return False
+    if state == current:
+        return False
+    t = now()
+    setattr(job, f"{state.value}_at", t)
+    # a job may skip states (no flash on some boards): skipped ones keep no time
+    job.state = state.value
+    job.updated_at = t
+    s.add(JobEvent(job_id=job.id, at=t, kind="state", state=state.value, message=message))
+    return True
+
+
+def add_event(s: Session, job: Job, kind: str, message: str, stage: str | None = None) -> None:
+    job.updated_at = now()
+    s.add(JobEvent(job_id=job.id, at=job.updated_at, kind=kind, stage=stage, message=message))
+
+
+def fail(
+    s: Session,
+    job: Job,
+    message: str,
+    kind: FailureKind,
+    hint: str = "",
+    error_type: str = "DeployError",
+) -> bool:
+    if job.job_state.terminal:
+        return False
+    job.error = message
+    job.error_hint = hint
+    job.error_kind = kind.value
+    job.error_type = error_type
+    return set_state(s, job, JobState.FAILED, message)
+
+
+def job_for(s: Session, who: Principal, job_id: int) -> Job:
+    job = s.get(Job, job_id)
+    if job is None or not who.can_see(job.user_id):
+        raise not_found("job", job_id)
+    return job
+
+
+def export_for(s: Session, who: Principal, content_hash: str) -> Export:
+    export = s.get(Export, content_hash)
+    if export is None:
+        raise not_found("export", content_hash)
+    if not who.is_admin:
+        owned = s.scalar(
+            select(ExportOwner.id).where(
+                ExportOwner.export_hash == content_hash, ExportOwner.user_id == who.user_id
+            )
+        )
+        if owned is None:
+            raise not_found("export", content_hash)
+    return export
+
+
+def resolve_board(s: Session, board: str | None, target: str | None, export: Export) -> str:
+    """Check the requested board (did-you-mean) or target against the farm; the target."""
+    boards = list(s.scalars(select(Board)))
+    if board is not None:
+        match = next((b for b in boards if b.name == board), None)
+        if match is None:
+            names = sorted(b.name for b in boards)
+            close = difflib.get_close_matches(board, names, n=3)
+            raise FarmRequestError(
+                404,
+                f"the farm has no board {board!r}"
+                + (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""),
+                f"Boards: {', '.join(names) or '(none)'}.",
+                boards=names,
+                suggestions=close,
+            )
+        if match.target != export.target:
+            raise FarmRequestError(
+                409,
+                f"board {board!r} is a {match.target}, but the export was made for {export.target}",
+                "Pick a board of the export's target, or re-export for this board.",
+            )
+        return match.target
+    wanted = target or export.target
+    if wanted != export.target:
+        raise FarmRequestError(
+            409,
+            f"the export was made for {export.target}, not {wanted}",
+            "Submit it for its own target.",
+        )
+    if not any(b.target == wanted for b in boards):
+        targets = sorted({b.target for b in boards})
+        raise FarmRequestError(
+            404,
+            f"the farm has no board of target {wanted!r}",
+            f"Targets on this farm: {', '.join(targets) or '(none)'}.",
+            boards=sorted(b.name for b in boards),
+        )
+    return wanted
+
+
+def job_view(s: Session, job: Job, base: str = "/api") -> dict[str, Any]:
+    user = s.get(User, job.user_id)
+    times = {
+        st.value: getattr(job, f"{st.value}_at")
+        for st in JobState
+        if getattr(job, f"{st.value}_at") is not None
+    }
+    view: dict[str, Any] = {
+        "id": job.id,
+        "state": job.state,
+        "stage": job.stage,
+        "user": user.name if user else None,
+        "export": job.export_hash,
+        "target": job.target,
+        "requested_board": job.requested_board,
+        "board": job.board,
+        "agent": job.agent_name,
+        "priority": job.priority,
+        "times": times,
+        "cancel_requested": job.cancel_requested,
+        "deploy_seconds": job.deploy_seconds,
+        "error": None
+        if job.error is None
+        else {
+            "message": job.error,
+            "hint": job.error_hint or "",
+            "kind": job.error_kind,
+            "type": job.error_type,
+        },
+        "urls": {
+            "self": f"{base}/jobs/{job.id}",
+            "events": f"{base}/jobs/{job.id}/events",
+            "log": f"{base}/jobs/{job.id}/log",
+            "result": f"{base}/jobs/{job.id}/result",
+            "bundle": f"{base}/jobs/{job.id}/bundle",
+        },
+    }
+    if job.job_state in WAITING:
+        view["queue_position"] = queue_position(s, job)
+    return view
+
+
+def queue_position(s: Session, job: Job) -> int:
+    """Jobs of the same board or target queued before this one."""
+    q = select(func.count(Job.id)).where(
+        Job.state == JobState.QUEUED.value,
+        Job.id < job.id,
+        Job.target == job.target,
+    )
+    return int(s.scalar(q) or 0)
+
+
+@dataclass(frozen=True)
+class BoardView:
+    name: str
+    target: str
+    host: str
+    kind: str
+    state: BoardState
+    queue: int
+    job: int | None
+    job_user: str | None
+    offline_since: float | None
+    description: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "target": self.target,
+            "host": self.host,
+            "kind": self.kind,
+            "state": self.state.value,
+            "queue": self.queue,
+            "job": self.job,
+            "job_user": self.job_user,
+            "offline_since": self.offline_since,
+            "description": self.description,
+        }
+
+
+def board_views(s: Session) -> list[BoardView]:
+    boards = list(s.scalars(select(Board).order_by(Board.name)))
+    active = list(
+        s.execute(
+            select(Job.board, Job.id, User.name)
+            .join(User, User.id == Job.user_id)
+            .where(Job.state.not_in([st.value for st in (*WAITING, *_TERMINAL)]))
+        )
+    )
+    reserved = list(
+        s.execute(
+            select(Job.board, Job.id, User.name)
+            .join(User, User.id == Job.user_id)
+            .where(Job.state == JobState.RESERVED.value)
+        )
+    )
+    busy = {b: (j, u) for b, j, u in [*reserved, *active] if b}
+    queued = list(
+        s.execute(select(Job.requested_board, Job.target).where(Job.state == JobState.QUEUED.value))
+    )
+    agents = {a.name: a for a in s.scalars(select(Agent))}
+    out = []
+    for b in boards:
+        if not b.online:
+            state = BoardState.OFFLINE
+        elif b.name in busy:
+            state = BoardState.BUSY
+        elif b.drained:
+            state = BoardState.DRAINED
+        else:
+            state = BoardState.IDLE
+        queue = sum(1 for rb, t in queued if rb == b.name or (rb is None and t == b.target))
+        job, user = busy.get(b.name, (None, None))
+        agent = agents.get(b.agent_name)
+        out.append(
+            BoardView(
+                name=b.name,
+                target=b.target,
+                host=(agent.hostname or agent.name) if agent else b.agent_name,
+                kind=b.kind,
+                state=state,
+                queue=queue,
+                job=job,
+                job_user=user,
+                offline_since=b.offline_since,
+                description=b.description,
+            )
+        )
+    return out
+
+
+_TERMINAL = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+
+
+def load_config(job: Job) -> dict[str, Any]:
+    data = json.loads(job.config_json or "{}")
+    return data if isinstance(data, dict) else {}
+
+
+__all__ = [
+    "BoardView",
+    "FarmRequestError",
+    "add_event",
+    "board_views",
+    "export_for",
+    "fail",
+    "job_for",
+    "job_view",
+    "load_config",
+    "not_found",
+    "queue_position",
+    "resolve_board",
+    "set_state",
+]

@@ -1,0 +1,285 @@
+"""The user side of the REST API: token, boards, exports, jobs (submit, status, events,
+result, bundle, log, cancel)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from aidge_deploy.errors import DeployError
+from aidge_deploy.farm.auth import authenticate, issue_user_token
+from aidge_deploy.farm.db import Export, ExportOwner, Job, JobEvent
+from aidge_deploy.farm.jobs import (
+    FarmRequestError,
+    board_views,
+    export_for,
+    job_for,
+    job_view,
+    resolve_board,
+    set_state,
+)
+from aidge_deploy.farm.service import StateDep, UserDep
+from aidge_deploy.farm.states import TERMINAL, JobState
+
+router = APIRouter()
+
+
+class TokenRequest(BaseModel):
+    username: str = Field(max_length=64)
+    password: str = Field(max_length=1024)
+    #: seconds; capped by the service (default 12 h)
+    expires_in: float | None = Field(default=None, gt=0)
+
+
+class SubmitRequest(BaseModel):
+    export: str = Field(min_length=64, max_length=64)
+    board: str | None = Field(default=None, max_length=64)
+    target: str | None = Field(default=None, max_length=64)
+    config: dict[str, Any] = Field(default_factory=dict)
+    priority: float = Field(default=0.0, ge=-100, le=100)
+
+
+@router.get("/health", tags=["service"])
+def health(state: StateDep) -> dict[str, Any]:
+    return {"status": "ok", "coordinator": state.dispatcher.coordinator_connected}
+
+
+@router.post("/token", tags=["auth"])
+def token(body: TokenRequest, state: StateDep) -> dict[str, Any]:
+    with state.db.session() as s:
+        user = authenticate(s, body.username, body.password)
+        if user is None:
+            raise FarmRequestError(
+                401,
+                "wrong username or password",
+                "Check AIDGE_DEPLOY_API_PASSWORD (or ask a farm admin to reset it).",
+            )
+        value, expires = issue_user_token(s, user, body.expires_in)
+    return {"access_token": value, "token_type": "bearer", "expires_at": expires}
+
+
+@router.get("/boards", tags=["boards"])
+def boards(who: UserDep, state: StateDep) -> list[dict[str, Any]]:
+    with state.db.session() as s:
+        return [b.as_dict() for b in board_views(s)]
+
+
+@router.post("/exports", tags=["exports"], status_code=201)
+async def upload_export(request: Request, who: UserDep, state: StateDep) -> dict[str, Any]:
+    """Upload an export as a ``.tar.gz`` request body (``Content-Type: application/gzip``)."""
+    store = state.store
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > store.max_upload_bytes:
+        store.check_size(int(length))  # refused before reading the body
+    fd, tmp = store.new_upload()
+    path = Path(tmp)
+    try:
+        written = 0
+        try:
+            async for chunk in request.stream():
+                written = store.write_chunk(fd, written, chunk)
+        finally:
+            os.close(fd)
+        stored = await run_in_threadpool(store.ingest, path)
+    finally:
+        path.unlink(missing_ok=True)
+    name = request.headers.get("x-export-name", "")[:200]
+    with state.db.session() as s:
+        if s.get(Export, stored.content_hash) is None:
+            s.add(
+                Export(
+                    hash=stored.content_hash,
+                    size=stored.size,
+                    target=stored.target,
+                    application=stored.application,
+                    protocol=stored.protocol,
+                    model=stored.model or name,
+                )
+            )
+            s.flush()
+        owned = s.scalar(
+            select(ExportOwner).where(
+                ExportOwner.export_hash == stored.content_hash, ExportOwner.user_id == who.user_id
+            )
+        )
+        if owned is None and who.user_id is not None:
+            s.add(ExportOwner(export_hash=stored.content_hash, user_id=who.user_id, name=name))
+    return {
+        "id": stored.content_hash,
+        "target": stored.target,
+        "application": stored.application,
+        "protocol": stored.protocol,
+        "size": stored.size,
+    }
+
+
+@router.get("/exports/{content_hash}", tags=["exports"])
+def get_export(content_hash: str, who: UserDep, state: StateDep) -> dict[str, Any]:
+    with state.db.session() as s:
+        e = export_for(s, who, content_hash)
+        return {
+            "id": e.hash,
+            "target": e.target,
+            "application": e.application,
+            "protocol": e.protocol,
+            "size": e.size,
+        }
+
+
+@router.post("/jobs", tags=["jobs"], status_code=201)
+def submit(body: SubmitRequest, who: UserDep, state: StateDep) -> dict[str, Any]:
+    from aidge_deploy.farm.jobconfig import decode_config
+
+    try:
+        values = decode_config(body.config)
+    except DeployError as exc:
+        raise FarmRequestError(400, exc.message, exc.hint or "") from None
+    with state.db.session() as s:
+        export = export_for(s, who, body.export)
+        target = resolve_board(s, body.board, body.target, export)
+        _check_counters(values, target)
+        job = Job(
+            user_id=who.user_id,
+            export_hash=export.hash,
+            target=target,
+            requested_board=body.board,
+            priority=body.priority,
+            config_json=json.dumps(body.config),
+            state=JobState.QUEUED.value,
+        )
+        s.add(job)
+        s.flush()
+        s.add(JobEvent(job_id=job.id, at=job.queued_at, kind="state", state="queued"))
+        view = job_view(s, job)
+    state.dispatcher.wake()
+    return view
+
+
+def _check_counters(values: dict[str, Any], target: str) -> None:
+    """Counters the board's target cannot count fail at submit time, not on the board."""
+    counters = values.get("counters")
+    if not counters:
+        return
+    from aidge_deploy.pipeline.stages.profile_passes import check_counter_request
+    from aidge_deploy.registry import get_deploy_target_class
+
+    try:
+        cls = get_deploy_target_class(target, "local")
+        check_counter_request(tuple(counters), cls, target, "local")
+    except DeployError as exc:
+        raise FarmRequestError(400, exc.message, exc.hint or "") from None
+
+
+@router.get("/jobs", tags=["jobs"])
+def list_jobs(
+    who: UserDep, state: StateDep, job_state: str | None = None, limit: int = 200
+) -> list[dict[str, Any]]:
+    with state.db.session() as s:
+        q = select(Job).order_by(Job.id.desc()).limit(max(1, min(limit, 1000)))
+        if not who.is_admin:
+            q = q.where(Job.user_id == who.user_id)
+        if job_state:
+            q = q.where(Job.state == job_state)
+        return [job_view(s, j) for j in s.scalars(q)]
+
+
+@router.get("/jobs/{job_id}", tags=["jobs"])
+def get_job(job_id: int, who: UserDep, state: StateDep) -> dict[str, Any]:
+    with state.db.session() as s:
+        return job_view(s, job_for(s, who, job_id))
+
+
+@router.get("/jobs/{job_id}/events", tags=["jobs"])
+async def job_events(
+    job_id: int, who: UserDep, state: StateDep, after: int = 0, wait: float = 0.0
+) -> dict[str, Any]:
+    """Events after event id ``after``; waits up to ``wait`` s for one (long poll)."""
+    deadline = asyncio.get_running_loop().time() + max(0.0, min(wait, state.settings.long_poll_max))
+
+    def read() -> dict[str, Any]:
+        with state.db.session() as s:
+            job = job_for(s, who, job_id)
+            rows = s.scalars(
+                select(JobEvent)
+                .where(JobEvent.job_id == job_id, JobEvent.id > after)
+                .order_by(JobEvent.id)
+            )
+            events = [
+                {
+                    "id": e.id,
+                    "at": e.at,
+                    "kind": e.kind,
+                    "state": e.state,
+                    "stage": e.stage,
+                    "message": e.message,
+                }
+                for e in rows
+            ]
+            return {"job": job_view(s, job), "events": events}
+
+    while True:
+        out = await run_in_threadpool(read)
+        remaining = deadline - asyncio.get_running_loop().time()
+        if out["events"] or remaining <= 0 or JobState(out["job"]["state"]) in TERMINAL:
+            return out
+        await state.notifier.wait(f"job:{job_id}", remaining)
+
+
+def _file(state: Any, who: Any, job_id: int, name: str, media: str) -> FileResponse:
+    with state.db.session() as s:
+        job = job_for(s, who, job_id)
+        job_state = job.job_state
+    path = state.job_dir(job_id) / name
+    if not path.is_file():
+        hint = (
+            "The job has not finished yet."
+            if job_state not in TERMINAL
+            else "The job ended without producing it."
+        )
+        raise FarmRequestError(404, f"job {job_id} has no {name}", hint, state=job_state.value)
+    return FileResponse(path, media_type=media, filename=f"job{job_id}-{name}")
+
+
+@router.get("/jobs/{job_id}/result", tags=["jobs"])
+def job_result(job_id: int, who: UserDep, state: StateDep) -> FileResponse:
+    return _file(state, who, job_id, "result.json", "application/json")
+
+
+@router.get("/jobs/{job_id}/bundle", tags=["jobs"])
+def job_bundle(job_id: int, who: UserDep, state: StateDep) -> FileResponse:
+    return _file(state, who, job_id, "bundle.tar.gz", "application/gzip")
+
+
+@router.get("/jobs/{job_id}/log", tags=["jobs"])
+def job_log(job_id: int, who: UserDep, state: StateDep) -> FileResponse:
+    return _file(state, who, job_id, "log.txt", "text/plain; charset=utf-8")
+
+
+@router.post("/jobs/{job_id}/cancel", tags=["jobs"])
+def cancel(job_id: int, who: UserDep, state: StateDep) -> dict[str, Any]:
+    with state.db.session() as s:
+        job = job_for(s, who, job_id)
+        current = job.job_state
+        if current in TERMINAL:
+            return job_view(s, job)
+        if current in (JobState.QUEUED, JobState.RESERVED):
+            set_state(s, job, JobState.CANCELLED, f"cancelled by {who.name}")
+            state.dispatcher.release_later(job.token, None)
+        else:  # on a board: the agent stops the run and reports
+            job.cancel_requested = True
+            from aidge_deploy.farm.jobs import add_event
+
+            add_event(s, job, "notice", f"cancel requested by {who.name}")
+        view = job_view(s, job)
+        agent = job.agent_name
+    state.notifier.notify(f"job:{job_id}", f"agent:{agent}")
+    return view

@@ -1,0 +1,59 @@
+"""Run the farm service under uvicorn on a plain asyncio loop (labgrid's client session
+refuses uvloop), on a socket bound here so ``--port 0`` works: the URL actually served is
+written to ``<data>/service.url`` once the server is up."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+
+from aidge_deploy.farm.settings import FarmSettings
+
+log = logging.getLogger("aidge_deploy.farm")
+
+
+def serve(settings: FarmSettings, host: str = "127.0.0.1", port: int = 8000) -> None:
+    import uvicorn
+
+    from aidge_deploy.farm.service import create_app
+
+    app = create_app(settings)  # raises NoAdminError before binding anything
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}"
+    config = uvicorn.Config(
+        app,
+        loop="asyncio",
+        http="h11",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    url_file = Path(settings.data_dir) / "service.url"
+
+    async def main() -> None:
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started and not task.done():
+            await asyncio.sleep(0.05)
+        if server.started:
+            tmp = url_file.with_suffix(".tmp")
+            tmp.write_text(url + "\n", encoding="utf-8")
+            tmp.replace(url_file)
+            print(f"farm service listening on {url} (API: {url}/api)", flush=True)
+        await task
+
+    try:
+        asyncio.run(main())
+    finally:
+        url_file.unlink(missing_ok=True)
+        sock.close()
+
+
+__all__ = ["serve"]

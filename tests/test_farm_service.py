@@ -1,0 +1,244 @@
+"""The farm service's refusals, on a real labgrid coordinator and service on loopback.
+
+Each refusal is checked for its clear error *and* for what it left: no export stored, no
+job created, nothing reserved in labgrid.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from farmkit import ADMIN, ALICE, BOB, Farm, needs_farm
+
+pytestmark = [needs_farm()]
+
+
+def _tar(members: list[tuple[str, bytes | None, str]]) -> bytes:
+    """A .tar.gz with (name, data, kind) members; kind: file, dir, symlink, hardlink, fifo."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data, kind in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(data or b"")
+                tar.addfile(info, io.BytesIO(data or b""))
+                continue
+            info.type = {
+                "dir": tarfile.DIRTYPE,
+                "symlink": tarfile.SYMTYPE,
+                "hardlink": tarfile.LNKTYPE,
+                "fifo": tarfile.FIFOTYPE,
+            }[kind]
+            info.linkname = "/etc/passwd" if kind in ("symlink", "hardlink") else ""
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def _pack(export: Any) -> bytes:
+    from aidge_deploy.farm.archive import pack_export
+
+    return pack_export(Path(export.path))
+
+
+def _stored(farm: Farm) -> list[Path]:
+    return sorted((farm.root / "service" / "exports").glob("*"))
+
+
+def _leftovers(farm: Farm) -> list[Path]:
+    return sorted((farm.root / "service" / "tmp").glob("*"))
+
+
+def _register_boards(farm: Farm, boards: dict[str, str]) -> httpx.Client:
+    """Register boards as an agent would (no agent process: nothing will run them)."""
+    token = farm.agent_token("idle-agent")
+    agent = httpx.Client(
+        base_url=farm.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    r = agent.post(
+        "/api/agent/register",
+        json={"hostname": "h", "boards": [{"name": b, "target": t} for b, t in boards.items()]},
+    )
+    assert r.status_code == 200, r.text
+    return agent
+
+
+def test_no_admin_no_service(tmp_path: Path) -> None:
+    from aidge_deploy.farm.service import NoAdminError, create_app
+    from aidge_deploy.farm.settings import FarmSettings
+
+    with pytest.raises(NoAdminError, match="no admin") as err:
+        create_app(FarmSettings(data_dir=tmp_path))
+    assert "farm user add" in (err.value.hint or "")
+
+
+def test_refusals_store_and_run_nothing(service_farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
+    farm = service_farm
+    url = farm.url
+    export = export_factory("output", target="mps2-an386")
+    agent = _register_boards(farm, {"an386-a": "mps2-an386"})
+
+    # wrong password: 401, nothing issued, the password not echoed
+    r = httpx.post(url + "/api/token", json={"username": "alice", "password": "wrong-pass-1"})
+    assert r.status_code == 401 and "wrong username or password" in r.text
+    assert "wrong-pass-1" not in r.text
+    r = httpx.post(url + "/api/token", json={"username": "nobody", "password": "whatever12"})
+    assert r.status_code == 401
+
+    # no token / garbage token
+    assert httpx.get(url + "/api/boards").status_code == 401
+    assert (
+        httpx.get(url + "/api/boards", headers={"Authorization": "Bearer nope"}).status_code == 401
+    )
+
+    # expired token
+    short = farm.token(*ALICE, expires_in=1)
+    time.sleep(1.3)
+    r = httpx.get(url + "/api/boards", headers={"Authorization": f"Bearer {short}"})
+    assert r.status_code == 401 and "expired" in r.json()["error"]["message"]
+
+    alice = farm.client(*ALICE)
+    bob = farm.client(*BOB)
+
+    # unsafe archives: refused before anything is extracted or stored
+    manifest = (Path(export.path) / ".aidge-export.json").read_bytes()
+    bad = {
+        "dotdot": [(".aidge-export.json", manifest, "file"), ("../evil.txt", b"x", "file")],
+        "absolute": [(".aidge-export.json", manifest, "file"), ("/tmp/evil.txt", b"x", "file")],
+        "symlink": [(".aidge-export.json", manifest, "file"), ("link", None, "symlink")],
+        "hardlink": [(".aidge-export.json", manifest, "file"), ("hard", None, "hardlink")],
+        "fifo": [(".aidge-export.json", manifest, "file"), ("pipe", None, "fifo")],
+        "not-an-export": [("README.md", b"hello", "file")],
+        "bad-manifest": [(".aidge-export.json", b'{"schema_version": 1}', "file")],
+    }
+    expected = {
+        "dotdot": "'..'",
+        "absolute": "absolute path",
+        "symlink": "symbolic link",
+        "hardlink": "hard link",
+        "fifo": "device or FIFO",
+        "not-an-export": "not an Aidge export",
+        "bad-manifest": "not a valid Aidge export",
+    }
+    for name, members in bad.items():
+        r = alice.post("/api/exports", content=_tar(members))
+        assert r.status_code == 400, (name, r.text)
+        assert expected[name] in r.json()["error"]["message"], (name, r.text)
+    r = alice.post("/api/exports", content=b"this is not a tar archive")
+    assert r.status_code == 400 and "not a readable tar archive" in r.text
+    assert not (farm.root / "evil.txt").exists()
+    assert _stored(farm) == [] and _leftovers(farm) == []
+
+    # a good export is stored once, whoever uploads it and however often
+    body = _pack(export)
+    first = alice.post("/api/exports", content=body)
+    assert first.status_code == 201, first.text
+    again = bob.post("/api/exports", content=_pack(export))
+    assert again.json()["id"] == first.json()["id"]
+    assert len(_stored(farm)) == 1 and _leftovers(farm) == []
+    export_id = first.json()["id"]
+
+    # unknown board: did-you-mean and the farm's boards; no job created
+    r = alice.post("/api/jobs", json={"export": export_id, "board": "an386-b"})
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert "did you mean 'an386-a'" in err["message"] and err["boards"] == ["an386-a"]
+    assert alice.get("/api/jobs").json() == []
+
+    # counters the board cannot count fail at submit time
+    r = alice.post(
+        "/api/jobs",
+        json={"export": export_id, "board": "an386-a", "config": {"counters": ["nope"]}},
+    )
+    assert r.status_code == 400, r.text
+    # connection settings and secrets are not part of a job
+    r = alice.post(
+        "/api/jobs",
+        json={"export": export_id, "board": "an386-a", "config": {"api_password": "s3cret-value"}},
+    )
+    assert r.status_code == 400 and "api_password" in r.text and "s3cret-value" not in r.text
+
+    # another user's job: same answer as a job that does not exist
+    job = alice.post("/api/jobs", json={"export": export_id, "board": "an386-a"})
+    assert job.status_code == 201, job.text
+    job_id = job.json()["id"]
+    for path in ("", "/events", "/log", "/result", "/bundle"):
+        r = bob.get(f"/api/jobs/{job_id}{path}")
+        assert r.status_code == 404, (path, r.text)
+        assert r.json()["error"]["message"] == f"no job {job_id}"
+    assert bob.post(f"/api/jobs/{job_id}/cancel").status_code == 404
+    assert bob.get("/api/jobs").json() == []
+    # bob cannot submit alice's export unless he uploaded it himself (he did above)
+    carol_export = alice.post(
+        "/api/exports", content=_tar([(".aidge-export.json", manifest, "file")])
+    )
+    assert carol_export.status_code == 201
+    r = bob.post("/api/jobs", json={"export": carol_export.json()["id"], "board": "an386-a"})
+    assert r.status_code == 404
+    # an admin sees everything
+    with farm.client(*ADMIN) as admin:
+        assert [j["id"] for j in admin.get("/api/jobs").json()] == [job_id]
+
+    # agents cannot use the user API and users cannot use the agent API
+    assert agent.get("/api/jobs").status_code == 403
+    assert alice.post("/api/agent/poll", params={"wait": 0}).status_code == 403
+
+    # alice's job is queued in labgrid and reserved for the (idle) board; she cancels it
+    _wait_state(alice, job_id, {"reserved"})
+    r = alice.post(f"/api/jobs/{job_id}/cancel")
+    assert r.json()["state"] == "cancelled"
+    assert set(r.json()["times"]) >= {"queued", "reserved", "cancelled"}
+
+
+def _wait_state(
+    client: httpx.Client, job_id: int, states: set[str], timeout: float = 30
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/api/jobs/{job_id}").json()
+        if job["state"] in states:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} stayed {job['state']}, wanted {states}")
+
+
+def test_openapi_lists_the_endpoints(service_farm: Farm) -> None:
+    doc = httpx.get(service_farm.url + "/api/openapi.json").json()
+    paths = set(doc["paths"])
+    for p in (
+        "/api/token",
+        "/api/boards",
+        "/api/exports",
+        "/api/jobs",
+        "/api/jobs/{job_id}",
+        "/api/jobs/{job_id}/events",
+        "/api/jobs/{job_id}/result",
+        "/api/jobs/{job_id}/bundle",
+        "/api/jobs/{job_id}/log",
+        "/api/jobs/{job_id}/cancel",
+    ):
+        assert p in paths, p
+
+
+def test_upload_size_limit(farm_root: Path, export_factory) -> None:  # type: ignore[no-untyped-def]
+    from farmkit import make_farm
+
+    farm = make_farm(farm_root)
+    try:
+        farm.stop_all()
+        farm.start_coordinator()
+        farm.start_service(["--max-upload-mb", "1"])
+        with farm.client(*ALICE) as alice:
+            big = gzip.compress(b"\0" * 10) + b"x" * (2 * 1024 * 1024)
+            r = alice.post("/api/exports", content=big)
+            assert r.status_code == 413 and "limit of 1 MiB" in r.text
+        assert _stored(farm) == [] and _leftovers(farm) == []
+    finally:
+        farm.stop_all()
