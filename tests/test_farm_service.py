@@ -6,9 +6,11 @@ job created, nothing reserved in labgrid.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import tarfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -57,7 +59,8 @@ def _leftovers(farm: Farm) -> list[Path]:
 
 
 def _register_boards(farm: Farm, boards: dict[str, str]) -> httpx.Client:
-    """Register boards as an agent would (no agent process: nothing will run them)."""
+    """Register boards as an agent would (no agent process: nothing will run them); a
+    thread keeps the registration alive with heartbeats until the client is closed."""
     token = farm.agent_token("idle-agent")
     agent = httpx.Client(
         base_url=farm.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
@@ -67,6 +70,14 @@ def _register_boards(farm: Farm, boards: dict[str, str]) -> httpx.Client:
         json={"hostname": "h", "boards": [{"name": b, "target": t} for b, t in boards.items()]},
     )
     assert r.status_code == 200, r.text
+
+    def beat() -> None:
+        while not agent.is_closed:
+            with contextlib.suppress(httpx.HTTPError, RuntimeError):
+                agent.post("/api/agent/heartbeat", json={"running": []})
+            time.sleep(1.0)
+
+    threading.Thread(target=beat, daemon=True).start()
     return agent
 
 
@@ -195,6 +206,7 @@ def test_refusals_store_and_run_nothing(service_farm: Farm, export_factory) -> N
     r = alice.post(f"/api/jobs/{job_id}/cancel")
     assert r.json()["state"] == "cancelled"
     assert set(r.json()["times"]) >= {"queued", "reserved", "cancelled"}
+    agent.close()
 
 
 def _wait_state(

@@ -22,9 +22,11 @@ def test_serial_is_labgrids_fork_and_complete() -> None:
     import serial
     import serial.rfc2217
     import serial.tools.list_ports
-    import serial.urlhandler.protocol_socket  # noqa: F401
+    import serial.urlhandler.protocol_socket
 
-    assert serial.VERSION == "3.5.0.2", "pyserial overwrote pyserial-labgrid: rerun scripts/setup.sh"
+    assert serial.VERSION == "3.5.0.2", (
+        "pyserial overwrote pyserial-labgrid: rerun scripts/setup.sh"
+    )
     assert callable(serial.tools.list_ports.comports)
 
 
