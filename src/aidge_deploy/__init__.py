@@ -8,33 +8,87 @@ Public API (the deploy guide's names)::
 
 from __future__ import annotations
 
-from aidge_deploy.api import deploy
-from aidge_deploy.config import (
-    Aggregation,
-    Backend,
-    BenchmarkConfig,
-    DeployConfig,
-    ValidationConfig,
-)
-from aidge_deploy.errors import DeployError, PipelineError, ProtocolError
-from aidge_deploy.registry import (
-    DeployTarget,
-    FlashableTarget,
-    RemoteBuildTarget,
-    TransferableTarget,
-    get_deploy_target,
-    register_deploy_target,
-)
-from aidge_deploy.results import (
-    BuildResult,
-    DeployContext,
-    DeployResult,
-    ExecutionResult,
-    MemoryPeaks,
-    Metric,
-    Provenance,
-    TimingSeries,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aidge_deploy.api import deploy
+    from aidge_deploy.config import (
+        Aggregation,
+        Backend,
+        BenchmarkConfig,
+        DeployConfig,
+        ValidationConfig,
+    )
+    from aidge_deploy.errors import DeployError, PipelineError, ProtocolError
+    from aidge_deploy.registry import (
+        DeployTarget,
+        FlashableTarget,
+        RemoteBuildTarget,
+        TransferableTarget,
+        get_deploy_target,
+        register_deploy_target,
+    )
+    from aidge_deploy.results import (
+        BuildResult,
+        DeployContext,
+        DeployResult,
+        ExecutionResult,
+        MemoryPeaks,
+        Metric,
+        Provenance,
+        TimingSeries,
+    )
+
+#: public name -> module that defines it. Imported on first use (PEP 562), so that
+#: ``import aidge_deploy.testing.plugin`` (pytest loads it in every session) or
+#: ``aidge_deploy.cli`` do not pay for importing aidge_core until they need it.
+_LAZY = {
+    "deploy": "aidge_deploy.api",
+    **dict.fromkeys(
+        ("Aggregation", "Backend", "BenchmarkConfig", "DeployConfig", "ValidationConfig"),
+        "aidge_deploy.config",
+    ),
+    **dict.fromkeys(("DeployError", "PipelineError", "ProtocolError"), "aidge_deploy.errors"),
+    **dict.fromkeys(
+        (
+            "DeployTarget",
+            "FlashableTarget",
+            "RemoteBuildTarget",
+            "TransferableTarget",
+            "get_deploy_target",
+            "register_deploy_target",
+        ),
+        "aidge_deploy.registry",
+    ),
+    **dict.fromkeys(
+        (
+            "BuildResult",
+            "DeployContext",
+            "DeployResult",
+            "ExecutionResult",
+            "MemoryPeaks",
+            "Metric",
+            "Provenance",
+            "TimingSeries",
+        ),
+        "aidge_deploy.results",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aidge_deploy' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

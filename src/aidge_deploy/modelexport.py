@@ -1,9 +1,11 @@
 """Turn an ONNX model into an Aidge export for ``aidge-deploy profile``.
 
 This is a convenience over the published exporter (``aidge_core.export_utils.export``);
-aidge-deploy generates no model sources itself. Inputs are random tensors of the model's
-declared shapes (used for int8 calibration and as the exported sample input), tagged with
-their reference layout so Cortex-M exports transpose them correctly.
+aidge-deploy generates no model sources itself. Inputs are the caller's, or random
+tensors of the model's declared shapes, uniform in [-1, 1] (Aidge's int8 export scales inputs
+by 127 into int8, so larger values would overflow); they are the int8 calibration set and
+the first is the exported sample input, tagged with its reference layout so Cortex-M
+exports transpose it correctly.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class ExportRequest:
     tinymlbenchmark: bool = False
     nb_validation_iterations: int = 0
     seed: int = 0
+    #: the model's input tensors in its reference layout: the first is the export's sample
+    #: input, all of them are the int8 calibration set (random tensors when empty)
+    inputs: tuple[np.ndarray, ...] = ()
 
 
 def load_plugins() -> None:
@@ -98,9 +103,14 @@ def export_model(request: ExportRequest) -> object:
             hint="See `aidge-deploy targets` for the registered targets.",
         ) from exc
     rng = np.random.default_rng(request.seed)
+    arrays = [np.ascontiguousarray(a, dtype=np.float32) for a in request.inputs] or [
+        rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+        for _, shape in onnx_input_shapes(request.model)
+    ]
     tensors = []
-    for _, shape in onnx_input_shapes(request.model):
-        tensor = aidge_core.Tensor(rng.standard_normal(shape).astype(np.float32))
+    for array in arrays:
+        shape = array.shape
+        tensor = aidge_core.Tensor(array)
         tensor.set_backend("cpu")
         layout = {4: aidge_core.dformat.nchw, 3: aidge_core.dformat.ncw, 2: aidge_core.dformat.nc}
         if len(shape) in layout:
