@@ -68,6 +68,7 @@ def assert_budget(
     ``layers/<layer>/<figure>``. A figure that is unavailable fails (a budget cannot be met
     by a missing number). Returns the figure checked.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if max is None and min is None:
         raise TypeError("assert_budget needs max=, min= or both")
     fig = _figure(result, metric)
@@ -148,6 +149,7 @@ def assert_outputs_close(
     mapping output name -> array, or another ``DeployResult``. Values are compared flat,
     in the exported layout the target printed them in.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not isinstance(result.output, list):
         raise AssertionError(
             "the run holds no output tensors (a benchmark export): export with kind='output' "
@@ -235,6 +237,7 @@ def assert_no_regression(
     or None for ``DEFAULT_THRESHOLDS``. Fails on a ``fail`` verdict and when the bundles
     are not comparable (another model or target); a ``warn`` verdict passes.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
     from aidge_deploy.errors import DeployError
     from aidge_deploy.report.compare import (
         Verdict,
