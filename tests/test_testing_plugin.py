@@ -256,7 +256,7 @@ def test_none(aidge_target):
     pass
 """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert "names no target" in result.stdout.str() + result.stderr.str()
 
 
@@ -273,7 +273,9 @@ def test_unmarked(aidge_target):
     assert aidge_target == "mps2-an386"
 """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider", "--aidge-target=mps2-an386", "-rs", "-v")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--aidge-target=mps2-an386", "-rs", "-v"
+    )
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*host not selected by --aidge-target*"])
 
@@ -285,7 +287,7 @@ def test_o(aidge_run):
     aidge_run("model.onnx", iteratons=3)
 """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     assert "unknown options ['iteratons']" in result.stdout.str()
 
