@@ -72,6 +72,7 @@ import asyncssh
 import pytest
 
 from aidge_deploy.connections.ssh_settings import SshSettings
+from envparts import missing
 
 SSHD = Path("/usr/sbin/sshd")
 BOARD_USER = "pi"
@@ -180,7 +181,7 @@ def ensure_board_user() -> str:
     except KeyError:
         done = _run(["useradd", "-m", "-s", "/bin/bash", BOARD_USER])
         if done.returncode != 0:
-            pytest.skip(f"cannot create board user {BOARD_USER}: {done.stderr.strip()}")
+            missing(f"cannot create board user {BOARD_USER}: {done.stderr.strip()}")
     shadow = _run(["getent", "shadow", BOARD_USER]).stdout.split(":")
     if len(shadow) > 1 and shadow[1] != "*":
         # '!' means locked: sshd with UsePAM no refuses even public keys for such accounts.
@@ -293,7 +294,7 @@ def start_ssh_board(
 ) -> Iterator[SshBoard]:
     """Start a throw-away sshd (see the module docstring) and stop it on exit."""
     if not SSHD.is_file():
-        pytest.skip(f"{SSHD} not found: install the openssh-server package")
+        missing(f"{SSHD} not found: install the openssh-server package")
     user = ensure_board_user()
     workdir = Path(tempfile.mkdtemp(prefix=f"adk-{name}-", dir="/tmp"))
     # sshd reads authorized_keys as the board user: the directory must be traversable.
@@ -402,19 +403,19 @@ def _free_subnet() -> int:
         candidate = 1 + (os.getpid() + offset) % 250
         if str(candidate) not in used and not Path(f"/run/netns/adk{candidate}").exists():
             return candidate
-    pytest.skip("no free 10.231.N.0/24 subnet for a netns board")
+    missing("no free 10.231.N.0/24 subnet for a netns board")
 
 
 @contextlib.contextmanager
 def start_netns_board() -> Iterator[SshBoard]:
     """An ssh board with its own address in a network namespace created (and removed) here."""
     if shutil.which("ip") is None:
-        pytest.skip("iproute2 (`ip`) not installed: cannot create a network namespace")
+        missing("iproute2 (`ip`) not installed: cannot create a network namespace")
     n = _free_subnet()
     ns, host_if, board_if = f"adk{n}", f"adkh{n}", f"adkb{n}"
     added = _run(["ip", "netns", "add", ns])
     if added.returncode != 0:
-        pytest.skip(f"`ip netns add` failed (needs root): {added.stderr.strip()}")
+        missing(f"`ip netns add` failed (needs root): {added.stderr.strip()}")
     try:
         steps = [
             ["ip", "link", "add", host_if, "type", "veth", "peer", "name", board_if],
@@ -428,7 +429,7 @@ def start_netns_board() -> Iterator[SshBoard]:
         for step in steps:
             done = _run(step)
             if done.returncode != 0:
-                pytest.skip(f"netns setup step {' '.join(step)} failed: {done.stderr.strip()}")
+                missing(f"netns setup step {' '.join(step)} failed: {done.stderr.strip()}")
         with start_ssh_board(name="netns", listen=f"10.231.{n}.2", port=22, netns=ns) as board:
             yield board
     finally:
@@ -505,9 +506,9 @@ def _docker_ping(sock_path: Path) -> bool:
 def start_docker_board() -> Iterator[DockerBoard]:
     dockerd = shutil.which("dockerd")
     if dockerd is None or shutil.which("docker") is None:
-        pytest.skip("dockerd or the docker CLI is not installed (apt-get install docker.io)")
+        missing("dockerd or the docker CLI is not installed (apt-get install docker.io)")
     if not _is_root():
-        pytest.skip("dockerd needs root (rootless dockerd is not set up by the tests)")
+        missing("dockerd needs root (rootless dockerd is not set up by the tests)")
     user = ensure_board_user()
     try:
         grp.getgrnam("docker")
@@ -544,7 +545,7 @@ def start_docker_board() -> Iterator[DockerBoard]:
         deadline = time.monotonic() + 30.0
         while not _docker_ping(sock):
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.skip(f"dockerd could not start; end of its log:\n{_tail(log)}")
+                missing(f"dockerd could not start; end of its log:\n{_tail(log)}")
             time.sleep(0.05)
         children = descendants(proc.pid)
         rootfs = root / "rootfs"
@@ -603,7 +604,7 @@ class Aarch64Runner:
         self, source: Path, output: Path, *, static: bool = True, flags: Sequence[str] = ()
     ) -> Path:
         if self.cross_cxx is None:
-            pytest.skip("aarch64-linux-gnu-g++ not installed (g++-aarch64-linux-gnu)")
+            missing("aarch64-linux-gnu-g++ not installed (g++-aarch64-linux-gnu)")
         argv = [self.cross_cxx, "-O2", *(["-static"] if static else []), *flags]
         done = _run([*argv, "-o", str(output), str(source)], timeout=180)
         if done.returncode != 0:
@@ -627,16 +628,16 @@ def _binfmt_state(entry: Path) -> str:
 @contextlib.contextmanager
 def start_aarch64_runner() -> Iterator[Aarch64Runner]:
     if shutil.which("update-binfmts") is None:
-        pytest.skip("update-binfmts not installed (binfmt-support)")
+        missing("update-binfmts not installed (binfmt-support)")
     if not Path("/usr/libexec/qemu-binfmt/aarch64-binfmt-P").exists() and not shutil.which(
         "qemu-aarch64-static"
     ):
-        pytest.skip("qemu-user-static not installed: no aarch64 binfmt interpreter")
+        missing("qemu-user-static not installed: no aarch64 binfmt interpreter")
     mounted_here = False
     if not (BINFMT_DIR / "register").exists():
         done = _run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT_DIR)])
         if done.returncode != 0:
-            pytest.skip(f"cannot mount binfmt_misc (needs root): {done.stderr.strip()}")
+            missing(f"cannot mount binfmt_misc (needs root): {done.stderr.strip()}")
         mounted_here = True
     entry = BINFMT_DIR / "qemu-aarch64"
     before = _binfmt_state(entry)
@@ -645,7 +646,7 @@ def start_aarch64_runner() -> Iterator[Aarch64Runner]:
         if before != "enabled":
             done = _run(["update-binfmts", "--enable", "qemu-aarch64"])
             if done.returncode != 0 or _binfmt_state(entry) != "enabled":
-                pytest.skip(f"cannot register binfmt for qemu-aarch64: {done.stderr.strip()}")
+                missing(f"cannot register binfmt for qemu-aarch64: {done.stderr.strip()}")
             enabled_here = True
         yield Aarch64Runner(
             ld_prefix=AARCH64_SYSROOT,

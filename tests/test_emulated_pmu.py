@@ -23,6 +23,7 @@ from aidge_deploy.profiling.qemu_plugin import (
     plugin_path,
     read_trace,
 )
+from envparts import missing
 
 pytestmark = pytest.mark.qemu
 
@@ -39,7 +40,7 @@ def _expected(n: int) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def firmware(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if QEMU is None or GCC is None:
-        pytest.skip("qemu-system-arm or arm-none-eabi-gcc is not installed")
+        missing("qemu-system-arm or arm-none-eabi-gcc is not installed")
     elf = tmp_path_factory.mktemp("pmu_fw") / "pmu_fw.elf"
     subprocess.run(
         [

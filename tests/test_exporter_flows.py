@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 
 import modelzoo
+from envparts import needs
 
 pytestmark = [
     pytest.mark.qemu,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        shutil.which("qemu-system-arm") is None, reason="qemu-system-arm is not installed"
-    ),
+    needs(shutil.which("qemu-system-arm") is not None, "qemu-system-arm is not installed"),
 ]
 
 

@@ -333,7 +333,6 @@ def test_capabilities_are_enforced(tmp_path: Path) -> None:
 
 def test_pyocd_preflight_without_a_probe() -> None:
     """No debug probe can exist in this sandbox: pyOCD's real probe scan finds none."""
-    pytest.importorskip("pyocd")
     flasher = get_flasher("pyocd", target="stm32f405rg")
     assert flasher.caps.erase and flasher.caps.verify
     with pytest.raises(PreflightError, match="no debug probe") as info:

@@ -28,6 +28,7 @@ from aidge_deploy.profiling.native import (
 )
 from aidge_deploy.profiling.perf_linux import explain_errno, probe_available, run_with_counters
 from aidge_deploy.results import Provenance
+from envparts import missing, not_applicable
 
 
 def _hardware_events_supported() -> bool:
@@ -60,7 +61,7 @@ def test_probe_software_events_work_here() -> None:
 
 def test_probe_reports_hardware_events_unavailable_with_reason() -> None:
     if _hardware_events_supported():
-        pytest.skip("this machine has a hardware PMU: hardware events are countable")
+        not_applicable("this machine has a hardware PMU: hardware events are countable")
     probed = probe_available()
     for name in ("cycles", "instructions", "branch-misses", "L1-dcache-load-misses"):
         reason = probed[name]
@@ -127,7 +128,7 @@ def test_counted_run_times_out_and_never_reports_a_program_that_did_not_start(
 def perf_run_native(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
-        pytest.skip("no C compiler")
+        missing("no C compiler (apt-get install gcc)")
     out = tmp_path_factory.mktemp("perf_run") / "perf_run"
     subprocess.run(
         [
@@ -186,7 +187,7 @@ def test_perf_run_static_aarch64_under_qemu_user_reports_enosys(tmp_path: Path) 
     cc = shutil.which("aarch64-linux-gnu-gcc")
     qemu = shutil.which("qemu-aarch64") or shutil.which("qemu-aarch64-static")
     if cc is None or qemu is None:
-        pytest.skip("aarch64-linux-gnu-gcc or qemu-aarch64 is not installed")
+        missing("aarch64-linux-gnu-gcc or qemu-aarch64 is not installed")
     out = tmp_path / "perf_run-aarch64"
     subprocess.run(compile_command(cc, out, static=True), check=True, timeout=180)
     from elftools.elf.elffile import ELFFile

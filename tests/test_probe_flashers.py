@@ -18,6 +18,7 @@ import pytest
 
 from aidge_deploy.errors import FlashError, PreflightError
 from aidge_deploy.flash.registry import FlashRequest, flasher_names, get_flasher, get_flasher_class
+from envparts import needs, not_applicable
 from testfw import Variant, needs_qemu
 
 
@@ -29,7 +30,7 @@ def test_all_probe_flashers_are_registered_with_capabilities() -> None:
 
 
 @needs_qemu
-@pytest.mark.skipif(shutil.which("openocd") is None, reason="openocd is not installed")
+@needs(shutil.which("openocd") is not None, "openocd is not installed")
 def test_openocd_without_a_probe_is_a_flash_error_with_its_log(
     firmware: Callable[[str, object], Path], tmp_path: Path
 ) -> None:
@@ -47,7 +48,7 @@ def test_openocd_without_a_probe_is_a_flash_error_with_its_log(
 
 def test_jlink_without_its_server_is_a_preflight_error(tmp_path: Path) -> None:
     if shutil.which("JLinkGDBServerCLExe"):
-        pytest.skip("SEGGER J-Link software is installed here")
+        not_applicable("SEGGER J-Link software is installed here")
     flasher = get_flasher("jlink", device="STM32H7A3ZI", log_dir=tmp_path)
     with pytest.raises(PreflightError) as info:
         flasher.preflight()

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from aidge_deploy.cli.main import app
 from aidge_deploy.report import verify_bundle
 from aidge_deploy.report.schemas import SchemaName, schema_errors
+from envparts import needs
 from test_report_html import _chromium
 
 pytestmark = pytest.mark.slow
@@ -77,9 +78,7 @@ def test_host_profile_with_software_counters(tiny_cnn: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.qemu
-@pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None, reason="qemu-system-arm is not installed"
-)
+@needs(shutil.which("qemu-system-arm") is not None, "qemu-system-arm is not installed")
 def test_emulated_profile_multi_pass_merged_and_deterministic(
     export_factory, tiny_cnn: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -113,9 +112,7 @@ def test_emulated_profile_multi_pass_merged_and_deterministic(
 
 
 @pytest.mark.qemu
-@pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None, reason="qemu-system-arm is not installed"
-)
+@needs(shutil.which("qemu-system-arm") is not None, "qemu-system-arm is not installed")
 def test_emulated_profile_cli_bundle(tiny_cnn: Path, tmp_path: Path) -> None:
     bundle = _profile(tiny_cnn, tmp_path, "--target", "mps2-an386", "--counters", "emulated")
     rows = _check_bundle(bundle, tmp_path)

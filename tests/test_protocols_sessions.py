@@ -41,6 +41,7 @@ from aidge_deploy.protocols.mlperf import (
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.protocols.uart import parse_uart_validation_v1
 from aidge_deploy.protocols.uart_validation import drive_validation, format_sample
+from envparts import needs
 
 sys.path.insert(0, str(Path(__file__).parent))
 import modelzoo
@@ -438,7 +439,7 @@ def qemu_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.qemu
-@pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {', '.join(_MISSING)}")
+@needs(not _MISSING, f"not installed: {', '.join(_MISSING)}")
 def test_validation_session_on_qemu_firmware(qemu_model: Path, tmp_path: Path) -> None:
     x = modelzoo.sample_input((1, 3, 4, 4))
     path, manifest = _export_and_build(
@@ -471,7 +472,7 @@ def test_validation_session_on_qemu_firmware(qemu_model: Path, tmp_path: Path) -
 
 @pytest.mark.slow
 @pytest.mark.qemu
-@pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {', '.join(_MISSING)}")
+@needs(not _MISSING, f"not installed: {', '.join(_MISSING)}")
 def test_mlperf_session_on_qemu_firmware(qemu_model: Path, tmp_path: Path) -> None:
     x = modelzoo.sample_input((1, 3, 4, 4))
     path, manifest = _export_and_build(

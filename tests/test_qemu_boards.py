@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from envparts import missing, needs
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 import aidge_qemu_boards
@@ -50,9 +52,7 @@ BUILD_TIMEOUT_S = 300.0
 RUN_TIMEOUT_S = 30.0
 TOOLS = ("qemu-system-arm", "arm-none-eabi-gcc", "arm-none-eabi-g++", "make")
 MISSING_TOOLS = [tool for tool in TOOLS if shutil.which(tool) is None]
-needs_qemu = pytest.mark.skipif(
-    bool(MISSING_TOOLS), reason=f"not installed: {', '.join(MISSING_TOOLS)}"
-)
+needs_qemu = needs(not MISSING_TOOLS, f"not installed: {', '.join(MISSING_TOOLS)}")
 
 FLOAT = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 
@@ -619,7 +619,7 @@ def test_int8_matches_host_int8_export(
 ) -> None:
     """The int8 kernels use the BSP's SXTB16/SMLAD intrinsics; the host export does not."""
     if shutil.which("cmake") is None or shutil.which("c++") is None:
-        pytest.skip("cmake / c++ not installed: no host int8 reference")
+        missing("cmake / c++ not installed: no host int8 reference")
     project = built(name, "output", dtype="int8")
     output = project.manifest["outputs"][0]
     assert output["dtype"] == "int8_t"

@@ -27,15 +27,14 @@ from aidge_deploy.errors import (
     ProtocolError,
 )
 from aidge_deploy.results import Provenance
+from envparts import needs
 
 pytestmark = [
     pytest.mark.qemu,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        shutil.which("qemu-system-arm") is None, reason="qemu-system-arm is not installed"
-    ),
-    pytest.mark.skipif(
-        shutil.which("arm-none-eabi-g++") is None, reason="the Arm cross toolchain is not installed"
+    needs(shutil.which("qemu-system-arm") is not None, "qemu-system-arm is not installed"),
+    needs(
+        shutil.which("arm-none-eabi-g++") is not None, "the Arm cross toolchain is not installed"
     ),
 ]
 

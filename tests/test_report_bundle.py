@@ -21,6 +21,7 @@ from aidge_deploy.pipeline.stages.report import ReportStage
 from aidge_deploy.report import ProfileFormat, verify_bundle, write_bundle
 from aidge_deploy.report.manifest import MANIFEST_NAME
 from aidge_deploy.report.schemas import SchemaName, load_schema, schema_errors
+from envparts import missing
 
 pytestmark = pytest.mark.slow
 
@@ -287,7 +288,7 @@ def test_failure_while_writing_leaves_no_bundle(
     # error in the middle of writing (after summary.json and run_metadata.json)
     unreadable = Path("/proc/self/mem")
     if not unreadable.is_file():
-        pytest.skip("needs Linux /proc")
+        missing("needs Linux /proc")
     with pytest.raises(ReportError, match="Could not write the result bundle"):
         write_bundle(
             tmp_path / "out",

@@ -15,6 +15,7 @@ from aidge_deploy.profiling.validity import assess
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.summary import build_summary
 from aidge_deploy.results import DeployResult, LayerFigure, Provenance, TimingSeries
+from envparts import missing
 from test_report_bundle import deploy_with_report
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -25,7 +26,7 @@ _HASH = "0" * 64
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     if not Path(CHROMIUM).exists():
-        pytest.skip("chromium is not installed")
+        missing("chromium is not installed (apt-get install chromium)")
     return subprocess.run(
         [
             CHROMIUM,

@@ -41,6 +41,7 @@ from aidge_deploy.errors import (
 from aidge_deploy.progress import ProgressUpdate
 from aidge_deploy.results import BuildStatus, DeployResult, Provenance
 from boards import Aarch64Board, DockerBoard, SshBoard
+from envparts import not_applicable
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 
@@ -389,7 +390,7 @@ def test_remote_folder_without_write_permission(
     finally:
         os.rmdir(locked)
     if ssh_board.user == "root":  # pragma: no cover - root ignores permissions
-        pytest.skip("the board user is root")
+        not_applicable("the board user is root")
     assert "Permission denied" in info.value.message
     assert "ls -ld" in (info.value.hint or "")
 

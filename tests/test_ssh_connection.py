@@ -31,6 +31,7 @@ from aidge_deploy.errors import (
     TransferError,
 )
 from boards import Aarch64Board, DockerBoard, SshBoard
+from envparts import missing, not_applicable
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -218,7 +219,7 @@ def test_ctrl_c_stops_the_remote_program(
 ) -> None:
     sleep = unique_sleep()
     if threading.current_thread() is not threading.main_thread():
-        pytest.skip("SIGINT is only delivered to the main thread")
+        not_applicable("SIGINT is only delivered to the main thread")
     timer = threading.Timer(0.7, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     log = tmp_path / "interrupted.log"
@@ -625,7 +626,7 @@ def test_docker_run_through_ssh_preserves_exit_code(docker_board: DockerBoard) -
 @pytest.mark.docker
 def test_docker_runs_a_host_built_cpp_program(docker_board: DockerBoard, tmp_path: Path) -> None:
     if shutil.which("g++") is None:
-        pytest.skip("g++ not installed")
+        missing("g++ not installed")
     job = tmp_path / "job"
     job.mkdir()
     (job / "hello.cpp").write_text(

@@ -13,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from envparts import needs
+
 FIRMWARE_DIR = Path(__file__).parent / "data" / "firmware"
 
 
@@ -30,9 +32,9 @@ def _support(name: str) -> ModuleType:
 fw = _support("build")
 procs = _support("procs")
 Variant = fw.Variant
-needs_qemu = pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None or not fw.toolchain_available(),
-    reason="qemu-system-arm or arm-none-eabi-gcc is not installed",
+needs_qemu = needs(
+    shutil.which("qemu-system-arm") is not None and fw.toolchain_available(),
+    "qemu-system-arm or arm-none-eabi-gcc is not installed",
 )
 
 
