@@ -17,6 +17,10 @@ Boards
     current user and that user logs in. Skipped when sshd is not installed.
 ``fresh_ssh_board`` (function)
     The same, private to one test: for tests that kill its sessions or SIGSTOP it.
+``hostile_ssh_board`` (module)
+    The same, but its SFTP subsystem lies: OpenSSH's ``sftp-server`` behind
+    ``tests/data/hostile_sftp.py``, which lists entries named ``bait-*`` under escaping names
+    (``../x``, ``/tmp/x``, ``sub/../../x``) as a hostile board could.
 ``netns_board`` (module)
     The same sshd inside a network namespace ``adk<N>`` created here, reached over a veth pair
     at ``10.231.N.2:22`` (host side ``10.231.N.1``); the namespace has no other route.
@@ -291,6 +295,7 @@ def start_ssh_board(
     port: int | None = None,
     netns: str | None = None,
     extra_config: Sequence[str] = (),
+    sftp_subsystem: str = "internal-sftp",
 ) -> Iterator[SshBoard]:
     """Start a throw-away sshd (see the module docstring) and stop it on exit."""
     if not SSHD.is_file():
@@ -326,7 +331,7 @@ def start_ssh_board(
                         "UsePAM no",
                         "StrictModes no",
                         f"AllowUsers {user}",
-                        "Subsystem sftp internal-sftp",
+                        f"Subsystem sftp {sftp_subsystem}",
                         "MaxStartups 100",
                         "MaxSessions 50",
                         "LogLevel VERBOSE",
@@ -392,6 +397,37 @@ def ssh_board() -> Iterator[SshBoard]:
 def fresh_ssh_board() -> Iterator[SshBoard]:
     with start_ssh_board(name="fresh") as board:
         yield board
+
+
+#: what the hostile board's SFTP server lists instead of the bait names (see hostile_ssh_board)
+HOSTILE_NAMES = {
+    "bait-dotdot": "../escaped-dotdot",
+    "bait-absolute": "/tmp/adk-escaped-absolute",
+    "bait-nested": "sub/../../escaped-nested",
+}
+_SFTP_SERVER = Path("/usr/lib/openssh/sftp-server")
+
+
+@pytest.fixture(scope="module")
+def hostile_ssh_board() -> Iterator[SshBoard]:
+    """A real sshd whose SFTP subsystem is OpenSSH's sftp-server behind tests/data/hostile_sftp.py:
+    a directory entry named ``bait-*`` is listed as the escaping name of ``HOSTILE_NAMES``."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None or not _SFTP_SERVER.is_file():
+        missing(f"the board's python3 or {_SFTP_SERVER} is missing (openssh-sftp-server)")
+    tools = Path(tempfile.mkdtemp(prefix="adk-hostile-", dir="/tmp"))
+    try:
+        tools.chmod(0o755)
+        script = tools / "hostile_sftp.py"
+        shutil.copy(Path(__file__).parent / "data" / "hostile_sftp.py", script)
+        script.chmod(0o644)
+        renames = " ".join(f"{bait}={name}" for bait, name in HOSTILE_NAMES.items())
+        with start_ssh_board(
+            name="hostile", sftp_subsystem=f"{python} {script} {_SFTP_SERVER} {renames}"
+        ) as board:
+            yield board
+    finally:
+        shutil.rmtree(tools, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- netns board

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -73,6 +74,58 @@ def test_schema_violations_name_file_and_field(export_copy: Path, change, field:
     with pytest.raises(ManifestError) as info:
         load_export_artifact(export_copy)
     _assert_names(info.value, str(manifest_path), f"'{field}'")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("expected_artifact", "../outside/run_export", "'..'"),
+        ("expected_artifact", "build/../../outside/run_export", "'..'"),
+        ("expected_artifact", "bin/**/../../../*.elf", "'..'"),
+        ("expected_artifact", "/etc/passwd", "absolute"),
+        ("expected_artifact", "C:\\fw\\x.elf", "absolute"),
+        ("expected_artifact", "", "empty"),
+        ("arch", "../../../tmp/evil", "not an architecture name"),
+        ("arch", "/tmp/evil", "not an architecture name"),
+    ],
+)
+def test_paths_leaving_the_export_are_refused_at_load(
+    export_copy: Path, field: str, value: str, problem: str
+) -> None:
+    """``expected_artifact`` selects what is flashed or uploaded, ``arch`` a toolchain file:
+    neither may name a file outside the export."""
+    manifest_path = _edit(export_copy, lambda d: d.update({field: value}))
+    with pytest.raises(ManifestError) as info:
+        load_export_artifact(export_copy)
+    _assert_names(info.value, str(manifest_path), f"field '{field}'", problem)
+
+
+@pytest.mark.parametrize("value", ["build/run_export", "bin/*.elf", "out/**/*.elf", "a..b/x"])
+def test_paths_inside_the_export_are_accepted(export_copy: Path, value: str) -> None:
+    _edit(export_copy, lambda d: d.update(expected_artifact=value))
+    assert load_export_artifact(export_copy).manifest.expected_artifact == value
+
+
+def test_escaping_artifact_is_refused_before_anything_is_built(
+    export_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also for an ExportArtifact built in Python (no manifest file read): deploy() stops at
+    load, so no build runs and the outside file is never flashed or uploaded."""
+    import aidge_deploy
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AIDGE_DEPLOY_CACHE_DIR", str(cache))
+    secret = export_copy.parent / "outside.bin"
+    secret.write_bytes(b"not yours")
+    artifact = load_export_artifact(export_copy)
+    hostile = type(artifact)(
+        path=artifact.path,
+        manifest=dataclasses.replace(artifact.manifest, expected_artifact="../outside.bin"),
+    )
+    with pytest.raises(ManifestError, match="expected_artifact") as info:
+        aidge_deploy.deploy(hostile, DeployConfig(target="host"))
+    assert "'..'" in info.value.message
+    assert not (cache / "builds").exists() and not (cache / "runs").exists()
 
 
 def test_unknown_key_suggests_the_close_field(export_copy: Path) -> None:

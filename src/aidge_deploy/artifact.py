@@ -66,6 +66,43 @@ def _bad(manifest_path: Path, field: str, problem: str, hint: str) -> ManifestEr
     return ManifestError(f"{manifest_path}: field '{field}' {problem}", hint=hint)
 
 
+def _escape_reason(path: str) -> str | None:
+    """Why ``path`` (relative to the export, may be a glob) would leave the export, or None."""
+    if not path.strip():
+        return "is empty"
+    if "\0" in path:
+        return "contains a NUL byte"
+    if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
+        return f"is an absolute path ({path!r})"
+    if ".." in re.split(r"[\\/]", path):
+        return f"leaves the export folder through '..' ({path!r})"
+    return None
+
+
+def check_manifest_paths(artifact: Any, arch: Any, manifest_path: Path) -> None:
+    """The manifest names files inside the export; none of them may select a file elsewhere
+    (``expected_artifact`` is what gets flashed or uploaded; ``arch`` picks the CMake
+    toolchain file ``cmake/<arch>.toolchain``). ``ManifestError`` naming the field."""
+    if isinstance(artifact, str):
+        reason = _escape_reason(artifact)
+        if reason is not None:
+            raise _bad(
+                manifest_path,
+                "expected_artifact",
+                reason,
+                "It must be a path (or glob) relative to the export, inside it, like "
+                "'build/run_export' or 'bin/*.elf'; re-export the model or fix the manifest.",
+            )
+    if isinstance(arch, str) and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", arch):
+        raise _bad(
+            manifest_path,
+            "arch",
+            f"is not an architecture name ({arch!r})",
+            "Use a name like 'riscv64' or 'cortex-m7' (it selects cmake/<arch>.toolchain "
+            "inside the export), or null for a native build.",
+        )
+
+
 def validate_manifest_dict(values: Any, manifest_path: Path) -> ExportManifest:
     """Validate the raw JSON of a manifest and build the ``ExportManifest``."""
     regen = "Re-export the model with aidge_core.export_utils.export() (Aidge 0.10.x)."
@@ -112,6 +149,7 @@ def validate_manifest_dict(values: Any, manifest_path: Path) -> ExportManifest:
                     f"must be an object with {', '.join(_TENSOR_KEYS)}",
                     regen,
                 )
+    check_manifest_paths(values.get("expected_artifact"), values.get("arch"), manifest_path)
     app_fields = {f.name for f in dataclasses.fields(ExportApplication)}
     for key in values.get("application_config", {}):
         if key not in app_fields:
@@ -131,7 +169,9 @@ def load_export_artifact(value: str | os.PathLike[str] | ExportArtifact) -> Expo
                 f"Export directory {path} does not exist",
                 hint="The ExportArtifact points to a folder that was moved or deleted.",
             )
-        return ExportArtifact(path=path, manifest=value.manifest)
+        manifest = value.manifest
+        check_manifest_paths(manifest.expected_artifact, manifest.arch, path / EXPORT_MANIFEST_NAME)
+        return ExportArtifact(path=path, manifest=manifest)
     path = Path(value).expanduser().resolve()
     manifest_path = path / EXPORT_MANIFEST_NAME
     if not path.is_dir():

@@ -46,6 +46,10 @@ class TransferConnectionLost(TransferError):
     """The connection dropped during a transfer (a reconnect and retry may succeed)."""
 
 
+class UnsafeRemotePath(TransferError):
+    """A name the board sent would put a file outside the download's destination."""
+
+
 @dataclass(frozen=True)
 class TransferReport:
     """What one upload or download moved."""
@@ -327,29 +331,90 @@ async def upload_dir(
     return report
 
 
+def _contained(root: Path, rel: str, *, target: str, remote: str) -> Path:
+    """``root / rel`` when it stays inside ``root``, else ``UnsafeRemotePath``.
+
+    ``rel`` comes from the board (directory listings): an absolute name, a ``..`` or empty
+    component, a NUL, or an existing local symlink on the way that leads out of ``root``
+    (the parents, or the file itself) is refused before anything is written.
+    """
+    parts = rel.split("/")
+    reason = None
+    if "\0" in rel:
+        reason = "contains a NUL byte"
+    elif rel.startswith("/"):
+        reason = "is absolute"
+    elif any(part in ("", ".", "..") for part in parts):
+        reason = "has an empty, '.' or '..' component"
+    else:
+        base = root.resolve()
+        dest = root.joinpath(*parts)
+        # resolve() follows the symlinks that already exist on the way (the rest is lexical)
+        if not dest.parent.resolve().is_relative_to(base):
+            reason = f"goes through a local symlink that leads out of {root}"
+        elif dest.is_symlink() and not dest.resolve().is_relative_to(base):
+            reason = f"is a local symlink to {os.readlink(dest)}, outside {root}"
+        else:
+            return dest
+    raise UnsafeRemotePath(
+        f"Refusing to download {rel!r} from {target}:{remote}: the name {reason}",
+        f"Nothing was written outside {root}. The board's tree holds a name that would escape "
+        "the destination (a hostile or corrupted board, or a symlink left in the local folder): "
+        "inspect it before downloading again.",
+        stage="transfer",
+    )
+
+
+async def _get_into_place(sftp: asyncssh.SFTPClient, remote: str, dest: Path) -> None:
+    """Download to a temporary name beside ``dest`` and rename it over ``dest``: an interrupted
+    download never leaves a partial file under the real name, and a symlink at ``dest`` is
+    replaced, never written through."""
+    tmp = dest.with_name(dest.name + _PART_SUFFIX)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    try:
+        await sftp.get(remote, str(tmp), preserve=True)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 async def download(
     sftp: asyncssh.SFTPClient, remote: str, local: Path, *, target: str
 ) -> TransferReport:
-    """Copy a remote file or directory tree to ``local`` (which is replaced file by file)."""
+    """Copy a remote file or directory tree to ``local`` (which is replaced file by file).
+
+    Every name the board lists is checked to stay inside ``local`` before the first file is
+    written (``UnsafeRemotePath`` otherwise); remote symlinks are not followed.
+    """
     start = time.monotonic()
     count = [0, 0]
     try:
         attrs = await sftp.stat(remote)
         if attrs.type == asyncssh.FILEXFER_TYPE_DIRECTORY:
             listing = await _remote_listing(sftp, remote)
-            for rel, (size, _mtime) in sorted(listing.items()):
-                if rel == MANIFEST_NAME:
-                    continue
-                dest = local / rel
+            plan = [
+                (rel, _contained(local, rel, target=target, remote=remote), size)
+                for rel, (size, _mtime) in sorted(listing.items())
+                if rel != MANIFEST_NAME
+            ]
+            for rel, dest, size in plan:
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                await sftp.get(_join(remote, rel), str(dest), preserve=True)
+                await _get_into_place(sftp, _join(remote, rel), dest)
                 count[0] += 1
                 count[1] += size
         else:
-            dest = local / posixpath.basename(remote) if local.is_dir() else local
+            if local.is_dir():
+                dest = _contained(local, posixpath.basename(remote), target=target, remote=remote)
+            else:
+                dest = local
             dest.parent.mkdir(parents=True, exist_ok=True)
-            await sftp.get(remote, str(dest), preserve=True)
+            await _get_into_place(sftp, remote, dest)
             count[0], count[1] = 1, attrs.size or 0
+    except TransferError:
+        raise
     except (asyncssh.Error, OSError, TimeoutError) as exc:
         raise transfer_error(
             exc,
@@ -395,6 +460,7 @@ __all__ = [
     "FileSentCallback",
     "TransferConnectionLost",
     "TransferReport",
+    "UnsafeRemotePath",
     "download",
     "remove_tree",
     "scan_local_tree",
