@@ -9,6 +9,8 @@ to a server someone else started (QEMU's gdbstub, a running OpenOCD or J-Link GD
 from __future__ import annotations
 
 import logging
+import os
+import re
 import shutil
 import socket
 import subprocess
@@ -85,12 +87,24 @@ class GdbRemoteFlasher:
         )
 
 
+class _PortTaken(Exception):
+    """The server could not bind the port it was given (someone took it first)."""
+
+
 class GdbServerFlasher(ABC):
     """A flasher that starts a probe's GDB server, programs through it and stops it.
 
     Subclasses say how to start their server (``server_command``) and which monitor
     commands halt and reset the core on it; the programming itself is the shared RSP
     client (``vFlash*`` on the flash regions the server reports, then read-back).
+
+    The GDB port is never chosen by binding a socket and closing it again (another process
+    may take it in between, and the client would then talk to *that* server). A server that
+    can bind port 0 (``picks_own_port``) is started with 0 and the client connects to the
+    port it reports listening on; one that cannot is given a free port and restarted on
+    another when it reports the port taken. Either way the client connects only after the
+    server's own log says it listens, and only to that port. The server's log goes to the
+    run's log folder (``log_dir``), else to a private temporary folder.
     """
 
     name: str
@@ -102,73 +116,125 @@ class GdbServerFlasher(ABC):
     reset_command: str = "reset halt"
     #: the server quits by itself once the debugger detaches (else it is terminated)
     exits_after_detach: bool = True
+    #: the server binds port 0 and reports the port it got (no port is chosen for it)
+    picks_own_port: bool = True
+    #: the server's log line saying it listens; group 1 is the port
+    listening_pattern: re.Pattern[str]
+    #: the server's log line saying its port was taken (restart on another one)
+    port_taken_pattern: re.Pattern[str] | None = None
+    #: how many ports to try when the server cannot pick its own
+    port_attempts: int = 3
 
     log_dir: Path | None = None
 
     @abstractmethod
     def server_command(self, gdb_port: int) -> list[str]:
-        """argv that starts the GDB server on ``gdb_port``."""
+        """argv that starts the GDB server on ``gdb_port`` (0: a port it picks itself)."""
 
     @abstractmethod
     def preflight(self) -> None:
         """Raise ``PreflightError`` when the server or the probe is missing."""
 
+    def _log_path(self) -> Path:
+        """A new log file nobody else can predict or own: ``mkstemp`` in the run's log
+        folder, or in a private ``mkdtemp`` folder when the flasher has none."""
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            folder = self.log_dir
+        else:
+            folder = Path(tempfile.mkdtemp(prefix="aidge-deploy-gdbserver-"))
+        handle, name = tempfile.mkstemp(prefix=f"{self.name}-gdbserver-", suffix=".log", dir=folder)
+        os.close(handle)
+        return Path(name)
+
     def flash(self, request: FlashRequest) -> FlashReport:
         check_request(self, request)
         self.preflight()
         image = load_image(request.image, request.load_address)
-        gdb_port = _free_port()
-        log_dir = self.log_dir or Path(tempfile.gettempdir())
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = log_dir / f"{self.name}-gdbserver-{gdb_port}.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                self.server_command(gdb_port),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            client = self._connect(process, gdb_port, request.timeout_s, log_path)
-            with client:
-                # halting puts the core in a known state; after programming,
-                # ResetMode.MONITOR resets again so the program starts as from power-on.
-                return program(
-                    client,
-                    image,
-                    verify=request.verify,
-                    erase=request.erase,
-                    reset=request.reset,
-                    halt_command=self.halt_command,
-                    reset_command=self.reset_command,
+        log_path = self._log_path()
+        attempts = 1 if self.picks_own_port else self.port_attempts
+        for attempt in range(1, attempts + 1):
+            with log_path.open("ab") as log:
+                process = subprocess.Popen(
+                    self.server_command(0 if self.picks_own_port else _unused_port()),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
-        except FlashError as exc:
-            exc.log_path = exc.log_path or log_path
-            raise
-        finally:
-            _stop(process, wait_s=5.0 if self.exits_after_detach else 0.0)
+            try:
+                try:
+                    port = self._listening_port(process, log_path, request.timeout_s)
+                except _PortTaken:
+                    if attempt == attempts:
+                        raise FlashError(
+                            f"{self.server_label} found its GDB port taken {attempts} times",
+                            "another program is opening local ports quickly; retry, or stop it",
+                            log_path=log_path,
+                        ) from None
+                    _log.info("%s: its GDB port was taken; restarting it", self.server_label)
+                    continue
+                with self._connect(port, request.timeout_s, log_path) as client:
+                    # halting puts the core in a known state; after programming,
+                    # ResetMode.MONITOR resets again so the program starts as from power-on.
+                    return program(
+                        client,
+                        image,
+                        verify=request.verify,
+                        erase=request.erase,
+                        reset=request.reset,
+                        halt_command=self.halt_command,
+                        reset_command=self.reset_command,
+                    )
+            except FlashError as exc:
+                exc.log_path = exc.log_path or log_path
+                raise
+            finally:
+                _stop(process, wait_s=5.0 if self.exits_after_detach else 0.0)
+        raise FlashError(f"{self.server_label} did not start", self.probe_hint, log_path=log_path)
 
-    def _connect(
-        self, process: subprocess.Popen[bytes], port: int, timeout_s: float, log_path: Path
-    ) -> GdbRemoteClient:
-        # Retry refused connections only: a refused connect does not count as a session.
+    def _listening_port(
+        self, process: subprocess.Popen[bytes], log_path: Path, timeout_s: float
+    ) -> int:
+        """Wait for the server's log to say which port it listens on."""
         deadline = time.monotonic() + timeout_s
         while True:
-            if process.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-1500:].strip()
+            exited = process.poll() is not None
+            text = log_path.read_text(errors="replace")
+            found = self.listening_pattern.search(text)
+            if found is not None:
+                return int(found.group(1))
+            if exited:
+                taken = self.port_taken_pattern
+                if taken is not None and taken.search(text):
+                    raise _PortTaken
                 raise FlashError(
-                    f"{self.server_label} exited with status {process.returncode}: {tail}",
+                    f"{self.server_label} exited with status {process.returncode}: "
+                    f"{text[-1500:].strip()}",
                     self.probe_hint,
                     log_path=log_path,
                 )
-            client = GdbRemoteClient(timeout=timeout_s)
-            try:
-                client.connect("127.0.0.1", port)
-                return client
-            except ConnectError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.05)
+            if time.monotonic() >= deadline:
+                raise FlashError(
+                    f"{self.server_label} did not report a listening GDB port within "
+                    f"{timeout_s:g} s",
+                    self.probe_hint,
+                    log_path=log_path,
+                )
+            time.sleep(0.05)
+
+    def _connect(self, port: int, timeout_s: float, log_path: Path) -> GdbRemoteClient:
+        client = GdbRemoteClient(timeout=timeout_s)
+        try:
+            client.connect("127.0.0.1", port)
+        except ConnectError as exc:
+            tail = log_path.read_text(errors="replace")[-1500:].strip()
+            raise FlashError(
+                f"{self.server_label} listens on port {port} but the GDB session failed: "
+                f"{exc.message}; its log ends: {tail}",
+                self.probe_hint,
+                log_path=log_path,
+            ) from exc
+        return client
 
 
 def _require_program(program_name: str, install_hint: str) -> str:
@@ -186,6 +252,7 @@ class PyocdFlasher(GdbServerFlasher):
     server_label = "pyocd gdbserver"
     install_hint = "pip install pyocd"
     probe_hint = _PYOCD_HINT
+    listening_pattern = re.compile(r"GDB server listening on port (\d+)")
 
     def __init__(
         self,
@@ -229,7 +296,7 @@ class PyocdFlasher(GdbServerFlasher):
             "--port",
             str(gdb_port),
             "--telnet-port",
-            str(_free_port()),
+            "0",
         ]
         if self.probe_uid:
             command += ["--uid", self.probe_uid]
@@ -254,6 +321,8 @@ class OpenOcdFlasher(GdbServerFlasher):
         "udev rules (60-openocd.rules) so the probe is accessible without root"
     )
     exits_after_detach = False
+    # OpenOCD >= 0.11 binds "gdb_port 0" and logs the port it got
+    listening_pattern = re.compile(r"Listening on port (\d+) for gdb connections")
 
     def __init__(
         self,
@@ -302,6 +371,13 @@ class JLinkFlasher(GdbServerFlasher):
     probe_hint = "connect the J-Link, check the device name, and accept SEGGER's licence once"
     halt_command = "halt"
     reset_command = "reset"
+    # J-Link's server takes its ports on the command line and has no "any port" value
+    picks_own_port = False
+    listening_pattern = re.compile(r"Listening on TCP/IP port (\d+)")
+    port_taken_pattern = re.compile(
+        r"(?i)(port\b.*\b(in use|not available|failed to (open|bind))|"
+        r"failed to (open|bind)\b.*\bport)"
+    )
 
     def __init__(
         self,
@@ -332,6 +408,11 @@ class JLinkFlasher(GdbServerFlasher):
             str(self.speed_khz),
             "-port",
             str(gdb_port),
+            # its SWO and terminal ports default to 2332/2333: two runs would collide there
+            "-swoport",
+            str(_unused_port()),
+            "-telnetport",
+            str(_unused_port()),
             "-nogui",
             "-singlerun",
             "-silent",
@@ -341,7 +422,9 @@ class JLinkFlasher(GdbServerFlasher):
         return command
 
 
-def _free_port() -> int:
+def _unused_port() -> int:
+    """A port free right now, for a server that cannot pick its own: it may be taken before
+    the server binds it, which the server reports (``port_taken_pattern``) and we retry."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
