@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +21,9 @@ from aidge_deploy.pipeline.runner import PipelineRunner
 from aidge_deploy.pipeline.stages.report import ReportStage
 from aidge_deploy.report import ProfileFormat, verify_bundle, write_bundle
 from aidge_deploy.report.manifest import MANIFEST_NAME
+from aidge_deploy.report.redact import Scrubber
 from aidge_deploy.report.schemas import SchemaName, load_schema, schema_errors
+from aidge_deploy.results import TimingSeries
 from envparts import missing
 
 pytestmark = pytest.mark.slow
@@ -186,6 +189,43 @@ def test_secret_echoed_in_the_log_is_scrubbed(secret_run: PipelineContext, tmp_p
     copied = (bundle.path / "logs" / "run.log").read_text()
     assert SECRETS[0] not in copied and "password=***" in copied
     verify_bundle(bundle.path)
+
+
+def test_a_secret_that_is_also_a_number_masks_text_but_never_numbers(
+    secret_run: PipelineContext, tmp_path: Path
+) -> None:
+    """A 4-digit secret ("1234") is masked where text can carry it (the log, the config
+    snapshot, notices) but a latency, a layer time or a digest that contains it stays intact."""
+    secret = "1234"
+    config = dataclasses.replace(
+        secret_run.config, api_password=secret, extra={"auth_token": secret, "pin": secret}
+    )
+    base = secret_run.deploy_result
+    layers = tuple(dataclasses.replace(layer, time_ms=1234.0) for layer in base.layers)
+    result = dataclasses.replace(
+        base,
+        timings=TimingSeries([1234.0, 1234.5, 12345.0, 1234.0]),
+        layers=layers,
+        metrics={**base.metrics, "notices": [f"the board echoed pin {secret}"]},
+    )
+    log = tmp_path / "run.log"
+    log.write_text(f"pin={secret}\ninference_time: 1234 ms\n")
+    bundle = write_bundle(
+        tmp_path / "b", result, config, secret_run.artifact, log_path=log, toolchain={}
+    )
+    summary = _load(bundle.path, "summary.json")
+    assert summary["latency"]["samples"] == [1234.0, 1234.5, 12345.0, 1234.0]
+    assert {layer["metrics"]["time"]["value"] for layer in summary["layers"]} == {1234.0}
+    assert summary["notices"] == ["the board echoed pin ***"]
+    rows = list(csv.DictReader((bundle.path / "profile_results.csv").open()))
+    assert rows and {row["time_ms"] for row in rows} == {"1234.0"}
+    meta = _load(bundle.path, "run_metadata.json")
+    assert meta["config"]["extra"] == {"auth_token": "***", "pin": "***"}
+    assert (bundle.path / "logs" / "run.log").read_text() == "pin=***\ninference_time: *** ms\n"
+    verify_bundle(bundle.path)  # digests in manifest.json were not rewritten either
+    # a chance match inside a digest is not a leak: digests are never scrubbed
+    with_secret = Scrubber([secret]).json({"export_hash": "ab1234cd", "note": "x1234"})
+    assert with_secret == {"export_hash": "ab1234cd", "note": "x***"}
 
 
 def _copy(bundle: Path, tmp_path: Path) -> Path:

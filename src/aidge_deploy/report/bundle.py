@@ -4,7 +4,8 @@ Everything is written into a hidden sibling temporary directory, ``manifest.json
 and the directory is then renamed into place: a crash, a full disk or Ctrl-C never leaves
 a half-written bundle that looks complete. An earlier bundle at the same place is replaced
 (only if it *is* a bundle: a folder with other content is refused, never deleted). Every
-byte written passes through the secret scrubber (``report.redact``).
+secret the config holds is scrubbed from the raw log and from the strings of the JSON
+documents, before anything is derived from them (``report.redact``).
 """
 
 from __future__ import annotations
@@ -79,16 +80,14 @@ class Bundle:
 
 
 class _Writer:
-    """Writes scrubbed files into the staging directory and records their digests."""
+    """Writes files into the staging directory and records their digests."""
 
-    def __init__(self, root: Path, scrub: Scrubber) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.scrub = scrub
         self.entries: list[ManifestEntry] = []
 
     def add(self, rel: str, data: bytes | str, media_type: str, role: FileRole) -> None:
         raw = data.encode("utf-8") if isinstance(data, str) else data
-        raw = self.scrub(raw)
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(raw)
@@ -273,6 +272,8 @@ def write_bundle(
         durations=durations,
         log_entry=log_entry,
     )
+    scrub = Scrubber(secret_values(config))
+    summary, metadata = scrub.json(summary), scrub.json(metadata)
     # a document that does not match its own schema is a bug here: fail before writing
     validate_document(SchemaName.SUMMARY, summary, where=SUMMARY_NAME)
     validate_document(SchemaName.RUN_METADATA, metadata, where=METADATA_NAME)
@@ -281,7 +282,7 @@ def write_bundle(
     staging = out_dir.with_name(f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}")
     staging.mkdir()
     try:
-        writer = _Writer(staging, Scrubber(secret_values(config)))
+        writer = _Writer(staging)
         writer.add_json(SUMMARY_NAME, summary, FileRole.SUMMARY)
         if fmt == ProfileFormat.CSV:
             writer.add(
@@ -293,7 +294,7 @@ def write_bundle(
             writer.add("profile_results.json", profile_doc, "application/json", FileRole.PROFILE)
         writer.add_json(METADATA_NAME, metadata, FileRole.METADATA)
         if log_rel is not None and log_path is not None:
-            writer.add(log_rel, Path(log_path).read_bytes(), "text/plain", FileRole.LOG)
+            writer.add(log_rel, scrub(Path(log_path).read_bytes()), "text/plain", FileRole.LOG)
         for name, text in build_overlays(summary, graph_id or Path(artifact.path).name).items():
             writer.add(f"{OVERLAY_DIR}/{name}", text, "application/json", FileRole.OVERLAY)
         listed = [e.path for e in writer.entries] + [REPORT_NAME, MANIFEST_NAME]
@@ -309,10 +310,7 @@ def write_bundle(
         )
         validate_document(SchemaName.MANIFEST, manifest, where=MANIFEST_NAME)
         # written last and not listed in itself: its presence marks a complete bundle
-        raw = Scrubber(secret_values(config))(
-            (json.dumps(manifest, indent=2) + "\n").encode("utf-8")
-        )
-        (staging / MANIFEST_NAME).write_bytes(raw)
+        (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
         _install(staging, out_dir)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)

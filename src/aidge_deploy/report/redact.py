@@ -3,8 +3,13 @@
 ``DeployConfig.snapshot()`` already masks the fields declared secret, but a bundle also
 holds free-form material: the ``extra`` dict, URLs that may carry credentials, and the raw
 log of the run (a board may echo what it was sent). So the bundle writer collects every
-secret value the config holds and scrubs those bytes from *every* file it writes, and
-structured data is masked by key name as a second line of defence.
+secret value the config holds and scrubs it where text can carry it: the raw log as text,
+and the string values of the JSON documents (the config snapshot, notices, reasons, names).
+Numbers are never touched (a secret "1234" must not rewrite a latency of 1234), nor are the
+identifiers and vocabulary the tool itself generates (digests, run ids, units, provenance):
+no secret can be in them and masking a chance match would corrupt the bundle. Files derived
+from those documents (CSV, HTML, overlays, the file manifest) are built after scrubbing.
+Structured data is also masked by key name as a second line of defence (``sanitize``).
 """
 
 from __future__ import annotations
@@ -88,13 +93,54 @@ def sanitize(value: Any, key: str | None = None) -> Any:
     return value
 
 
+#: JSON keys whose string values the tool generates (vocabulary, digests, ids, times)
+_GENERATED_KEYS = frozenset(
+    {
+        "schema",
+        "run_id",
+        "timestamp",
+        "created",
+        "provenance",
+        "unit",
+        "aggregation",
+        "method",
+        "method_used",
+        "status",
+        "severity",
+        "code",
+        "role",
+        "media_type",
+        "sha256",
+        "io_signature",
+    }
+)
+
+
+def _generated(key: str | None) -> bool:
+    return key is not None and (key in _GENERATED_KEYS or key.endswith(("_hash", "_provenance")))
+
+
 class Scrubber:
-    """Replaces known secret values in bytes about to be written."""
+    """Replaces known secret values in text, and in the strings of JSON documents."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        self._needles = [s.encode() for s in secrets if len(s) >= MIN_SCRUB_LENGTH]
+        self._secrets = [s for s in secrets if len(s) >= MIN_SCRUB_LENGTH]
+        self._needles = [s.encode() for s in self._secrets]
 
     def __call__(self, data: bytes) -> bytes:
+        """Free text (a raw log): every occurrence is masked."""
         for needle in self._needles:
             data = data.replace(needle, MASK.encode())
         return data
+
+    def json(self, value: Any, key: str | None = None) -> Any:
+        """A copy of a JSON document with the secrets masked in its free-text strings; numbers,
+        booleans, keys and the tool's own identifiers and vocabulary are left as they are."""
+        if isinstance(value, dict):
+            return {k: self.json(v, str(k)) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.json(v, key) for v in value]
+        if isinstance(value, str) and not _generated(key):
+            for secret in self._secrets:
+                value = value.replace(secret, MASK)
+        return value
