@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -27,6 +28,7 @@ import pytest
 import aidge_deploy
 from aidge_deploy import DeployConfig
 from aidge_deploy.boards.sbc.settings import PASSPHRASE_ENV
+from aidge_deploy.boards.seccomp import PROFILE_NAME, perf_profile
 from aidge_deploy.config import BenchmarkConfig
 from aidge_deploy.errors import (
     AuthenticationError,
@@ -486,8 +488,9 @@ def test_ssh_board_counts_software_events_and_reports_refusals(
 def test_ssh_docker_counts_software_events_in_the_container(
     docker_board: DockerBoard, export_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    """Counter passes run the container without the default seccomp filter (which refuses
-    perf_event_open): software events are counted in the container, not reported missing."""
+    """Docker's default seccomp profile refuses perf_event_open; counter passes run the
+    container with our profile (package data), which allows it and stays a seccomp filter:
+    software events are counted in the container, and nothing runs unconfined."""
     export = export_factory("benchmark", target="raspberrypi", nb_iterations=5)
     config = board_config(
         docker_board.ssh,
@@ -500,6 +503,22 @@ def test_ssh_docker_counts_software_events_in_the_container(
         metric = result.metric(name)
         assert metric is not None and metric.value is not None and metric.value > 0, metric
         assert "container" in metric.description
+    assert result.log_path is not None
+    logs = [p.read_text() for p in result.log_path.parent.rglob("*.log")]
+    runs = [line for log in logs for line in log.splitlines() if line.startswith("# $ docker run")]
+    assert runs and not any("unconfined" in line for line in runs)
+    counted = [line for line in runs if "perf_run -e " in line]
+    assert counted and all(
+        re.search(rf"--security-opt seccomp=/\S+/{PROFILE_NAME} ", line) for line in counted
+    )
+    # the profile is a filter: the kernel reports seccomp mode 2 inside such a container
+    status = docker_board.docker(
+        "run", "--rm", "--network", "none", "--pull", "never",
+        "--security-opt", f"seccomp={perf_profile()}",
+        docker_board.image, "cat", "/proc/self/status",
+    )  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    assert re.search(r"^Seccomp:\s+2$", status.stdout, re.M), status.stdout
 
 
 @pytest.mark.docker

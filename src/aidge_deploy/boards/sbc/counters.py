@@ -77,7 +77,7 @@ class SbcPerfCounters(CounterCapableTarget):
             else:
                 unavailable.setdefault(name, "not counted in this run")
         if self.uses_container:
-            basis += "; inside a container run with seccomp=unconfined (perf_event_open allowed)"
+            basis += "; inside a container whose seccomp profile allows perf_event_open"
         return PassResult(
             counter_pass=counter_pass,
             totals=totals,

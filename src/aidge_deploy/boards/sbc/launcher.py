@@ -52,7 +52,7 @@ def _source_hash() -> str:
     return hashlib.sha256(perf_run_source().read_bytes()).hexdigest()[:12]
 
 
-def _staging_dir(name: str, payload: Path) -> Path:
+def staging_dir(name: str, payload: Path) -> Path:
     """A local folder holding only ``payload`` (``upload_dir`` mirrors folders)."""
     stage = default_cache_root() / "tools" / "stage" / name
     stage.mkdir(parents=True, exist_ok=True)
@@ -73,7 +73,7 @@ def board_built_launcher(conn: SshConnection, tools_root: str, log_dir: Path) ->
     )
     if probe.ok and probe.stdout.strip() in ("static", "dynamic"):
         return BoardLauncher(binary, static=probe.stdout.strip() == "static")
-    conn.upload_dir(_staging_dir("perf_run-src", perf_run_source()), folder)
+    conn.upload_dir(staging_dir("perf_run-src", perf_run_source()), folder)
     # Static first (runs in any container); dynamic when the board lacks libc.a.
     script = (
         "cc=$(command -v cc || command -v gcc) || { echo 'no C compiler (cc/gcc)' >&2; exit 3; }; "
@@ -109,7 +109,7 @@ def cross_built_launcher(
         _log.warning("Peak RSS unavailable: %s", reason)
         return BoardLauncher(None, unavailable_reason=reason)
     folder = posixpath.join(tools_root, f"perf_run-{toolchain.name}-{local.name}")
-    stage = _staging_dir(f"{toolchain.name}-{local.name}", local)
+    stage = staging_dir(f"{toolchain.name}-{local.name}", local)
     conn.upload_dir(stage, folder)
     return BoardLauncher(posixpath.join(folder, local.name), static=True)
 
@@ -119,4 +119,5 @@ __all__ = [
     "BoardLauncher",
     "board_built_launcher",
     "cross_built_launcher",
+    "staging_dir",
 ]

@@ -20,9 +20,10 @@ from aidge_deploy.boards.container import (
     docker_run_argv,
     shell_line,
 )
-from aidge_deploy.boards.sbc.launcher import BoardLauncher
+from aidge_deploy.boards.sbc.launcher import BoardLauncher, staging_dir
 from aidge_deploy.boards.sbc.layout import RemoteLayout
 from aidge_deploy.boards.sbc.toolchains import CrossToolchain, toolchain_for
+from aidge_deploy.boards.seccomp import PROFILE_NAME, perf_profile, perf_profile_folder
 from aidge_deploy.connections.ssh import SshConnection
 from aidge_deploy.connections.ssh_transfer import TransferReport
 from aidge_deploy.errors import DeployError
@@ -51,6 +52,7 @@ class SbcSession:
     _launcher: BoardLauncher | None = None
     _program: str | None = None  # the artifact on the board
     _upload: TransferReport | None = None
+    _seccomp_profile: str | None = None  # board path of the perf seccomp profile
 
     # ----------------------------------------------------------------- configuration
 
@@ -125,11 +127,20 @@ class SbcSession:
         }
         (ctx.log_dir / "remote.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
 
+    def _perf_seccomp_profile(self) -> str:
+        """The board path of the perf seccomp profile (uploaded once per profile version)."""
+        if self._seccomp_profile is None:
+            folder = perf_profile_folder(self.layout.tools)
+            self.conn.upload_dir(staging_dir("seccomp", perf_profile()), folder)
+            self._seccomp_profile = posixpath.join(folder, PROFILE_NAME)
+        return self._seccomp_profile
+
     def _container_command(
         self, script: str, *, workdir: str, name: str | None = None, perf_events: bool = False
     ) -> str:
-        """``docker run`` on the board; ``perf_events`` lifts the default seccomp profile, which
-        refuses ``perf_event_open`` even for software events (only for counter passes)."""
+        """``docker run`` on the board; with ``perf_events`` (counter passes) the container's
+        seccomp profile is ours, which allows ``perf_event_open`` where Docker's default
+        refuses it even for software events (``boards.seccomp``)."""
         layout = self.layout
         mounts = [Mount(layout.export_home, "/work")]
         if self._launcher is not None and self._launcher.path is not None:
@@ -142,6 +153,6 @@ class SbcSession:
             name=name or container_name(),
             pull=self.config.docker_pull,
             user=BOARD_USER_EXPR,
-            security_opts=("seccomp=unconfined",) if perf_events else (),
+            security_opts=(f"seccomp={self._perf_seccomp_profile()}",) if perf_events else (),
         )
         return shell_line(argv)
