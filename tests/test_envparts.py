@@ -89,6 +89,8 @@ def _run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None
 ) -> pytest.RunResult:
     pytester.makepyfile(test_inner=INNER)
+    # only this plugin in the inner run (labgrid's, autoloaded, cannot be configured twice)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     if ci is None:
         monkeypatch.delenv("CI", raising=False)
     else:
@@ -136,6 +138,7 @@ def test_module_level_skip_fails_collection_in_ci(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_mod_skip=MODULE_SKIP, test_mod_na=MODULE_NOT_APPLICABLE)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setenv("CI", "true")
     result = pytester.runpytest_inprocess("-p", "envparts", "-rA", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1, skipped=1)
