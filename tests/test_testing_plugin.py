@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 import modelzoo
+from envparts import needs
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
 
-needs_qemu = pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
-    reason="qemu-system-arm and the Arm cross toolchain are needed",
+needs_qemu = needs(
+    shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None,
+    "qemu-system-arm and the Arm cross toolchain are needed",
 )
 
 PLAIN = """
