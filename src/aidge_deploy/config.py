@@ -77,6 +77,8 @@ class DeployConfig:
     api_board_name: str | None = None
     api_poll_interval: float = 2.0
     api_request_timeout: float = 30.0
+    #: longest wait for a farm job, queue included (the job is cancelled past it)
+    api_job_timeout: float = 3600.0
 
     # SSH / SBC backend
     ssh_host: str | None = None

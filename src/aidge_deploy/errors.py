@@ -106,6 +106,42 @@ class HostKeyError(ConnectError):
     """The SSH host key is unknown or changed."""
 
 
+class FarmError(DeployError):
+    """A board-farm job did not give a result; ``job_id`` and ``log_url`` say where to look."""
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        job_id: int | None = None,
+        log_url: str | None = None,
+        remote_type: str | None = None,
+        log_path: Path | None = None,
+        stage: str | None = None,
+    ) -> None:
+        super().__init__(message, hint, log_path=log_path, stage=stage)
+        self.job_id = job_id
+        self.log_url = log_url
+        self.remote_type = remote_type
+
+
+class FarmJobFailed(FarmError):
+    """The deploy failed on the farm's board (``remote_type`` names the error raised there)."""
+
+
+class FarmJobCancelled(FarmError):
+    """The farm job was cancelled (by its owner, an admin, or because its agent was lost)."""
+
+
+class FarmTimeout(FarmError):
+    """The farm job did not finish in ``api_job_timeout`` (it was cancelled on the farm)."""
+
+
+class UnknownBoardError(ConfigError):
+    """The farm has no board of that name (or none of that target)."""
+
+
 class PipelineError(DeployError):
     """A stage read a context field that its producing stage has not set (a bug)."""
 
@@ -122,6 +158,10 @@ __all__ = [
     "ConnectError",
     "DeployError",
     "ExecutionError",
+    "FarmError",
+    "FarmJobCancelled",
+    "FarmJobFailed",
+    "FarmTimeout",
     "FlashError",
     "HostKeyError",
     "ManifestError",
@@ -131,4 +171,5 @@ __all__ = [
     "ProtocolError",
     "ReportError",
     "TransferError",
+    "UnknownBoardError",
 ]

@@ -21,7 +21,7 @@ from aidge_deploy.metrics import Provenance
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.protocols.base import ProtocolResult
-    from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult
+    from aidge_deploy.results import BuildResult, DeployContext, DeployResult, ExecutionResult
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,14 @@ class RemoteBuildTarget(ABC):
         return True
 
 
+class RemoteResultTarget(ABC):
+    """Mixin: the whole deploy runs elsewhere (a board farm), which parses the output and
+    hands back the finished ``DeployResult``; the local stages after Build read it."""
+
+    @abstractmethod
+    def remote_result(self, ctx: DeployContext) -> DeployResult: ...
+
+
 _REGISTRY: dict[tuple[str, str], type[DeployTarget]] = {}
 T = TypeVar("T", bound=type[DeployTarget])
 
@@ -133,6 +141,7 @@ _BUILTIN_MODULES = (
     "aidge_deploy.boards.baremetal.qemu.targets",
     "aidge_deploy.boards.baremetal.stm32.targets",
     "aidge_deploy.boards.baremetal.alif.targets",
+    "aidge_deploy.farm.api_target",  # last: (target, "api") for every target above
 )
 
 
@@ -186,9 +195,10 @@ def _load_builtin() -> None:
                 raise
 
 
-def registered_targets() -> dict[tuple[str, str], type[DeployTarget]]:
+def registered_targets(load: bool = True) -> dict[tuple[str, str], type[DeployTarget]]:
     """All registered ``(target, backend)`` pairs, sorted."""
-    _load_builtin()
+    if load:
+        _load_builtin()
     return dict(sorted(_REGISTRY.items()))
 
 
@@ -229,6 +239,7 @@ __all__ = [
     "DeployTarget",
     "FlashableTarget",
     "RemoteBuildTarget",
+    "RemoteResultTarget",
     "ToolCheck",
     "TransferableTarget",
     "get_deploy_target",

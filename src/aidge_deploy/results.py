@@ -204,6 +204,9 @@ class DeployResult:
     measurements: tuple[Metric, ...] = ()
     stage_durations_ms: dict[str, float] = field(default_factory=dict)
     report_dir: Path | None = None
+    #: the board-farm job that produced this result (``api`` backend), and its board
+    farm_job_id: int | None = None
+    farm_board: str | None = None
 
     @property
     def latency(self) -> LatencyStats | None:
@@ -249,6 +252,8 @@ class DeployResult:
             "output": _json_safe(output),
             "log_path": str(self.log_path) if self.log_path else None,
             "stage_durations_ms": self.stage_durations_ms,
+            "farm_job_id": self.farm_job_id,
+            "farm_board": self.farm_board,
         }
 
 

@@ -190,7 +190,6 @@ def agent(
     url: Annotated[
         str | None, typer.Option(envvar="AIDGE_DEPLOY_FARM_URL", help="Farm service URL.")
     ] = None,
-    name: Annotated[str | None, typer.Option(help="Agent name (default: the token's).")] = None,
     token_file: Annotated[
         Path | None,
         typer.Option(help="File holding the agent token (else AIDGE_DEPLOY_AGENT_TOKEN)."),
@@ -213,7 +212,6 @@ def agent(
             token=token,
             work_dir=_data(work_dir),
             coordinator=coordinator,
-            name=name,
         )
         run_agent(settings)
     except DeployError as exc:

@@ -69,10 +69,6 @@ def run(
     target: TargetOpt = None,
     timeout: Annotated[float, typer.Option(help="Run timeout in seconds.")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    api_url: Annotated[str | None, typer.Option(help="Board-farm API URL.")] = None,
-    api_username: Annotated[str | None, typer.Option()] = None,
-    api_password: Annotated[str | None, typer.Option(envvar="AIDGE_BENCHMARK_API_PASSWORD")] = None,
-    api_board_name: Annotated[str | None, typer.Option()] = None,
     *,
     connection: dict[str, Any],
 ) -> None:
@@ -81,14 +77,7 @@ def run(
     from aidge_deploy.config import DeployConfig
 
     try:
-        api = {
-            "api_url": api_url,
-            "api_username": api_username,
-            "api_password": api_password,
-            "api_board_name": api_board_name,
-        }
-        values: dict[str, Any] = {k: v for k, v in api.items() if v is not None}
-        values.update(config_values(connection))
+        values = config_values(connection)
         config = DeployConfig(target=target, run_timeout=timeout, **values)
         with progress_display(not as_json) as progress:
             result = deploy(export_dir, config, progress=progress)

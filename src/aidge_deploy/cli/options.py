@@ -17,12 +17,13 @@ from typing import Annotated, Any
 import typer
 
 _PANEL = "Connection"
+_FARM = "Board farm (--backend api)"
 SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
     "backend": (
         Annotated[
             str,
             typer.Option(
-                "--backend", "-b", help="local, ssh or ssh_docker.", rich_help_panel=_PANEL
+                "--backend", "-b", help="local, ssh, ssh_docker or api.", rich_help_panel=_PANEL
             ),
         ],
         "local",
@@ -92,6 +93,53 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    # board farm (backend api); the password comes from AIDGE_DEPLOY_API_PASSWORD (or
+    # AIDGE_BENCHMARK_API_PASSWORD) or a prompt, never from an option (visible in `ps`)
+    "api_url": (
+        Annotated[
+            str | None,
+            typer.Option(
+                envvar=["AIDGE_DEPLOY_API_URL", "AIDGE_BENCHMARK_API_URL"],
+                help="Board-farm URL (with or without /api).",
+                rich_help_panel=_FARM,
+            ),
+        ],
+        None,
+    ),
+    "api_username": (
+        Annotated[
+            str | None,
+            typer.Option(
+                envvar=["AIDGE_DEPLOY_API_USERNAME", "AIDGE_BENCHMARK_API_USERNAME"],
+                rich_help_panel=_FARM,
+            ),
+        ],
+        None,
+    ),
+    "api_board_name": (
+        Annotated[
+            str | None,
+            typer.Option(
+                help="Farm board (default: any board of the target).", rich_help_panel=_FARM
+            ),
+        ],
+        None,
+    ),
+    "api_poll_interval": (
+        Annotated[
+            float | None, typer.Option(help="Seconds between status polls.", rich_help_panel=_FARM)
+        ],
+        None,
+    ),
+    "api_job_timeout": (
+        Annotated[
+            float | None,
+            typer.Option(
+                help="Longest wait for the farm job, queue included.", rich_help_panel=_FARM
+            ),
+        ],
+        None,
+    ),
     "serial_port": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
     "serial_baudrate": (Annotated[int | None, typer.Option(rich_help_panel=_PANEL)], None),
     "uart_timeout": (Annotated[float | None, typer.Option(rich_help_panel=_PANEL)], None),
@@ -142,9 +190,28 @@ def with_connection_options[F: Callable[..., Any]](fn: F) -> F:
 
 
 def config_values(connection: dict[str, Any]) -> dict[str, Any]:
-    """``DeployConfig`` keyword arguments from the shared options (unset ones left out)."""
+    """``DeployConfig`` keyword arguments from the shared options (unset ones left out).
+
+    With ``--backend api`` and no password in the environment, a terminal user is asked
+    for it (hidden); it is never an option.
+    """
     values = {k: v for k, v in connection.items() if v is not None}
+    if values.get("backend") == "api":
+        password = _farm_password()
+        if password:
+            values["api_password"] = password
     counters = values.pop("counters", None)
     if counters:
         values["counters"] = tuple(c for c in str(counters).split(",") if c)
     return values
+
+
+def _farm_password() -> str | None:
+    import sys
+
+    from aidge_deploy.farm.client import password_from_env
+
+    password = password_from_env()
+    if password is None and sys.stdin.isatty():
+        password = str(typer.prompt("Board-farm password", hide_input=True))
+    return password

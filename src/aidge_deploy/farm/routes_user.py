@@ -169,7 +169,7 @@ def _check_counters(values: dict[str, Any], target: str) -> None:
     counters = values.get("counters")
     if not counters:
         return
-    from aidge_deploy.pipeline.stages.profile_passes import check_counter_request
+    from aidge_deploy.profiling.capability import check_counter_request
     from aidge_deploy.registry import get_deploy_target_class
 
     try:

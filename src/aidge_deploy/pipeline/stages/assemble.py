@@ -16,7 +16,7 @@ from aidge_deploy.profiling.model_analysis import analyze_export
 from aidge_deploy.profiling.passes import fold_counter_profile
 from aidge_deploy.profiling.validity import timer_resolution_for
 from aidge_deploy.protocols.base import ProtocolResult
-from aidge_deploy.registry import DeployTarget
+from aidge_deploy.registry import DeployTarget, RemoteResultTarget
 from aidge_deploy.results import (
     DeployResult,
     LatencyStats,
@@ -121,8 +121,11 @@ class AssembleStage:
         return False
 
     def run(self, ctx: PipelineContext) -> None:
-        parsed = ctx.parsed_output
         target = ctx.resolved_target
+        if isinstance(target, RemoteResultTarget):  # a farm ran the whole deploy
+            ctx.result = target.remote_result(ctx.prepared_context)
+            return
+        parsed = ctx.parsed_output
         runtime = ctx.resolved_runtime
         execution = ctx.executed
         build = ctx.built

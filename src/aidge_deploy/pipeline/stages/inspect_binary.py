@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.profiling.binary import inspect_binary
+from aidge_deploy.registry import RemoteResultTarget
 
 
 class InspectBinaryStage:
@@ -15,6 +16,8 @@ class InspectBinaryStage:
 
     def should_skip(self, ctx: PipelineContext) -> bool:
         # remote builds leave the artifact on the board: nothing local to inspect
+        if isinstance(ctx.target, RemoteResultTarget):
+            return True
         return ctx.build_result is None or not ctx.build_result.artifact_path.is_file()
 
     def run(self, ctx: PipelineContext) -> None:

@@ -6,7 +6,7 @@ from aidge_deploy.artifact import check_target
 from aidge_deploy.errors import ConfigError, PreflightError
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.profiling.capability import check_counter_request
-from aidge_deploy.registry import get_deploy_target_class
+from aidge_deploy.registry import RemoteResultTarget, get_deploy_target_class
 
 
 class PreflightStage:
@@ -23,7 +23,8 @@ class PreflightStage:
             raise ConfigError(
                 "run_timeout must be positive", hint="Use a timeout in seconds, e.g. 120."
             )
-        check_counter_request(ctx.config.counters, cls, target, ctx.config.backend_kind)
+        if not issubclass(cls, RemoteResultTarget):  # a farm checks them at submit time
+            check_counter_request(ctx.config.counters, cls, target, ctx.config.backend_kind)
         instance = cls(ctx.config)
         instance.check_config()
         missing = [c for c in instance.preflight() if not c.ok]

@@ -16,6 +16,7 @@ from aidge_deploy.profiling.capability import CounterCapableTarget, check_counte
 from aidge_deploy.profiling.counters import select_counters
 from aidge_deploy.profiling.passes import merge_passes, plan_passes
 from aidge_deploy.progress import ProgressKind
+from aidge_deploy.registry import RemoteResultTarget
 from aidge_deploy.results import Provenance
 
 log = logging.getLogger("aidge_deploy")
@@ -25,7 +26,8 @@ class ProfilePassesStage:
     name = "ProfilePasses"
 
     def should_skip(self, ctx: PipelineContext) -> bool:
-        return not ctx.config.counters
+        # a farm counts on its board host (the counters travel with the job)
+        return not ctx.config.counters or isinstance(ctx.target, RemoteResultTarget)
 
     def run(self, ctx: PipelineContext) -> None:
         target = ctx.resolved_target

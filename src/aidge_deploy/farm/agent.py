@@ -1,0 +1,479 @@
+"""The farm agent: serves the boards of one host's lab file to a farm service.
+
+``aidge-deploy farm agent --config lab.yaml``: registers its boards (the service makes
+them labgrid places tagged with their target), heartbeats, long-polls for jobs the
+coordinator allocated to its places, and runs each job: lock the place (labgrid
+``AcquirePlace`` for the job's reservation), claim it, fetch and check the export, run
+our own ``deploy()`` in a child process (``runner``) with the board's lab options, stream
+its stage events, upload result, bundle and log, report the end — and in every case
+(failure, cancel, crash of the child) release the place, cancel the reservation and end
+every process of the job (``reaper``). Calls to the service are retried while it
+restarts, so a job survives a service restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from aidge_deploy.errors import ConfigError, DeployError
+from aidge_deploy.farm.archive import check_archive, extract_archive
+from aidge_deploy.farm.reaper import JOB_ENV, become_subreaper, end_job_processes
+from aidge_deploy.lab import LabBoard, Reach, load_lab
+
+log = logging.getLogger("aidge_deploy.farm.agent")
+T = TypeVar("T")
+
+#: how long a report to the service is retried while it is down (a restart)
+SERVICE_RETRY_S = 600.0
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    url: str
+    token: str
+    work_dir: Path
+    boards: tuple[LabBoard, ...]
+    coordinator: str | None = None
+    poll_wait: float = 20.0
+
+    @classmethod
+    def from_lab(
+        cls,
+        lab_file: Path,
+        *,
+        url: str | None,
+        token: str,
+        work_dir: Path,
+        coordinator: str | None = None,
+    ) -> AgentSettings:
+        lab = load_lab(lab_file)
+        boards = tuple(b for b in lab.boards if b.reach is not Reach.FARM)
+        if not boards:
+            raise ConfigError(
+                f"{lab_file}: no board this host can serve (farm_board entries are remote)",
+                hint="List the host's boards: emulated: true, probe (+ serial), or ssh.",
+            )
+        farm_url = url or (lab.farm.url if lab.farm else None)
+        if not farm_url:
+            raise ConfigError(
+                "no farm URL: pass --url or put farm: {url: ...} in the lab file",
+                hint="e.g. --url http://farm-host:8000",
+            )
+        from aidge_deploy.farm.client import service_root
+
+        return cls(
+            url=service_root(farm_url),
+            token=token,
+            work_dir=work_dir,
+            boards=boards,
+            coordinator=coordinator,
+        )
+
+
+class ServiceClient:
+    """The agent's HTTP calls, retried through connection errors and 5xx (a restart)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self._http = httpx.Client(
+            base_url=url + "/api/agent",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(60.0, connect=5.0),
+        )
+        self.stopping = threading.Event()
+
+    def call(
+        self, method: str, path: str, *, retry_s: float = SERVICE_RETRY_S, **kw: Any
+    ) -> httpx.Response:
+        deadline = time.monotonic() + retry_s
+        delay = 0.2
+        while True:
+            try:
+                r = self._http.request(method, path, **kw)
+                if r.status_code < 500:
+                    return r
+                problem = f"HTTP {r.status_code}"
+            except httpx.HTTPError as exc:
+                problem = f"{type(exc).__name__}"
+            if time.monotonic() > deadline or self.stopping.is_set():
+                raise DeployError(f"farm service unreachable ({problem}) for {method} {path}")
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class LabgridThread:
+    """labgrid's asyncio client session on a loop of its own, callable from any thread."""
+
+    def __init__(self, address: str, farm: str) -> None:
+        from aidge_deploy.farm.coordinator import CoordinatorLink
+
+        self.loop = asyncio.new_event_loop()
+        self.link = CoordinatorLink(address, farm)
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="labgrid")
+        self._thread.start()
+        self._lock = threading.Lock()
+
+    def call(self, make: Callable[[], Coroutine[Any, Any, T]], timeout: float = 60.0) -> T:
+        async def run() -> T:
+            if not self.link.connected:
+                await self.link.connect()
+            return await make()
+
+        with self._lock:  # one labgrid request at a time on the session
+            return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self.link.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+class Agent:
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+        self.service = ServiceClient(settings.url, settings.token)
+        self.boards = {b.name: b for b in settings.boards}
+        self.running: dict[int, JobRun] = {}
+        self._lock = threading.Lock()
+        self.labgrid: LabgridThread | None = None
+        self.heartbeat_interval = 2.0
+        self.stop = threading.Event()
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    def register(self) -> None:
+        from aidge_deploy import __version__ as version
+
+        body = {
+            "hostname": socket.gethostname(),
+            "version": str(version),
+            "boards": [
+                {
+                    "name": b.name,
+                    "target": b.target,
+                    "kind": "emu" if b.reach is Reach.EMULATED else "hw",
+                    "description": b.description,
+                }
+                for b in self.settings.boards
+            ],
+        }
+        r = self.service.call("POST", "/register", json=body)
+        if r.status_code != 200:
+            raise ConfigError(f"the farm refused this agent: {_message(r)}", hint=_hint(r))
+        info = r.json()
+        self.heartbeat_interval = float(info.get("heartbeat_interval", 2.0))
+        address = self.settings.coordinator or info["coordinator"]
+        if self.labgrid is None:
+            self.labgrid = LabgridThread(address, info.get("farm", "farm"))
+        log.info("registered %d board(s); coordinator %s", len(self.boards), address)
+
+    def run(self) -> None:
+        become_subreaper()
+        self.settings.work_dir.mkdir(parents=True, exist_ok=True)
+        self.register()
+        beat = threading.Thread(target=self._heartbeats, daemon=True, name="heartbeat")
+        beat.start()
+        try:
+            while not self.stop.is_set():
+                r = self.service.call("POST", "/poll", params={"wait": self.settings.poll_wait})
+                if r.status_code == 409:  # the service forgot us (new database): register again
+                    self.register()
+                    continue
+                if r.status_code != 200:
+                    raise DeployError(f"farm poll refused: {_message(r)}", hint=_hint(r))
+                offers = r.json()["jobs"]
+                started = [self._start(offer) for offer in offers]
+                if offers and not any(started):  # offers already in hand: do not spin
+                    self.stop.wait(0.2)
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        self.stop.set()
+        with self._lock:
+            runs = list(self.running.values())
+        for run in runs:
+            run.cancel("the agent is stopping")
+        for run in runs:
+            run.thread.join(30)
+        self.service.stopping.set()
+        if self.labgrid is not None:
+            self.labgrid.close()
+        self.service.close()
+
+    def _heartbeats(self) -> None:
+        while not self.stop.wait(self.heartbeat_interval):
+            with self._lock:
+                running = list(self.running)
+            try:
+                r = self.service.call("POST", "/heartbeat", json={"running": running}, retry_s=5)
+            except DeployError:
+                continue
+            if r.status_code == 409:
+                with contextlib.suppress(DeployError):
+                    self.register()
+                continue
+            if r.status_code != 200:
+                continue
+            data = r.json()
+            for job_id in set(data.get("cancel", [])) | set(data.get("stop", [])):
+                with self._lock:
+                    run = self.running.get(job_id)
+                if run is not None:
+                    run.cancel("cancel requested")
+
+    def _start(self, offer: dict[str, Any]) -> bool:
+        job_id = int(offer["id"])
+        with self._lock:
+            busy = any(r.board == offer["board"] for r in self.running.values())
+            board = self.boards.get(offer["board"])
+            if job_id in self.running or busy or board is None:
+                return False
+            run = JobRun(self, offer, board)
+            self.running[job_id] = run
+        run.thread.start()
+        return True
+
+    def finished(self, job_id: int) -> None:
+        with self._lock:
+            self.running.pop(job_id, None)
+
+
+class JobRun:
+    """One job on one board, in its own thread and folder."""
+
+    def __init__(self, agent: Agent, offer: dict[str, Any], board: LabBoard) -> None:
+        self.agent = agent
+        self.offer = offer
+        self.id = int(offer["id"])
+        self.board = board.name
+        self.lab_board = board
+        self.token = str(offer["token"])
+        self.dir = agent.settings.work_dir / "jobs" / str(self.id)
+        self.lease = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.cancelled = threading.Event()
+        self.cancel_reason = ""
+        self.thread = threading.Thread(target=self._main, daemon=True, name=f"job-{self.id}")
+        self._pending: list[dict[str, str]] = []
+
+    def cancel(self, reason: str) -> None:
+        if self.cancelled.is_set():
+            return
+        self.cancel_reason = reason
+        self.cancelled.set()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()  # the runner turns SIGTERM into a clean interrupt
+
+    def _main(self) -> None:
+        labgrid = self.agent.labgrid
+        locked = False
+        try:
+            if labgrid is None:
+                return
+            try:
+                labgrid.call(lambda: labgrid.link.acquire(self.board, self.token))
+                locked = True
+            except Exception as exc:
+                log.warning("job %s: cannot lock %s: %s", self.id, self.board, exc)
+                return
+            r = self.agent.service.call("POST", f"/jobs/{self.id}/claim")
+            if r.status_code != 200:
+                log.warning("job %s: claim refused: %s", self.id, _message(r))
+                return
+            self.lease = int(r.json()["lease"])
+            self._run()
+        except Exception:
+            log.exception("job %s", self.id)
+            with contextlib.suppress(Exception):
+                self._finish(
+                    "failed",
+                    error="the farm agent failed while running the job",
+                    error_type="AgentError",
+                )
+        finally:
+            end_job_processes(str(self.id))
+            if labgrid is not None and locked:
+                with contextlib.suppress(Exception):
+                    labgrid.call(lambda: labgrid.link.release(self.board))
+                with contextlib.suppress(Exception):
+                    labgrid.call(lambda: labgrid.link.cancel(self.token))
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.agent.finished(self.id)
+
+    def _run(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        archive = self.dir / "export.tar.gz"
+        r = self.agent.service.call("GET", f"/exports/{self.offer['export']}")
+        if r.status_code != 200:
+            raise DeployError(f"cannot fetch the export: {_message(r)}")
+        archive.write_bytes(r.content)
+        check_archive(archive)
+        export_dir = extract_archive(archive, self.dir / "export")
+        spec = {
+            "export_dir": str(export_dir),
+            "run_dir": str(self.dir / "run"),
+            "report_dir": str(self.dir / "bundle"),
+            "options": _jsonable(self.lab_board.deploy_options()),
+            "config": self.offer.get("config") or {},
+        }
+        spec_path = self.dir / "spec.json"
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        if self.cancelled.is_set():
+            self._finish("cancelled", error=self.cancel_reason)
+            return
+        env = {**os.environ, JOB_ENV: str(self.id)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "aidge_deploy.farm.runner", str(spec_path)],
+            stdout=subprocess.PIPE,
+            stderr=open(self.dir / "runner.stderr", "w"),  # noqa: SIM115 - closed at exit
+            text=True,
+            env=env,
+            cwd=self.dir,
+            start_new_session=True,
+        )
+        if self.cancelled.is_set():
+            self.proc.terminate()
+        assert self.proc.stdout is not None
+        last_post = 0.0
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                self._pending.append(json.loads(line))
+            if time.monotonic() - last_post > 0.2:
+                self._post_events()
+                last_post = time.monotonic()
+        self.proc.wait()
+        self._post_events()
+        self._report(self.proc.returncode)
+
+    def _post_events(self) -> None:
+        if not self._pending:
+            return
+        events, self._pending = self._pending, []
+        r = self.agent.service.call(
+            "POST", f"/jobs/{self.id}/events", json={"lease": self.lease, "events": events}
+        )
+        if r.status_code == 200 and r.json().get("cancel"):
+            self.cancel("cancelled by its owner")
+        elif r.status_code == 409:  # the job is no longer ours (declared lost meanwhile)
+            self.cancel("the job was taken away from this agent")
+
+    def _report(self, returncode: int) -> None:
+        self._upload("log.txt", _collect_logs(self.dir / "run"))
+        bundle = self.dir / "bundle"
+        if bundle.is_dir() and any(bundle.iterdir()):
+            self._upload("bundle.tar.gz", _tar_dir(bundle))
+        result = self.dir / "result.json"
+        error = self.dir / "error.json"
+        if returncode == 0 and result.is_file():
+            data = json.loads(result.read_text(encoding="utf-8"))
+            self._upload("result.json", result.read_bytes())
+            self._finish("done", deploy_seconds=data.get("deploy_seconds"))
+            return
+        info = json.loads(error.read_text(encoding="utf-8")) if error.is_file() else {}
+        if self.cancelled.is_set():
+            self._finish("cancelled", error=f"cancelled: {self.cancel_reason}")
+            return
+        message = info.get("message") or f"the deploy process ended with status {returncode}"
+        if info.get("stage"):
+            message += f" (stage {info['stage']})"
+        self._finish(
+            "failed",
+            error=message,
+            error_hint=info.get("hint") or "",
+            error_type=info.get("type") or "DeployError",
+            deploy_seconds=info.get("deploy_seconds"),
+        )
+
+    def _upload(self, name: str, data: bytes) -> None:
+        self.agent.service.call(
+            "PUT", f"/jobs/{self.id}/files/{name}", params={"lease": self.lease}, content=data
+        )
+
+    def _finish(self, state: str, **fields: Any) -> None:
+        body = {"lease": self.lease, "state": state, **fields}
+        r = self.agent.service.call("POST", f"/jobs/{self.id}/finish", json=body)
+        if r.status_code != 200:
+            log.warning("job %s: finish refused: %s", self.id, _message(r))
+
+
+def _collect_logs(run_dir: Path) -> bytes:
+    """Every log of the run (build, UART, stdout...) in one text, each under its name."""
+    out = io.StringIO()
+    if run_dir.is_dir():
+        for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+            if path.suffix not in (".log", ".txt", ".out", ".err"):
+                continue
+            out.write(f"==> {path.relative_to(run_dir)} <==\n")
+            out.write(path.read_text(encoding="utf-8", errors="replace"))
+            out.write("\n")
+    return out.getvalue().encode()
+
+
+def _tar_dir(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                tar.add(path, arcname=path.relative_to(folder).as_posix(), recursive=False)
+    return buf.getvalue()
+
+
+def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in options.items()}
+
+
+def _message(r: httpx.Response) -> str:
+    try:
+        return str(r.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {r.status_code}"
+
+
+def _hint(r: httpx.Response) -> str | None:
+    try:
+        return str(r.json()["error"].get("hint") or "") or None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def run_agent(settings: AgentSettings) -> None:
+    """Run until SIGTERM/SIGINT; running jobs are cancelled and their boards released."""
+    import signal
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s agent %(levelname)s %(message)s")
+    agent = Agent(settings)
+
+    def _stop(signum: int, _frame: Any) -> None:
+        agent.stop.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    with contextlib.suppress(KeyboardInterrupt):
+        agent.run()
+
+
+__all__ = ["Agent", "AgentSettings", "run_agent"]
