@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ import pytest
 
 import aidge_deploy
 from aidge_deploy.config import DeployConfig
-from farmkit import ADMIN, ALICE, Farm, make_farm, needs_farm, qemu_available
+from farmkit import ALICE, Farm, make_farm, needs_farm, qemu_available
 
 pytestmark = [
     needs_farm(),
@@ -299,7 +298,7 @@ def test_cli_backend_api(farm: Farm, export_factory) -> None:  # type: ignore[no
     )
     assert refused.returncode != 0 and "--api-password" in refused.stderr
     # a board of another target: a clear refusal from the farm
-    wrong = subprocess.run(base + ["--json"], capture_output=True, text=True, env=env, timeout=300)
+    wrong = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert wrong.returncode == 2 and "is a mps3-an547" in wrong.stderr, wrong.stderr
     assert ALICE[1] not in wrong.stderr + wrong.stdout
     ok = subprocess.run(
