@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import modelzoo  # after the sys.path entry above
 
-pytest_plugins = ["envparts", "boards", "testfw", "farmkit", "pytester"]
+pytest_plugins = ["envparts", "boards", "testfw", "farmkit", "pytester", "browser"]
 
 
 @pytest.fixture(scope="session", autouse=True)

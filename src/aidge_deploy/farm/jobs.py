@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from aidge_deploy.farm.auth import Principal
 from aidge_deploy.farm.db import Agent, Board, Export, ExportOwner, Job, JobEvent, User, now
 from aidge_deploy.farm.states import ORDER, WAITING, BoardState, FailureKind, JobState
+from aidge_deploy.farm.store import StoredExport
 
 
 class FarmRequestError(Exception):
@@ -96,6 +97,29 @@ def export_for(s: Session, who: Principal, content_hash: str) -> Export:
         if owned is None:
             raise not_found("export", content_hash)
     return export
+
+
+def record_export(s: Session, stored: StoredExport, who: Principal, name: str = "") -> None:
+    """Record a stored export (once) and that ``who`` uploaded it (so they may use it)."""
+    if s.get(Export, stored.content_hash) is None:
+        s.add(
+            Export(
+                hash=stored.content_hash,
+                size=stored.size,
+                target=stored.target,
+                application=stored.application,
+                protocol=stored.protocol,
+                model=stored.model or name,
+            )
+        )
+        s.flush()
+    owned = s.scalar(
+        select(ExportOwner).where(
+            ExportOwner.export_hash == stored.content_hash, ExportOwner.user_id == who.user_id
+        )
+    )
+    if owned is None and who.user_id is not None:
+        s.add(ExportOwner(export_hash=stored.content_hash, user_id=who.user_id, name=name))
 
 
 def resolve_board(s: Session, board: str | None, target: str | None, export: Export) -> str:
@@ -290,6 +314,7 @@ __all__ = [
     "load_config",
     "not_found",
     "queue_position",
+    "record_export",
     "resolve_board",
     "set_state",
 ]

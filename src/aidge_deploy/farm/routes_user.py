@@ -17,13 +17,14 @@ from sqlalchemy import select
 
 from aidge_deploy.errors import DeployError
 from aidge_deploy.farm.auth import authenticate, issue_user_token
-from aidge_deploy.farm.db import Export, ExportOwner, Job, JobEvent
+from aidge_deploy.farm.db import Job, JobEvent
 from aidge_deploy.farm.jobs import (
     FarmRequestError,
     board_views,
     export_for,
     job_for,
     job_view,
+    record_export,
     resolve_board,
     set_state,
 )
@@ -94,25 +95,7 @@ async def upload_export(request: Request, who: UserDep, state: StateDep) -> dict
         path.unlink(missing_ok=True)
     name = request.headers.get("x-export-name", "")[:200]
     with state.db.session() as s:
-        if s.get(Export, stored.content_hash) is None:
-            s.add(
-                Export(
-                    hash=stored.content_hash,
-                    size=stored.size,
-                    target=stored.target,
-                    application=stored.application,
-                    protocol=stored.protocol,
-                    model=stored.model or name,
-                )
-            )
-            s.flush()
-        owned = s.scalar(
-            select(ExportOwner).where(
-                ExportOwner.export_hash == stored.content_hash, ExportOwner.user_id == who.user_id
-            )
-        )
-        if owned is None and who.user_id is not None:
-            s.add(ExportOwner(export_hash=stored.content_hash, user_id=who.user_id, name=name))
+        record_export(s, stored, who, name)
     return {
         "id": stored.content_hash,
         "target": stored.target,

@@ -107,6 +107,9 @@ def create_app(settings: FarmSettings, *, start_dispatcher: bool = True) -> Fast
 
     app.include_router(routes_user.router, prefix="/api")
     app.include_router(routes_agent.router, prefix="/api")
+    from aidge_deploy.farm.web import mount_web
+
+    mount_web(app)  # the dashboard's pages (/login, /boards, /jobs, ...)
     return app
 
 

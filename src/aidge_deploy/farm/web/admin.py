@@ -1,0 +1,173 @@
+"""``/admin``: users (add, disable, reset password), agents (last heartbeat, version) and
+boards (drain for maintenance, return to service). Admins only; every form CSRF-checked.
+
+Draining is the service's business, not the page's: a drained board's labgrid place is
+tagged ``avail=no`` (``dispatch``), so the coordinator allocates it no new reservation;
+its running job finishes, queued jobs wait for another board (or for its return).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.farm.auth import add_user, set_password
+from aidge_deploy.farm.db import Board, Token, User
+from aidge_deploy.farm.jobs import FarmRequestError
+from aidge_deploy.farm.service import FarmState, StateDep
+from aidge_deploy.farm.states import Role
+from aidge_deploy.farm.web.queries import agents, board_rows, users
+from aidge_deploy.farm.web.session import PageAdmin, check_csrf
+from aidge_deploy.farm.web.templating import render
+
+router = APIRouter(include_in_schema=False)
+
+_MESSAGES = {
+    "added": "User added.",
+    "disabled": "User disabled: their sessions and tokens ended.",
+    "enabled": "User enabled.",
+    "password": "Password changed: the user's sessions and tokens ended.",
+    "drained": "Board drained: it takes no new job.",
+    "returned": "Board returned to service.",
+}
+
+
+def _user(s: Session, name: str) -> User:
+    user = s.scalar(select(User).where(User.name == name))
+    if user is None:
+        raise FarmRequestError(404, f"no user {name!r}")
+    return user
+
+
+def set_disabled(s: Session, who_name: str, name: str, disabled: bool) -> None:
+    user = _user(s, name)
+    if disabled and name == who_name:
+        raise ConfigError("you cannot disable your own account", hint="Ask another admin to do it.")
+    if disabled and user.role == Role.ADMIN.value:
+        admins = s.scalars(
+            select(User.id).where(User.role == Role.ADMIN.value, User.disabled.is_(False))
+        ).all()
+        if len(admins) <= 1:
+            raise ConfigError("this is the last enabled admin", hint="Add another admin first.")
+    user.disabled = disabled
+    if disabled:
+        s.execute(delete(Token).where(Token.user_id == user.id))
+
+
+def set_drained(s: Session, name: str, drained: bool) -> None:
+    board = s.get(Board, name)
+    if board is None:
+        raise FarmRequestError(404, f"the farm has no board {name!r}")
+    board.drained = drained
+
+
+def _page(
+    request: Request, who: Any, state: FarmState, *, error: str = "", status: int = 200
+) -> HTMLResponse:
+    with state.db.session() as s:
+        context: dict[str, Any] = {
+            "users": users(s),
+            "agents": agents(s),
+            "boards": [r.as_dict(who) for r in board_rows(s)],
+        }
+    done = request.query_params.get("done", "")
+    return render(
+        request,
+        "admin.html",
+        who,
+        status=status,
+        error=error,
+        message=_MESSAGES.get(done, ""),
+        agent_timeout=state.settings.agent_timeout,
+        **context,
+    )
+
+
+@router.get("/admin")
+def admin_page(request: Request, who: PageAdmin, state: StateDep) -> HTMLResponse:
+    return _page(request, who, state)
+
+
+async def _action(
+    request: Request,
+    who: Any,
+    state: FarmState,
+    change: Callable[[Session, dict[str, str]], None],
+    done: str,
+) -> Response:
+    form = await request.form(max_files=0, max_fields=10, max_part_size=4096)
+    check_csrf(request, form)
+    values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
+
+    def apply() -> None:
+        with state.db.session() as s:
+            change(s, values)
+
+    try:
+        await run_in_threadpool(apply)
+    except ConfigError as exc:
+        message = exc.message + (f" — {exc.hint}" if exc.hint else "")
+        return _page(request, who, state, error=message, status=400)
+    return RedirectResponse(f"/admin?done={done}", status_code=303)
+
+
+@router.post("/admin/users")
+async def admin_add_user(request: Request, who: PageAdmin, state: StateDep) -> Response:
+    def change(s: Session, form: dict[str, str]) -> None:
+        role = Role.ADMIN if form.get("role") == Role.ADMIN.value else Role.USER
+        add_user(s, form.get("username", "").strip(), form.get("password", ""), role)
+
+    return await _action(request, who, state, change, "added")
+
+
+@router.post("/admin/users/{name}/disable")
+async def admin_disable(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
+    return await _action(
+        request, who, state, lambda s, _: set_disabled(s, who.name, name, True), "disabled"
+    )
+
+
+@router.post("/admin/users/{name}/enable")
+async def admin_enable(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
+    return await _action(
+        request, who, state, lambda s, _: set_disabled(s, who.name, name, False), "enabled"
+    )
+
+
+@router.post("/admin/users/{name}/password")
+async def admin_password(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
+    return await _action(
+        request,
+        who,
+        state,
+        lambda s, form: set_password(s, _user(s, name).name, form.get("password", "")),
+        "password",
+    )
+
+
+@router.post("/admin/boards/{name}/drain")
+async def admin_drain(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
+    response = await _action(
+        request, who, state, lambda s, _: set_drained(s, name, True), "drained"
+    )
+    state.dispatcher.boards_changed()
+    return response
+
+
+@router.post("/admin/boards/{name}/return")
+async def admin_return(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
+    response = await _action(
+        request, who, state, lambda s, _: set_drained(s, name, False), "returned"
+    )
+    state.dispatcher.boards_changed()
+    return response
+
+
+__all__ = ["router", "set_disabled", "set_drained"]

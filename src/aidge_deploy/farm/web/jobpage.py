@@ -1,0 +1,253 @@
+"""``/jobs/{id}``: stage progress, the log as it grows, then the result.
+
+Stages are named as the CLI names them (the default pipeline's stage names, as the agent
+streams them). The result is the bundle's own ``report.html`` — the page a local
+``--report`` writes, rendered on the board host by ``report.html`` — shown in a sandboxed
+frame with a policy that runs no script at all. Downloads: result JSON, bundle (zip or
+tar.gz) and log. A user opens only their own jobs (an admin all): anyone else gets the
+same "no job N" as for a job that does not exist, page, log, bundle or report alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, HTMLResponse
+from sqlalchemy import select
+
+from aidge_deploy.farm.archive import ArchiveError
+from aidge_deploy.farm.auth import Principal
+from aidge_deploy.farm.db import JobEvent
+from aidge_deploy.farm.jobs import FarmRequestError, job_for, job_view, load_config
+from aidge_deploy.farm.service import FarmState, StateDep
+from aidge_deploy.farm.states import TERMINAL, JobState
+from aidge_deploy.farm.web.bundles import bundle_zip, report_file
+from aidge_deploy.farm.web.queries import job_model
+from aidge_deploy.farm.web.session import PageUser
+from aidge_deploy.farm.web.templating import render
+
+router = APIRouter(include_in_schema=False)
+
+#: the most log text one progress answer carries (bytes); the page asks again for more
+LOG_CHUNK = 256 * 1024
+#: what the report frame may do: show its inline styles and SVG, nothing else
+REPORT_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "frame-ancestors 'self'; base-uri 'none'; form-action 'none'; sandbox"
+)
+DOWNLOADS = {
+    "result.json": ("result.json", "application/json"),
+    "bundle.tar.gz": ("bundle.tar.gz", "application/gzip"),
+    "log.txt": ("log.txt", "text/plain; charset=utf-8"),
+}
+
+
+@cache
+def stage_names() -> tuple[str, ...]:
+    """The default pipeline's stages, in order: the names the CLI shows."""
+    from aidge_deploy.pipeline.default import build_default_pipeline
+
+    return tuple(stage.name for stage in build_default_pipeline().stages)
+
+
+@dataclass
+class StageRow:
+    name: str
+    status: str = "pending"  # pending | running | done | skipped | failed
+    message: str = ""
+
+
+def stage_rows(events: list[dict[str, Any]], job_state: str) -> list[StageRow]:
+    rows = {name: StageRow(name) for name in stage_names()}
+    order = list(stage_names())
+    for ev in events:
+        name = ev.get("stage")
+        if ev.get("kind") != "stage" or not name:
+            continue
+        if name not in rows:  # a stage this service's pipeline does not have
+            rows[name] = StageRow(name)
+            order.append(name)
+        kind, _, message = str(ev.get("message") or "").partition(" ")
+        row = rows[name]
+        if kind == "start":
+            row.status = "running"
+        elif kind == "done":
+            row.status = "done"
+        elif kind == "skip":
+            row.status = "skipped"
+        if message:
+            row.message = message
+    if job_state in (JobState.FAILED.value, JobState.CANCELLED.value):
+        for row in rows.values():
+            if row.status == "running":
+                row.status = "failed" if job_state == JobState.FAILED.value else "cancelled"
+    return [rows[name] for name in order]
+
+
+def _events(state: FarmState, who: Principal, job_id: int, after: int) -> dict[str, Any]:
+    with state.db.session() as s:
+        job = job_for(s, who, job_id)
+        rows = s.scalars(
+            select(JobEvent)
+            .where(JobEvent.job_id == job_id, JobEvent.id > after)
+            .order_by(JobEvent.id)
+        )
+        events = [
+            {
+                "id": e.id,
+                "at": e.at,
+                "kind": e.kind,
+                "state": e.state,
+                "stage": e.stage,
+                "message": e.message,
+            }
+            for e in rows
+        ]
+        return {"job": job_view(s, job), "events": events}
+
+
+def _log_chunk(path: Path, offset: int) -> tuple[str, int, int]:
+    """Log text from byte ``offset`` (whole UTF-8 characters), the next offset, the size."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            if offset > size:  # the agent replaced the log with a shorter one: start over
+                offset = 0
+            f.seek(offset)
+            data = f.read(LOG_CHUNK)
+    except FileNotFoundError:
+        return "", 0, 0
+    if len(data) == LOG_CHUNK:  # do not cut a character in two
+        cut = len(data)
+        while cut > 0 and (data[cut - 1] & 0xC0) == 0x80:
+            cut -= 1
+        if cut > 0 and data[cut - 1] >= 0xC0:
+            cut -= 1
+        data = data[:cut] or data
+    return data.decode("utf-8", errors="replace"), offset + len(data), size
+
+
+def _page_context(state: FarmState, who: Principal, job_id: int) -> dict[str, Any]:
+    with state.db.session() as s:
+        job = job_for(s, who, job_id)
+        model = job_model(s, job)
+        config = load_config(job)
+    data = _events(state, who, job_id, 0)
+    view = data["job"]
+    folder = state.job_dir(job_id)
+    log_text, log_offset, log_size = _log_chunk(folder / "log.txt", 0)
+    report = None
+    error = ""
+    if view["state"] == JobState.DONE.value:
+        try:
+            report = report_file(folder)
+        except ArchiveError as exc:  # a damaged bundle: the rest of the page still works
+            error = exc.message
+    return {
+        "job": view,
+        "model": model,
+        "config": json.dumps(config, indent=1, sort_keys=True) if config else "",
+        "stages": stage_rows(data["events"], view["state"]),
+        "events": data["events"],
+        "last_event": data["events"][-1]["id"] if data["events"] else 0,
+        "log_text": log_text,
+        "log_offset": log_offset,
+        "log_more": log_offset < log_size,
+        "has_report": report is not None,
+        "bundle_error": error,
+        "files": {name: (folder / name).is_file() for name in DOWNLOADS},
+        "terminal": view["state"] in {s.value for s in TERMINAL},
+        "can_cancel": view["state"] not in {s.value for s in TERMINAL},
+    }
+
+
+@router.get("/jobs/{job_id}")
+async def job_page(job_id: int, request: Request, who: PageUser, state: StateDep) -> HTMLResponse:
+    context = await run_in_threadpool(_page_context, state, who, job_id)
+    return render(request, "job.html", who, **context)
+
+
+@router.get("/jobs/{job_id}/progress")
+async def job_progress(
+    job_id: int,
+    who: PageUser,
+    state: StateDep,
+    after: int = 0,
+    log: int = 0,
+    wait: float = 0.0,
+) -> dict[str, Any]:
+    """New events after event ``after`` and the log from byte ``log``; waits up to ``wait``
+    s for either (long poll: a stage event wakes it at once, log growth within a second)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, min(wait, state.settings.long_poll_max))
+    path = state.job_dir(job_id) / "log.txt"
+    while True:
+        data = await run_in_threadpool(_events, state, who, job_id, 0)
+        new = [e for e in data["events"] if e["id"] > after]
+        text, offset, size = await run_in_threadpool(_log_chunk, path, max(0, log))
+        terminal = JobState(data["job"]["state"]) in TERMINAL
+        remaining = deadline - loop.time()
+        if new or text or terminal or remaining <= 0:
+            return {
+                "job": data["job"],
+                "events": new,
+                "stages": [vars(r) for r in stage_rows(data["events"], data["job"]["state"])],
+                "log": {"text": text, "offset": offset, "more": offset < size},
+                "terminal": terminal,
+            }
+        await state.notifier.wait(f"job:{job_id}", remaining)
+
+
+@router.get("/jobs/{job_id}/report")
+async def job_report(job_id: int, who: PageUser, state: StateDep) -> HTMLResponse:
+    """The bundle's own HTML report, to show in the job page's frame."""
+
+    def read() -> str:
+        with state.db.session() as s:
+            job_for(s, who, job_id)
+        report = report_file(state.job_dir(job_id))
+        if report is None:
+            raise FarmRequestError(404, f"job {job_id} has no report (yet)")
+        return report.read_text(encoding="utf-8", errors="replace")
+
+    html = await run_in_threadpool(read)
+    return HTMLResponse(
+        html,
+        headers={
+            "Content-Security-Policy": REPORT_CSP,
+            "X-Frame-Options": "SAMEORIGIN",
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+def _download(state: FarmState, who: Principal, job_id: int, name: str) -> FileResponse:
+    with state.db.session() as s:
+        job_for(s, who, job_id)
+    folder = state.job_dir(job_id)
+    if name == "bundle.zip":
+        path, media = bundle_zip(folder), "application/zip"
+    elif name in DOWNLOADS:
+        file_name, media = DOWNLOADS[name]
+        path = folder / file_name
+        path = path if path.is_file() else None
+    else:
+        raise FarmRequestError(404, f"no download {name!r}")
+    if path is None:
+        raise FarmRequestError(404, f"job {job_id} has no {name}")
+    return FileResponse(path, media_type=media, filename=f"job{job_id}-{name}")
+
+
+@router.get("/jobs/{job_id}/files/{name}")
+async def job_file(job_id: int, name: str, who: PageUser, state: StateDep) -> FileResponse:
+    return await run_in_threadpool(_download, state, who, job_id, name)
+
+
+__all__ = ["router", "stage_names", "stage_rows"]

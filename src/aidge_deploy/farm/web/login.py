@@ -1,0 +1,88 @@
+"""``/login`` and ``/logout``: the dashboard's session, on the farm's users and tokens."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from aidge_deploy.farm.auth import authenticate, issue_user_token, revoke_token
+from aidge_deploy.farm.service import StateDep
+from aidge_deploy.farm.web.session import (
+    check_csrf,
+    check_login_csrf,
+    clear_session,
+    local_path,
+    login_csrf_value,
+    session_token,
+    set_login_csrf,
+    set_session,
+)
+from aidge_deploy.farm.web.templating import render
+
+router = APIRouter(include_in_schema=False)
+
+
+def _login_page(
+    request: Request, next_path: str, error: str = "", username: str = "", status: int = 200
+) -> HTMLResponse:
+    token = login_csrf_value(request)
+    page = render(
+        request,
+        "login.html",
+        None,
+        status=status,
+        csrf=token,
+        next_path=next_path,
+        error=error,
+        username=username,
+    )
+    set_login_csrf(page, request, token)
+    return page
+
+
+@router.get("/login")
+def login_form(request: Request, next: str | None = None) -> HTMLResponse:
+    return _login_page(request, local_path(next))
+
+
+@router.post("/login")
+async def login(request: Request, state: StateDep) -> Response:
+    form = await request.form(max_files=0, max_fields=10, max_part_size=4096)
+    check_login_csrf(request, form)
+    username = str(form.get("username") or "")[:64]
+    password = str(form.get("password") or "")[:1024]
+    next_path = local_path(str(form.get("next") or ""))
+
+    def check() -> str | None:
+        with state.db.session() as s:
+            user = authenticate(s, username, password)
+            if user is None:
+                return None
+            token, _expires = issue_user_token(s, user)
+            return token
+
+    token = await run_in_threadpool(check)
+    if token is None:
+        return _login_page(
+            request, next_path, "Wrong username or password.", username=username, status=401
+        )
+    response = RedirectResponse(next_path, status_code=303)
+    set_session(response, request, token)
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, state: StateDep) -> Response:
+    form = await request.form(max_files=0, max_fields=5, max_part_size=1024)
+    check_csrf(request, form)
+    token = session_token(request)
+    if token:
+        with state.db.session() as s:
+            revoke_token(s, token)
+    response = RedirectResponse("/login", status_code=303)
+    clear_session(response, request)
+    return response
+
+
+__all__ = ["router"]
