@@ -307,3 +307,22 @@ def test_cli_backend_api(farm: Farm, export_factory) -> None:  # type: ignore[no
     assert ok.returncode == 0, ok.stderr
     data = json.loads(ok.stdout)
     assert data["backend"] == "api" and data["farm_board"] == "an386-b" and data["farm_job_id"]
+
+
+def test_coordinator_restart_is_survived(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
+    """labgrid drops every lock and reservation when its coordinator restarts: the service
+    re-creates the queue and locks the running job's board again; all jobs end done."""
+    slow = export_factory("benchmark", target="mps2-an386", nb_iterations=150)
+    quick = export_factory("output", target="mps2-an386")
+    with farm.client(*ALICE) as alice:
+        running = _submit(alice, slow, "an386-b", run_timeout=300)
+        _wait_job(alice, running, {"running"}, timeout=180)
+        queued = [_submit(alice, quick, "an386-b") for _ in range(2)]
+        farm.kill("coordinator", signal.SIGTERM)
+        farm.start_coordinator()  # same address and working folder
+        for job_id in [running, *queued]:
+            job = _wait_job(alice, job_id, {"done", "failed", "cancelled"}, timeout=300)
+            assert job["state"] == "done", job
+        # nothing is left locked or reserved for finished jobs
+        boards = {b["name"]: b["state"] for b in alice.get("/api/boards").json()}
+        assert boards["an386-b"] == "idle", boards

@@ -254,3 +254,99 @@ def test_upload_size_limit(farm_root: Path, export_factory) -> None:  # type: ig
         assert _stored(farm) == [] and _leftovers(farm) == []
     finally:
         farm.stop_all()
+
+
+def test_farm_up_serves_three_emulated_boards_and_stops_on_sigterm(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).parent / "aidge-deploy")
+    data = tmp_path / "farm"
+    env = {**os.environ, "AIDGE_DEPLOY_API_PASSWORD": ADMIN[1]}
+    # no admin: refuses to start, says how to make one
+    refused = subprocess.run(
+        [exe, "farm", "up", "--data-dir", str(data), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert refused.returncode == 2 and "farm user add" in refused.stderr
+    added = subprocess.run(
+        [exe, "farm", "user", "add", ADMIN[0], "--admin", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert added.returncode == 0, added.stderr
+    assert ADMIN[1] not in (data / "farm.db").read_bytes().decode("latin-1")
+    up = subprocess.Popen(
+        [exe, "farm", "up", "--data-dir", str(data), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        url_file = data / "service.url"
+        deadline = time.monotonic() + 120
+        boards: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            if url_file.exists():
+                url = url_file.read_text().strip()
+                with contextlib.suppress(httpx.HTTPError):
+                    tok = httpx.post(
+                        url + "/api/token", json={"username": ADMIN[0], "password": ADMIN[1]}
+                    ).json()
+                    boards = httpx.get(
+                        url + "/api/boards",
+                        headers={"Authorization": f"Bearer {tok['access_token']}"},
+                    ).json()
+                    if len(boards) == 3 and all(b["state"] == "idle" for b in boards):
+                        break
+            assert up.poll() is None, up.stdout.read() if up.stdout else ""
+            time.sleep(0.3)
+        assert sorted(b["name"] for b in boards) == ["mps2-an386", "mps3-an547", "netduinoplus2"]
+        assert all(b["name"] == b["target"] for b in boards)
+        children = _descendants(up.pid)
+        assert len(children) >= 3, children
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(60) == 0
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in children if _alive(p)], "farm up left a process running"
+    finally:
+        if up.poll() is None:
+            up.kill()
+
+
+def _descendants(pid: int) -> list[int]:
+    out = subprocess_output(["ps", "-eo", "pid=,ppid="])
+    parents: dict[int, list[int]] = {}
+    for line in out.splitlines():
+        child, parent = (int(x) for x in line.split())
+        parents.setdefault(parent, []).append(child)
+    found, todo = [], [pid]
+    while todo:
+        for c in parents.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
+
+
+def subprocess_output(args: list[str]) -> str:
+    import subprocess
+
+    return subprocess.run(args, capture_output=True, text=True, check=True).stdout
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

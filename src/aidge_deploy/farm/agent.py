@@ -43,6 +43,8 @@ T = TypeVar("T")
 
 #: how long a report to the service is retried while it is down (a restart)
 SERVICE_RETRY_S = 600.0
+#: built exports kept per agent (least recently used ones go first)
+BUILT_EXPORTS_KEPT = 20
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ class Agent:
         self.labgrid: LabgridThread | None = None
         self.heartbeat_interval = 2.0
         self.stop = threading.Event()
+        self.built_exports = settings.work_dir / "exports"
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -326,13 +329,7 @@ class JobRun:
 
     def _run(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        archive = self.dir / "export.tar.gz"
-        r = self.agent.service.call("GET", f"/exports/{self.offer['export']}")
-        if r.status_code != 200:
-            raise DeployError(f"cannot fetch the export: {_message(r)}")
-        archive.write_bytes(r.content)
-        check_archive(archive)
-        export_dir = extract_archive(archive, self.dir / "export")
+        export_dir = self._fetch_export()
         spec = {
             "export_dir": str(export_dir),
             "run_dir": str(self.dir / "run"),
@@ -369,6 +366,45 @@ class JobRun:
         self._post_events()
         self._report(self.proc.returncode)
 
+    def _fetch_export(self) -> Path:
+        """The job's private copy of the export: from the agent's cache of built exports
+        (an export built here before is not rebuilt), else downloaded and checked."""
+        dest = self.dir / "export"
+        cached = self.agent.built_exports / str(self.offer["export"])
+        if cached.is_dir():
+            with contextlib.suppress(OSError):
+                shutil.copytree(cached, dest)  # copy2 keeps mtimes: make sees it built
+                os.utime(cached)  # most recently used
+                return dest
+            shutil.rmtree(dest, ignore_errors=True)
+        archive = self.dir / "export.tar.gz"
+        r = self.agent.service.call("GET", f"/exports/{self.offer['export']}")
+        if r.status_code != 200:
+            raise DeployError(f"cannot fetch the export: {_message(r)}")
+        archive.write_bytes(r.content)
+        check_archive(archive)
+        return extract_archive(archive, dest)
+
+    def _keep_built_export(self) -> None:
+        """After a successful job: keep its built export for the next job of the same one."""
+        cache = self.agent.built_exports
+        final = cache / str(self.offer["export"])
+        if final.exists():
+            return
+        tmp = cache / f".{self.offer['export']}.{self.id}"
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(self.dir / "export", tmp)
+            os.rename(tmp, final)  # atomic; a concurrent job may have won: keep theirs
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        entries = sorted(
+            (p for p in cache.iterdir() if not p.name.startswith(".")),
+            key=lambda p: p.stat().st_mtime,
+        )
+        for old in entries[: max(0, len(entries) - BUILT_EXPORTS_KEPT)]:
+            shutil.rmtree(old, ignore_errors=True)
+
     def _post_events(self) -> None:
         if not self._pending:
             return
@@ -392,6 +428,7 @@ class JobRun:
             data = json.loads(result.read_text(encoding="utf-8"))
             self._upload("result.json", result.read_bytes())
             self._finish("done", deploy_seconds=data.get("deploy_seconds"))
+            self._keep_built_export()
             return
         info = json.loads(error.read_text(encoding="utf-8")) if error.is_file() else {}
         if self.cancelled.is_set():

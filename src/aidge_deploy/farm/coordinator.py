@@ -152,9 +152,13 @@ class CoordinatorLink:
                 raise
         await self.set_tags(name, tags)
         for pattern in matches:
-            await self._call(
-                "AddPlaceMatch", self._pb.AddPlaceMatchRequest(placename=name, pattern=pattern)
-            )
+            try:
+                await self._call(
+                    "AddPlaceMatch", self._pb.AddPlaceMatchRequest(placename=name, pattern=pattern)
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
+                    raise
 
     async def set_tags(self, name: str, tags: dict[str, str]) -> None:
         await self._call("SetPlaceTags", self._pb.SetPlaceTagsRequest(placename=name, tags=tags))

@@ -159,9 +159,11 @@ class Dispatcher:
 
     # --- places ----------------------------------------------------------------------
 
-    def _place_specs(self) -> list[tuple[str, dict[str, str]]]:
+    def _place_specs(self) -> list[tuple[str, dict[str, str], tuple[str, ...]]]:
+        """Each board's place: its tags and, for a physical board, the resources the
+        exporter of its host publishes under a group named like the board."""
         with self.state.db.session() as s:
-            agents = {a.name: a.online for a in s.scalars(select(Agent))}
+            agents = {a.name: a for a in s.scalars(select(Agent))}
             return [
                 (
                     b.name,
@@ -172,16 +174,19 @@ class Dispatcher:
                         "host": tag_value(b.agent_name),
                         "kind": b.kind,
                         "avail": "yes"
-                        if b.online and not b.drained and agents.get(b.agent_name)
+                        if b.online and not b.drained and _online(agents.get(b.agent_name))
                         else "no",
                     },
+                    (f"{_host(agents.get(b.agent_name), b.agent_name)}/{b.name}/*",)
+                    if b.kind == "hw"
+                    else (),
                 )
                 for b in s.scalars(select(Board))
             ]
 
     async def _sync_places(self) -> None:
-        for name, tags in await asyncio.to_thread(self._place_specs):
-            await self.link.ensure_place(name, tags)
+        for name, tags, matches in await asyncio.to_thread(self._place_specs):
+            await self.link.ensure_place(name, tags, matches)
 
     # --- agents ----------------------------------------------------------------------
 
@@ -368,6 +373,14 @@ class Dispatcher:
                 self._relock.pop(token, None)
             elif info.state == ReservationState.ACQUIRED:
                 self._relock.pop(token, None)
+
+
+def _online(agent: Agent | None) -> bool:
+    return agent is not None and agent.online
+
+
+def _host(agent: Agent | None, default: str) -> str:
+    return (agent.hostname if agent is not None and agent.hostname else default).split(".")[0]
 
 
 __all__ = ["RELOCK_PRIO", "Dispatcher"]
