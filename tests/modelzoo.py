@@ -110,3 +110,63 @@ def onnx_reference(model_path: Path, x: np.ndarray) -> np.ndarray:
     sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
     return np.asarray(sess.run(None, {name: x})[0])
+
+
+def two_head_mlp(path: Path, seed: int = 0) -> Path:
+    """Gemm(16->24) + ReLU, then two heads: Gemm(24->6) ``logits`` and Gemm(24->3) ``aux``.
+
+    Two outputs of different sizes: what ``validate`` prints as a target x output matrix.
+    """
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((24, 16)) * 0.3).astype(np.float32), "W1"),
+        numpy_helper.from_array((rng.standard_normal(24) * 0.1).astype(np.float32), "B1"),
+        numpy_helper.from_array((rng.standard_normal((6, 24)) * 0.3).astype(np.float32), "W2"),
+        numpy_helper.from_array((rng.standard_normal(6) * 0.1).astype(np.float32), "B2"),
+        numpy_helper.from_array((rng.standard_normal((3, 24)) * 0.3).astype(np.float32), "W3"),
+        numpy_helper.from_array((rng.standard_normal(3) * 0.1).astype(np.float32), "B3"),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "W1", "B1"], ["h"], transB=1),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Gemm", ["r", "W2", "B2"], ["logits"], transB=1),
+        helper.make_node("Gemm", ["r", "W3", "B3"], ["aux"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two_head_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 6]),
+            helper.make_tensor_value_info("aux", TensorProto.FLOAT, [1, 3]),
+        ],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def conv_pool_classifier(path: Path, seed: int = 0) -> Path:
+    """Conv(1->4, 3x3) + ReLU + MaxPool(2) + Flatten + Gemm(36->5) on a 1x1x6x6 image."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((4, 1, 3, 3)) * 0.5).astype(np.float32), "W"),
+        numpy_helper.from_array((rng.standard_normal(4) * 0.1).astype(np.float32), "B"),
+        numpy_helper.from_array((rng.standard_normal((5, 36)) * 0.3).astype(np.float32), "FW"),
+        numpy_helper.from_array((rng.standard_normal(5) * 0.1).astype(np.float32), "FB"),
+        numpy_helper.from_array(np.array([1, 36], np.int64), "shape"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Reshape", ["p", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "FW", "FB"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv_pool_classifier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)

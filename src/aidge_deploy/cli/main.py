@@ -191,6 +191,9 @@ app.command(name="compare")(compare_cmd.compare)
 from aidge_deploy.cli import boards as boards_cmd  # noqa: E402
 
 app.add_typer(boards_cmd.app, name="boards")
+from aidge_deploy.cli import validate as validate_cmd  # noqa: E402
+
+app.command(name="validate")(validate_cmd.validate)
 
 from aidge_deploy.cli.farm import app as farm_app  # noqa: E402
 

@@ -1,0 +1,142 @@
+"""``aidge-deploy validate``: two models outside the usual test set, on the host and three
+emulated boards, against onnxruntime; a corrupted weight is caught with a failing exit."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import modelzoo
+from aidge_deploy.cli.main import app
+from aidge_deploy.validation.matrix import Tolerance, check_output, tolerance_for
+
+runner = CliRunner()
+BOARDS = ("mps2-an386", "mps3-an547", "netduinoplus2")
+
+needs_qemu = pytest.mark.skipif(
+    shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
+    reason="qemu-system-arm and the Arm cross toolchain are needed",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+@needs_qemu
+@pytest.mark.parametrize(
+    ("maker", "dtype", "outputs"),
+    [
+        (modelzoo.conv_pool_classifier, "float32", ["y"]),
+        (modelzoo.two_head_mlp, "int8", ["logits", "aux"]),
+    ],
+)
+def test_matrix_over_host_and_three_emulated_boards(
+    maker,
+    dtype: str,
+    outputs: list[str],
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    model = maker(tmp_path / "model.onnx", seed=7)
+    report = tmp_path / "report"
+    res = runner.invoke(
+        app,
+        [
+            "validate",
+            str(model),
+            "--targets",
+            ",".join(("host", *BOARDS)),
+            "--dtype",
+            dtype,
+            "--report",
+            str(report),
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    cells = {(c["target"], c["output"]): c for c in doc["matrix"]}
+    assert set(cells) == {(t, o) for t in ("host", *BOARDS) for o in outputs}
+    for cell in cells.values():
+        assert cell["passed"] and cell["top1_agreement"] == 1.0, cell
+        assert cell["cosine_similarity"] > 0.999
+        if dtype == "int8":
+            # judged against the quantisation step: within a few steps of the float model
+            assert cell["quantisation_step"] > 0
+            assert cell["max_abs_error"] <= 8 * cell["quantisation_step"]
+        else:
+            assert cell["max_abs_error"] < 1e-4
+    saved = json.loads((report / "validation.json").read_text())
+    assert saved["passed"] and saved["reference"] == "onnxruntime"
+    html = (report / "validation.html").read_text()
+    assert "PASS" in html and "runs/mps3-an547/report.html" in html
+    assert (report / "runs" / "netduinoplus2" / "manifest.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_corrupted_weight_fails_naming_target_and_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = modelzoo.two_head_mlp(tmp_path / "model.onnx", seed=3)
+    from aidge_deploy.validation import runner as vrunner
+
+    original = vrunner.validate_model
+
+    def corrupting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        def corrupt(target: str, index: int, artifact) -> None:  # type: ignore[no-untyped-def]
+            # one weight of the aux head (24 -> 3), in the generated parameter header
+            # (the export names it after its node: find the 3 x 24 weight array)
+            sources = [
+                p
+                for p in Path(artifact.path).rglob("dnn/src/parameters/*weights*.cpp")
+                if "[3*24]" in p.with_suffix(".hpp").name
+                or "[3*24]" in next(Path(artifact.path).rglob(p.stem + ".hpp")).read_text()
+            ]
+            assert len(sources) == 1, sources
+            text = sources[0].read_text()
+            patched, n = re.subn(r"(\{\s*)(-?[0-9.eE+-]+)", r"\g<1>25.0", text, count=1)
+            assert n == 1
+            sources[0].write_text(patched)
+
+        return original(*args, **{**kwargs, "export_hook": corrupt})
+
+    monkeypatch.setattr(vrunner, "validate_model", corrupting)
+    res = runner.invoke(app, ["validate", str(model), "--targets", "host"])
+    assert res.exit_code == 1, res.output
+    assert "FAIL target host, output aux" in res.stderr
+    assert "logits" not in res.stderr  # the other head is untouched
+
+
+def test_int8_tolerance_is_counted_in_quantisation_steps() -> None:
+    reference = [np.array([1.27, -0.5, 0.0])]
+    tol = tolerance_for("int8_t", reference)
+    assert tol.step == pytest.approx(0.01) and tol.atol == pytest.approx(0.04)
+    ok = check_output("t", "y", [np.array([127, -50, 2])], reference, tol)
+    assert ok.passed and ok.top1_agreement == 1.0
+    off = check_output("t", "y", [np.array([127, -30, 0])], reference, tol)
+    assert not off.passed and "[1]" in off.worst
+    float_tol = tolerance_for("float", reference)
+    assert float_tol == Tolerance(atol=1e-5, rtol=1e-4)
+    nan = check_output("t", "y", [np.array([np.nan, 0, 0])], reference, float_tol)
+    assert not nan.passed
+
+
+def test_bad_inputs_are_clear_errors(tmp_path: Path) -> None:
+    model = modelzoo.two_head_mlp(tmp_path / "m.onnx")
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    np.save(inputs / "a.npy", np.full((1, 16), 3.0, np.float32))
+    res = runner.invoke(
+        app,
+        ["validate", str(model), "--targets", "host", "--dtype", "int8", "--inputs", str(inputs)],
+    )
+    assert res.exit_code == 2 and "outside [-1, 1]" in res.output
+    np.save(inputs / "a.npy", np.zeros((1, 15), np.float32))
+    res = runner.invoke(app, ["validate", str(model), "--targets", "host", "--inputs", str(inputs)])
+    assert res.exit_code == 2 and "15 values" in res.output
+    res = runner.invoke(app, ["validate", str(model), "--targets", ""])
+    assert res.exit_code == 2
