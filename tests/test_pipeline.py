@@ -145,13 +145,24 @@ def test_progress_events_and_durations(tmp_path: Path) -> None:
 
 def test_default_pipeline_is_flat_and_ordered() -> None:
     names = [s.name for s in build_default_pipeline().stages]
-    assert names[:4] == ["Preflight", "ResolveTarget", "Prepare", "Build"]
+    assert names[:5] == ["Preflight", "ResolveTarget", "EnsureBoardPowered", "Prepare", "Build"]
     assert (
         names.index("InspectBinary")
         < names.index("Flash")
         < names.index("Execute")
         < names.index("ParseOutput")
     )
+    # the seed's power stages: after the profile phase (its clean timing plans N)
+    power = [
+        "PlanPowerRun",
+        "BuildPowerFirmware",
+        "FlashPowerFirmware",
+        "CapturePower",
+        "CollectPowerTerminal",
+    ]
+    start = names.index("PlanPowerRun")
+    assert names[start : start + 5] == power
+    assert names.index("ProfilePasses") < start < names.index("Assemble")
 
 
 def test_probe_board_without_serial_port_fails_in_preflight(tmp_path: Path) -> None:

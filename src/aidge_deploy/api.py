@@ -57,6 +57,8 @@ def deploy(
     try:
         build_default_pipeline().run(ctx)
     finally:
+        if ctx.power_monitor is not None and not ctx.power_monitor_closed:
+            ctx.power_monitor.close()
         if ctx.target is not None and ctx.deploy_context is not None:
             ctx.target.cleanup(ctx.deploy_context)
     return ctx.deploy_result

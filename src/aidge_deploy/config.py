@@ -128,6 +128,13 @@ class DeployConfig:
     #: of a smaller PMU, e.g. to check a multi-pass profile on an emulated board first
     max_counters_per_pass: int | None = None
     aggregation: Aggregation = Aggregation.MEDIAN
+    #: power monitor (``power.source``): joulescope[:SERIAL], jls:FILE, hwmon[:NAME], rapl,
+    #: emulated or reference; None = no power run
+    power: str | None = None
+    #: minimum gated window in seconds (default per monitor: 5 s sampled, 10 ms models)
+    power_window_s: float | None = None
+    #: where sysfs is mounted for hwmon/rapl (default /sys; on an SSH board, its path there)
+    power_sysfs_root: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -135,11 +142,26 @@ class DeployConfig:
         self.backend = _normalize_backend(raw)
         if raw is not None and not isinstance(raw, str):
             self._adopt_backend_object(raw)
-        for name in ("build_dir", "ssh_key_path", "ssh_known_hosts_path", "report_dir"):
+        for name in (
+            "build_dir",
+            "ssh_key_path",
+            "ssh_known_hosts_path",
+            "report_dir",
+            "power_sysfs_root",
+        ):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):
                 setattr(self, name, Path(value))
         self.aggregation = Aggregation(self.aggregation)
+        if self.power is not None:
+            from aidge_deploy.power.source import parse_power_source
+
+            self.power = str(parse_power_source(self.power))
+        if self.power_window_s is not None and not self.power_window_s > 0:
+            raise ConfigError(
+                f"power_window_s must be positive, got {self.power_window_s}",
+                hint="A minimum power window in seconds, e.g. 5.",
+            )
         if isinstance(self.counters, str):
             self.counters = tuple(c for c in self.counters.split(",") if c)
         else:

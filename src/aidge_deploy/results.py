@@ -24,6 +24,7 @@ from aidge_deploy.metrics import Metric as Metric  # re-exported: the public hom
 from aidge_deploy.metrics import Provenance as Provenance
 
 if TYPE_CHECKING:
+    from aidge_deploy.power.result import PowerResult
     from aidge_deploy.progress import ProgressCallback
 
 
@@ -119,6 +120,8 @@ class LayerFigure:
     #: static figures of the layer from the export (``profiling.model_analysis``)
     macs: int | None = None
     params: int | None = None
+    #: energy of one call of the layer (µJ), when the power monitor attributes it to layers
+    energy_uj: float | None = None
 
     @property
     def ns_per_mac(self) -> float | None:
@@ -207,6 +210,8 @@ class DeployResult:
     #: the board-farm job that produced this result (``api`` backend), and its board
     farm_job_id: int | None = None
     farm_board: str | None = None
+    #: the power run (``--power``), when one was requested
+    power: PowerResult | None = None
 
     @property
     def latency(self) -> LatencyStats | None:
@@ -245,6 +250,7 @@ class DeployResult:
                     "counters": dict(layer.counters),
                     "macs": layer.macs,
                     "params": layer.params,
+                    "energy_uj": layer.energy_uj,
                 }
                 for layer in self.layers
             ],
@@ -254,6 +260,7 @@ class DeployResult:
             "stage_durations_ms": self.stage_durations_ms,
             "farm_job_id": self.farm_job_id,
             "farm_board": self.farm_board,
+            "power": None if self.power is None else self.power.as_dict(),
         }
 
 

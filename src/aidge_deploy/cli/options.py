@@ -51,6 +51,35 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "power": (
+        Annotated[
+            str | None,
+            typer.Option(
+                "--power",
+                help="Power monitor: joulescope[:SERIAL], jls:FILE, hwmon[:NAME], rapl, "
+                "emulated (QEMU boards) or reference.",
+                rich_help_panel="Power",
+            ),
+        ],
+        None,
+    ),
+    "power_window": (
+        Annotated[
+            float | None,
+            typer.Option(help="Minimum power window in seconds.", rich_help_panel="Power"),
+        ],
+        None,
+    ),
+    "power_sysfs_root": (
+        Annotated[
+            Path | None,
+            typer.Option(
+                help="Where sysfs is mounted for hwmon/rapl (default /sys).",
+                rich_help_panel="Power",
+            ),
+        ],
+        None,
+    ),
     "ssh_host": (
         Annotated[str | None, typer.Option(envvar="AIDGE_SBC_IP", rich_help_panel=_PANEL)],
         None,
@@ -157,7 +186,7 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 #: option name -> DeployConfig field, where they differ
-_FIELD = {"report": "report_dir"}
+_FIELD = {"report": "report_dir", "power_window": "power_window_s"}
 
 
 def with_connection_options[F: Callable[..., Any]](fn: F) -> F:

@@ -130,5 +130,41 @@ def print_result(result: DeployResult) -> None:
         )
     if result.log_path is not None:
         console.print(f"[dim]Log: {result.log_path}[/dim]", highlight=False)
+    if result.power is not None:
+        print_power(result)
     if result.report_dir is not None:
         console.print(f"[dim]Report: {result.report_dir}[/dim]", highlight=False)
+
+
+def print_power(result: DeployResult) -> None:
+    """The power figures, each with its provenance; estimates say so, with their uncertainty."""
+    from aidge_deploy.metrics import format_figure
+
+    power = result.power
+    if power is None:
+        return
+    prov = power.provenance
+    factor = power.capture.uncertainty_factor if power.capture else None
+    label = prov.value.upper() + (f", model uncertainty ×/÷{factor:g}" if factor else "")
+    table = Table(title=f"Power — {power.source} ({label})", title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_column("provenance")
+    for metric in power.metrics():
+        table.add_row(
+            metric.name.replace("_", " "),
+            format_figure(metric.value, metric.unit, unavailable_reason=metric.unavailable_reason),
+            metric.provenance.value,
+        )
+    console.print(table)
+    if power.layer_energy_uj:
+        layers = Table(title=f"Energy per layer ({prov.value})", title_justify="left")
+        layers.add_column("layer")
+        layers.add_column("µJ per call", justify="right")
+        for name, value in power.layer_energy_uj.items():
+            layers.add_row(name, f"{value:.4g}")
+        console.print(layers)
+    for issue in power.issues:
+        console.print(
+            f"[yellow]power {issue.code.value}[/yellow]: {issue.message}", highlight=False
+        )

@@ -21,6 +21,9 @@ from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 
 if TYPE_CHECKING:
     from aidge_deploy.artifact import RuntimeSettings
+    from aidge_deploy.power.capability import PowerRun
+    from aidge_deploy.power.protocol import PowerMonitor
+    from aidge_deploy.power.result import PowerPlan, PowerResult
     from aidge_deploy.profiling.binary import BinaryInfo
     from aidge_deploy.profiling.passes import CounterProfile
     from aidge_deploy.protocols.base import ProtocolResult
@@ -39,6 +42,11 @@ PRODUCERS: dict[str, str] = {
     "execution": "Execute",
     "parsed": "ParseOutput",
     "counter_profile": "ProfilePasses",  # counters: profiling/passes.py
+    "power_monitor": "EnsureBoardPowered",  # power: pipeline/stages/power.py
+    "power_plan": "PlanPowerRun",
+    "power_firmware": "BuildPowerFirmware",
+    "power_run": "CapturePower",
+    "power_result": "CollectPowerTerminal",
     "result": "Assemble",
 }
 
@@ -66,6 +74,13 @@ class PipelineContext:
     parsed: ProtocolResult | None = None
     #: counters over all passes (None when no counters were requested)
     counter_profile: CounterProfile | None = None
+    #: power (None unless config.power is set): the monitor, plan, power firmware, run, result
+    power_monitor: PowerMonitor | None = None
+    power_monitor_closed: bool = False
+    power_plan: PowerPlan | None = None
+    power_firmware: BuildResult | None = None
+    power_run: PowerRun | None = None
+    power_result: PowerResult | None = None
     result: DeployResult | None = None
     report_paths: list[Path] = field(default_factory=list)
     stage_durations_ms: dict[str, float] = field(default_factory=dict)
@@ -116,6 +131,22 @@ class PipelineContext:
     @property
     def profiled_counters(self) -> CounterProfile:
         return self._require(self.counter_profile, "counter_profile")
+
+    @property
+    def opened_power_monitor(self) -> PowerMonitor:
+        return self._require(self.power_monitor, "power_monitor")
+
+    @property
+    def planned_power_run(self) -> PowerPlan:
+        return self._require(self.power_plan, "power_plan")
+
+    @property
+    def power_firmware_build(self) -> BuildResult:
+        return self._require(self.power_firmware, "power_firmware")
+
+    @property
+    def completed_power_run(self) -> PowerRun:
+        return self._require(self.power_run, "power_run")
 
     @property
     def deploy_result(self) -> DeployResult:

@@ -31,6 +31,8 @@ LAYER_SUM_TOLERANCE = 0.5
 NEAR_CAPACITY = 0.9
 #: fewer samples than this make a latency figure statistically weak
 MIN_SAMPLES = 3
+#: the power window may differ from N x clean latency by this fraction
+POWER_WINDOW_TOLERANCE = 0.10
 
 #: timer tick of each output protocol, in ms: what a single time reading can resolve.
 #: UART programs read ``HAL_GetTick()`` (1 ms); host programs print ``steady_clock``
@@ -68,6 +70,12 @@ class IssueCode(StrEnum):
     TIMER_RESOLUTION_COARSE = "timer.resolution_coarse"
     TIMING_EMULATED = "timing.emulated"
     MEMORY_NEAR_CAPACITY = "memory.near_capacity"
+    POWER_GATE_MISSING = "power.gate_missing"
+    POWER_WINDOW_SHORT = "power.window_short"
+    POWER_WINDOW_MISMATCH = "power.window_mismatch"
+    POWER_SAMPLE_RATE_LOW = "power.sample_rate_low"
+    POWER_SATURATED = "power.saturated"
+    POWER_TERMINAL_MISMATCH = "power.terminal_mismatch"
 
     @property
     def severity(self) -> Severity:
@@ -122,6 +130,33 @@ ISSUE_SPECS: Mapping[IssueCode, IssueSpec] = MappingProxyType(
         IssueCode.MEMORY_NEAR_CAPACITY: IssueSpec(
             Severity.WARNING,
             f"Flash or RAM use is above {NEAR_CAPACITY:.0%} of the target's capacity.",
+        ),
+        IssueCode.POWER_GATE_MISSING: IssueSpec(
+            Severity.ERROR,
+            "The power monitor never saw the gate window: no energy figure exists for the run.",
+        ),
+        IssueCode.POWER_WINDOW_SHORT: IssueSpec(
+            Severity.WARNING,
+            "The measured power window is shorter than planned (too few seconds or samples): "
+            "edge errors weigh more than the plan allowed.",
+        ),
+        IssueCode.POWER_WINDOW_MISMATCH: IssueSpec(
+            Severity.WARNING,
+            f"The measured window differs from N x the clean latency by more than "
+            f"{POWER_WINDOW_TOLERANCE:.0%}: the window is not the N inferences it should be.",
+        ),
+        IssueCode.POWER_SAMPLE_RATE_LOW: IssueSpec(
+            Severity.WARNING,
+            "The monitor samples too slowly for the window (fewer samples than planned).",
+        ),
+        IssueCode.POWER_SATURATED: IssueSpec(
+            Severity.ERROR,
+            "The monitor's current range saturated inside the window: the energy is too low.",
+        ),
+        IssueCode.POWER_TERMINAL_MISMATCH: IssueSpec(
+            Severity.ERROR,
+            "The target's terminal record after the window is missing, or its inference "
+            "count differs from N: energy per inference cannot be trusted.",
         ),
     }
 )
@@ -344,6 +379,8 @@ def assess(
         if issue is not None:
             issues.append(issue)
     issues += _memory_issues(result.metrics.get("binary"))
+    if result.power is not None:
+        issues += result.power.issues
     return Validity.of(issues)
 
 
@@ -368,6 +405,7 @@ def _memory_issues(binary: Any) -> list[Issue]:
 
 __all__ = [
     "ISSUE_SPECS",
+    "POWER_WINDOW_TOLERANCE",
     "TIMER_RESOLUTION_MS",
     "Issue",
     "IssueCode",

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from aidge_deploy.report.power_html import power_section
 from aidge_deploy.report.svg import (
     PALETTE,
     bar_chart,
@@ -27,6 +28,8 @@ PROVENANCE_LABELS: Mapping[str, str] = {
     "silicon": "measured on target silicon",
     "host": "measured on the host",
     "emulated": "EMULATED — emulated instruction counts, not cycles",
+    "estimated": "ESTIMATED — the output of a model, not a measurement",
+    "static": "static — a fact of the build",
 }
 _STATUS_COLORS = {"valid": "#1f8a4c", "degraded": "#b7791f", "invalid": "#c0392b"}
 _SEVERITY_COLORS = {"error": "#c0392b", "warning": "#b7791f", "info": "#2f6fb5"}
@@ -42,7 +45,7 @@ section{background:#fff;border-radius:10px;box-shadow:0 1px 3px rgba(20,30,60,.0
 h2{font-size:17px;margin:0 0 12px;font-weight:600}
 h3{font-size:14px;margin:16px 0 6px;font-weight:600;color:#39425a}
 .badge{display:inline-block;border-radius:999px;padding:2px 10px;font-size:12px;font-weight:600;color:#fff;margin-right:6px;vertical-align:middle}
-.prov-silicon{background:#1f8a4c}.prov-host{background:#2f6fb5}.prov-emulated{background:#8e44ad}
+.prov-silicon{background:#1f8a4c}.prov-host{background:#2f6fb5}.prov-emulated{background:#8e44ad}.prov-estimated{background:#b9770e}.prov-static{background:#566573}
 .banner{border-left:5px solid #8e44ad;background:#f5ecfa;padding:10px 14px;border-radius:6px;margin:0 0 18px;font-weight:600;color:#5b2a72}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:12px}
 .card{background:#f7f9fc;border:1px solid #e3e8f0;border-radius:8px;padding:12px 14px}
@@ -339,6 +342,7 @@ def render_html(
         f"<section>{_layers(summary)}</section>"
         f"<section>{_latency(summary)}</section>"
         f"<section>{_memory(summary)}</section>"
-        f"<section>{_run(summary, metadata)}</section>"
+        + (f"<section>{power}</section>" if (power := power_section(summary, _prov_badge)) else "")
+        + f"<section>{_run(summary, metadata)}</section>"
         f"{files_section}</main></body></html>\n"
     )

@@ -61,6 +61,10 @@ def metric_entry(metric: Metric, **extra: Any) -> dict[str, Any]:
     return entry
 
 
+#: per-layer energy of one call (power monitors that attribute energy to layers)
+LAYER_ENERGY = "energy"
+
+
 def layer_columns(result: DeployResult) -> list[LayerColumn]:
     prov = result_provenance(result)
     columns: list[LayerColumn] = []
@@ -74,6 +78,8 @@ def layer_columns(result: DeployResult) -> list[LayerColumn]:
             if all(c.key != counter for c in columns):
                 # each counter in its own unit (cycles, instructions, ns, count)
                 columns.append(LayerColumn(counter, units.get(counter, "count"), prov))
+    if result.power is not None and any(layer.energy_uj is not None for layer in result.layers):
+        columns.append(LayerColumn(LAYER_ENERGY, "uJ", result.power.provenance))
     for key, (attr, unit) in STATIC_COLUMNS.items():
         if any(getattr(layer, attr, None) is not None for layer in result.layers):
             # MACs and parameters are read from the export on the host; time per MAC
@@ -95,6 +101,8 @@ STATIC_COLUMNS = {
 def _layer_value(layer: Any, key: str) -> float | None:
     if key == LAYER_TIME:
         return None if layer.time_ms is None else float(layer.time_ms)
+    if key == LAYER_ENERGY:
+        return None if layer.energy_uj is None else float(layer.energy_uj)
     if key in STATIC_COLUMNS:
         static = getattr(layer, STATIC_COLUMNS[key][0], None)
         return None if static is None else float(static)
@@ -238,6 +246,7 @@ def build_summary(
         "stage_durations_ms": {k: float(v) for k, v in result.stage_durations_ms.items()},
         "notices": [str(n) for n in result.metrics.get("notices") or []],
         "validity": validity.as_dict(),
+        "power": None if result.power is None else result.power.as_dict(),
     }
 
 

@@ -15,6 +15,7 @@ from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
 from aidge_deploy.connections.local_process import ProcessRun, run_process
 from aidge_deploy.errors import ExecutionError
+from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.profiling.native import ensure_launcher, parse_perf_run_report
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.protocols.registry import get_protocol
@@ -64,7 +65,7 @@ def describe_exit(run: ProcessRun, timeout_s: float) -> ExecutionError | None:
 
 
 @register_deploy_target("host", "local")
-class HostLocalTarget(DeployTarget, HostPerfCounters):
+class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
     """Build with CMake in a content-keyed cache and run the program with a timeout."""
 
     timing_provenance: ClassVar[Provenance] = Provenance.HOST

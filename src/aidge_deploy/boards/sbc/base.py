@@ -42,6 +42,7 @@ from aidge_deploy.boards.sbc.session import SHORT_TIMEOUT_S
 from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
 from aidge_deploy.connections.ssh import SshConnection
 from aidge_deploy.errors import ConfigError, DeployError, ExecutionError
+from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.registry import DeployTarget, RemoteBuildTarget, ToolCheck, TransferableTarget
 from aidge_deploy.results import DeployContext, Provenance
 
@@ -55,6 +56,7 @@ class SbcSshTarget(
     TransferableTarget,
     RemoteBuildTarget,
     SbcPerfCounters,
+    RepeatedRunPower,
 ):
     """A Linux board over SSH: build on the board (or cross-build here), run, measure."""
 

@@ -204,6 +204,14 @@ class AssembleStage:
             else layer
             for layer in layers
         )
+        power = ctx.power_result
+        if power is not None:
+            measurements = (*measurements, *power.metrics())
+            if power.layer_energy_uj:
+                layers = tuple(
+                    replace(layer, energy_uj=power.layer_energy_uj.get(layer.name))
+                    for layer in layers
+                )
         ctx.result = DeployResult(
             output=output,
             metrics=metrics,
@@ -222,4 +230,5 @@ class AssembleStage:
             measurements=measurements,
             stage_durations_ms=ctx.stage_durations_ms,
             report_dir=ctx.config.report_dir,
+            power=power,
         )

@@ -25,6 +25,16 @@ class PreflightStage:
             )
         if not issubclass(cls, RemoteResultTarget):  # a farm checks them at submit time
             check_counter_request(ctx.config.counters, cls, target, ctx.config.backend_kind)
+        if ctx.config.power is not None:
+            from aidge_deploy.power.monitors import preflight_checks
+
+            bad = [c for c in preflight_checks(ctx.config, cls) if not c.ok]
+            if bad:
+                raise PreflightError(
+                    f"Power monitor {ctx.config.power} is not usable: "
+                    + "; ".join(f"{c.name}: {c.detail}" for c in bad),
+                    hint="; ".join(c.hint for c in bad if c.hint) or "Run `aidge-deploy doctor`.",
+                )
         instance = cls(ctx.config)
         instance.check_config()
         missing = [c for c in instance.preflight() if not c.ok]

@@ -21,6 +21,7 @@ from aidge_deploy.boards.baremetal.qemu.pmu import (
     emulated_counter_availability,
     pass_result_from_trace,
 )
+from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
 from aidge_deploy.connections.qemu import FirmwareSession
 from aidge_deploy.connections.serial_capture import CaptureResult
 from aidge_deploy.flash.image import load_elf
@@ -36,7 +37,7 @@ from aidge_qemu_boards.boards import QemuBoard, get_board, list_boards, ticks_to
 __all__ = ["QemuBoardTarget", "aidge_qemu_boards"]
 
 
-class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget):
+class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, QemuPowerVariant):
     """Build with the board's BSP, flash into QEMU over RSP, capture its UART."""
 
     board_name: ClassVar[str]

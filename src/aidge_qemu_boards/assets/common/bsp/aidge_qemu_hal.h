@@ -60,6 +60,14 @@ HAL_StatusTypeDef HAL_UART_Receive(UART_HandleTypeDef *huart, uint8_t *pData, ui
 
 /* 64-bit SysTick-derived counter (see the header comment). */
 uint64_t aidge_qemu_cycles(void);
+/* Power-gate edges around the measured window of the power variant. On the emulated
+ * boards the emulated-PMU plugin snapshots its counters at these two functions; a board
+ * with a real monitor drives its gate GPIO here. Never inlined: their addresses are the
+ * gate. */
+void aidge_power_gate_open(void);
+void aidge_power_gate_close(void);
+/* Wait until the UART has sent everything queued. */
+void aidge_qemu_uart_flush(void);
 /* Wait for the UART to drain, then end QEMU through semihosting SYS_EXIT. */
 __NO_RETURN void aidge_qemu_exit(int status);
 

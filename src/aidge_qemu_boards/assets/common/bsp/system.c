@@ -80,6 +80,23 @@ uint64_t aidge_qemu_cycles(void)
     return (uint64_t)ticks * (SYSTICK_RELOAD + 1U) + (uint64_t)(SYSTICK_RELOAD - current);
 }
 
+/* ---- power gate ---- */
+
+/* Level of the gate, for a debugger; the edges are the calls themselves (see the header). */
+volatile uint32_t aidge_power_gate_level;
+
+__attribute__((noinline)) void aidge_power_gate_open(void)
+{
+    aidge_power_gate_level = 1U;
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void aidge_power_gate_close(void)
+{
+    aidge_power_gate_level = 0U;
+    __asm__ volatile("" ::: "memory");
+}
+
 /* ---- semihosting exit and fault reporting ---- */
 
 #define SEMIHOSTING_SYS_EXIT 0x18U

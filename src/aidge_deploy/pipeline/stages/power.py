@@ -1,0 +1,240 @@
+"""The power stages of the flat pipeline (profiling pipeline seed), no-ops without ``--power``.
+
+EnsureBoardPowered opens the monitor early (a Joulescope powering the board closes its
+relay before anything is flashed). After the profile phase, PlanPowerRun takes the clean
+per-inference latency and picks N so the window lasts long enough for the monitor (seconds
+and samples); BuildPowerFirmware / FlashPowerFirmware make and load the BSP's power variant
+where the target has one; CapturePower arms the monitor, runs the gated window and reads
+the capture; CollectPowerTerminal reads the target's record after the gate (N verified),
+closes the monitor and settles the validity of the figures. There is no power-only mode:
+the clean timing of the profile run is the denominator N is planned from and checked with.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
+from aidge_deploy.power.capability import PowerCapableTarget, PowerRun
+from aidge_deploy.power.checks import window_issues
+from aidge_deploy.power.monitors import make_monitor
+from aidge_deploy.power.protocol import GateKind, WindowRequest
+from aidge_deploy.power.result import PowerPlan, PowerResult
+from aidge_deploy.profiling.validity import Issue, IssueCode
+
+log = logging.getLogger("aidge_deploy")
+
+#: default minimum window per gate kind (s): sampled monitors want seconds (edge error
+#: P x dt small against N x E), a model has no edge error and only needs whole inferences
+DEFAULT_MIN_WINDOW_S = {GateKind.SIGNAL: 5.0, GateKind.HOST: 5.0, GateKind.BOUNDARY: 0.01}
+#: at least this many samples inside the window
+MIN_WINDOW_SAMPLES = 50
+#: a plan needing more repeats than this is refused (the program is far too short)
+MAX_REPEATS = 100_000
+
+
+def _power_target(ctx: PipelineContext) -> PowerCapableTarget:
+    target = ctx.resolved_target
+    if not isinstance(target, PowerCapableTarget):
+        raise ConfigError(
+            f"Target {ctx.resolved_target_name} cannot run a power window", hint="This is a bug."
+        )
+    return target
+
+
+class EnsureBoardPoweredStage:
+    """Open the monitor before the board is touched (it may be what powers the board)."""
+
+    name = "EnsureBoardPowered"
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return ctx.config.power is None
+
+    def run(self, ctx: PipelineContext) -> None:
+        monitor = make_monitor(ctx.config, ctx.resolved_target)
+        monitor.open()
+        ctx.power_monitor = monitor
+
+
+class PlanPowerRunStage:
+    name = "PlanPowerRun"
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return ctx.config.power is None
+
+    def run(self, ctx: PipelineContext) -> None:
+        target = _power_target(ctx)
+        monitor = ctx.opened_power_monitor
+        caps = monitor.capabilities
+        latency_s, provenance, resolution_s = target.power_clean_latency(
+            ctx.prepared_context, ctx.parsed_output
+        )
+        per_repeat = target.power_inferences_per_repeat(ctx.prepared_context)
+        min_window = ctx.config.power_window_s or DEFAULT_MIN_WINDOW_S[caps.gate]
+        min_samples = MIN_WINDOW_SAMPLES if caps.sample_rate_hz else 0
+        wanted_s = min_window
+        if caps.sample_rate_hz:
+            wanted_s = max(wanted_s, min_samples / caps.sample_rate_hz)
+        repeat_s = target.power_repeat_duration(ctx.executed)
+        if repeat_s is not None and repeat_s > 0:
+            repeats = max(1, math.ceil(wanted_s / repeat_s))
+        else:
+            inferences = max(1, math.ceil(wanted_s / latency_s)) if latency_s > 0 else 1
+            repeats = max(1, math.ceil(inferences / per_repeat))
+        if repeats > MAX_REPEATS:
+            raise ConfigError(
+                f"A {wanted_s:g} s power window needs {repeats} repeats of the program",
+                hint=f"Export more iterations per run, or ask a shorter window (--power-window); "
+                f"at most {MAX_REPEATS} repeats are planned.",
+            )
+        ctx.power_plan = PowerPlan(
+            inferences=repeats * per_repeat,
+            repeats=repeats,
+            inferences_per_repeat=per_repeat,
+            clean_latency_s=latency_s,
+            clean_latency_provenance=provenance,
+            clean_latency_resolution_s=resolution_s,
+            min_window_s=min_window,
+            min_samples=min_samples,
+            basis=f"N = {repeats} repeats x {per_repeat} inferences for a window of at least "
+            f"{wanted_s:g} s"
+            + (
+                f" ({repeat_s:.4g} s per program run, start-up included)"
+                if repeat_s
+                else f" (clean latency {latency_s * 1e3:.6g} ms, {provenance.value})"
+            ),
+        )
+        ctx.report(self.name, ProgressKind.STATUS, ctx.power_plan.basis)
+
+
+class BuildPowerFirmwareStage:
+    name = "BuildPowerFirmware"
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return ctx.config.power is None or not _has_variant(ctx)
+
+    def run(self, ctx: PipelineContext) -> None:
+        target = _power_target(ctx)
+        ctx.power_firmware = target.build_power_firmware(
+            ctx.prepared_context, ctx.built, ctx.planned_power_run
+        )
+
+
+class FlashPowerFirmwareStage:
+    name = "FlashPowerFirmware"
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return ctx.config.power is None or not _has_variant(ctx)
+
+    def run(self, ctx: PipelineContext) -> None:
+        target = _power_target(ctx)
+        firmware = ctx.power_firmware_build
+        _arm(ctx, firmware.artifact_path)
+        target.flash_power_firmware(ctx.prepared_context, firmware, ctx.opened_power_monitor)
+
+
+class CapturePowerStage:
+    name = "CapturePower"
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return ctx.config.power is None
+
+    def run(self, ctx: PipelineContext) -> None:
+        target = _power_target(ctx)
+        monitor = ctx.opened_power_monitor
+        plan = ctx.planned_power_run
+        build = ctx.power_firmware if ctx.power_firmware is not None else ctx.built
+        if not _runs_window(ctx):
+            _arm(ctx, None)
+            ctx.power_run = PowerRun(0.0, 0.0, "")
+            return
+        if not target.power_variant:
+            _arm(ctx, None)
+        ctx.report(
+            self.name, ProgressKind.STATUS, f"{plan.inferences} inferences, {monitor.source}"
+        )
+        ctx.power_run = target.run_power_window(ctx.prepared_context, build, plan, monitor)
+
+
+class CollectPowerTerminalStage:
+    name = "CollectPowerTerminal"
+
+    def should_skip(self, ctx: PipelineContext) -> bool:
+        return ctx.config.power is None
+
+    def run(self, ctx: PipelineContext) -> None:
+        target = _power_target(ctx)
+        monitor = ctx.opened_power_monitor
+        plan = ctx.planned_power_run
+        run = ctx.completed_power_run
+        terminal = target.parse_power_terminal(run, plan)
+        monitor.set_host_window(run.started_s, run.ended_s)
+        capture = None
+        reason = None
+        issues: list[Issue] = []
+        try:
+            capture = monitor.capture()
+        except CaptureError as exc:
+            reason = exc.message
+            issues.append(Issue(IssueCode.POWER_GATE_MISSING, exc.message))
+            log.warning("power capture failed: %s", exc.message)
+        finally:
+            monitor.close()
+            ctx.power_monitor_closed = True
+        if capture is not None:
+            expected = target.power_variant and _runs_window(ctx)
+            issues += window_issues(plan, capture, terminal, expected)
+        layer_energy = {}
+        if capture is not None and capture.layer_energy_j:
+            layer_energy = {k: v * 1e6 for k, v in capture.layer_energy_j.items()}
+        ctx.power_result = PowerResult(
+            source=str(monitor.source),
+            capabilities=monitor.capabilities,
+            plan=plan,
+            capture=capture,
+            unavailable_reason=reason,
+            terminal=terminal,
+            issues=tuple(issues),
+            layer_energy_uj=layer_energy,
+        )
+
+
+def _has_variant(ctx: PipelineContext) -> bool:
+    target = ctx.target
+    return isinstance(target, PowerCapableTarget) and target.power_variant and _runs_window(ctx)
+
+
+def _runs_window(ctx: PipelineContext) -> bool:
+    """False for monitors that are models of the clean timing (reference): no run needed."""
+    monitor = ctx.power_monitor
+    return monitor is None or monitor.capabilities.needs_window_run
+
+
+def _arm(ctx: PipelineContext, firmware: object) -> None:
+    from pathlib import Path
+
+    plan = ctx.planned_power_run
+    parsed = ctx.parsed_output
+    layers = tuple(parsed.layer_cycles or parsed.layer_times_ms or {})
+    ctx.opened_power_monitor.arm(
+        WindowRequest(
+            inferences=plan.inferences,
+            expected_duration_s=plan.expected_duration_s,
+            resolution_s=plan.inferences * plan.clean_latency_resolution_s,
+            work_dir=ctx.prepared_context.log_dir / "power",
+            firmware=firmware if isinstance(firmware, Path) else None,
+            layer_names=layers,
+        )
+    )
+
+
+__all__ = [
+    "BuildPowerFirmwareStage",
+    "CapturePowerStage",
+    "CollectPowerTerminalStage",
+    "EnsureBoardPoweredStage",
+    "FlashPowerFirmwareStage",
+    "PlanPowerRunStage",
+]

@@ -1,0 +1,154 @@
+"""The mixin a deploy target adopts to run a power window.
+
+A target with a *power variant* (``power_variant = True``: our emulated boards' BSP) builds
+a second firmware that runs N inferences between two gate edges with nothing printed inside,
+flashes it, runs it, and returns the terminal record it prints after the gate closed. A
+target without one (host, Linux boards) repeats its normal program inside a host-timed
+window. Either way the clean profile timing is the denominator that plans N.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.power.result import PowerPlan, TerminalRecord
+from aidge_deploy.results import Provenance
+
+if TYPE_CHECKING:
+    from aidge_deploy.power.protocol import PowerMonitor
+    from aidge_deploy.protocols.base import ProtocolResult
+    from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult
+
+
+@dataclass(frozen=True)
+class PowerRun:
+    """What running the window gave: host times around it and the text printed after it."""
+
+    started_s: float  # time.monotonic() right before the window ran
+    ended_s: float
+    text_after_gate: str
+    log_path: Path | None = None
+
+
+class PowerCapableTarget(ABC):
+    """Mixin for ``DeployTarget`` subclasses that can run a gated power window."""
+
+    #: the BSP builds a dedicated power firmware (N inferences between two gate edges)
+    power_variant: ClassVar[bool] = False
+
+    @abstractmethod
+    def power_inferences_per_repeat(self, ctx: DeployContext) -> int:
+        """Inferences one repeat (one call of the entry point / one program run) performs."""
+
+    @abstractmethod
+    def power_clean_latency(
+        self, ctx: DeployContext, parsed: ProtocolResult
+    ) -> tuple[float, Provenance, float]:
+        """Per-inference latency (s) of the clean profile run, its provenance and the
+        resolution (s) of the timer behind it."""
+
+    def power_repeat_duration(self, execution: ExecutionResult) -> float | None:
+        """Wall time (s) of one repeat when it is more than its inferences (a whole program
+        run with its start-up); None when the inferences are the repeat (power variant)."""
+        return None
+
+    def build_power_firmware(
+        self, ctx: DeployContext, build: BuildResult, plan: PowerPlan
+    ) -> BuildResult:
+        raise ConfigError("this target has no power firmware variant", hint="This is a bug.")
+
+    def flash_power_firmware(
+        self, ctx: DeployContext, firmware: BuildResult, monitor: PowerMonitor
+    ) -> None:
+        raise ConfigError("this target has no power firmware variant", hint="This is a bug.")
+
+    @abstractmethod
+    def run_power_window(
+        self, ctx: DeployContext, build: BuildResult, plan: PowerPlan, monitor: PowerMonitor
+    ) -> PowerRun:
+        """Run the planned window (the monitor is armed) and return what it printed after."""
+
+    def parse_power_terminal(self, run: PowerRun, plan: PowerPlan) -> TerminalRecord | None:
+        """The terminal record the target printed after the gate (None if it prints none)."""
+        return None
+
+
+class RepeatedRunPower(PowerCapableTarget):
+    """Targets without a power variant (host, Linux boards): the window is the normal
+    program run ``repeats`` times back to back, timed by the host; the monitor (hwmon,
+    RAPL, a Joulescope on the board's supply) sees the idle system around it."""
+
+    def power_inferences_per_repeat(self, ctx: DeployContext) -> int:
+        manifest = ctx.artifact.manifest
+        app = manifest.application_config or {}
+        if manifest.application != "benchmark":
+            raise ConfigError(
+                f"Power runs need a benchmark export; this one is {manifest.application!r}",
+                hint="Use `aidge-deploy profile` (it exports a benchmark).",
+            )
+        # the C++ benchmark entry runs W warm-up then I timed forwards
+        return int(app.get("nb_warmup", 0)) + int(app.get("nb_iterations", 1))
+
+    def power_clean_latency(
+        self, ctx: DeployContext, parsed: ProtocolResult
+    ) -> tuple[float, Provenance, float]:
+        from statistics import median
+
+        from aidge_deploy.profiling.validity import timer_resolution_for
+
+        if not parsed.timings_ms:
+            raise ConfigError(
+                "The profile run printed no timings: no clean latency to plan N from",
+                hint="Deploy a benchmark export.",
+            )
+        resolution_ms = timer_resolution_for(ctx.artifact.manifest.protocol) or 1e-6
+        provenance: Provenance = getattr(self, "timing_provenance", Provenance.HOST)
+        return median(parsed.timings_ms) / 1e3, provenance, resolution_ms / 1e3
+
+    def power_repeat_duration(self, execution: ExecutionResult) -> float | None:
+        # a program run costs its start-up and I/O too: plan repeats on its wall time
+        return execution.duration_s
+
+    def run_power_window(
+        self, ctx: DeployContext, build: BuildResult, plan: PowerPlan, monitor: PowerMonitor
+    ) -> PowerRun:
+        import time
+
+        execute = getattr(self, "execute")  # noqa: B009 (DeployTarget's lifecycle method)
+        started = time.monotonic()
+        last = None
+        for _ in range(plan.repeats):
+            last = execute(ctx, build)
+        ended = time.monotonic()
+        return PowerRun(started, ended, "", getattr(last, "log_path", None))
+
+
+_TERMINAL = re.compile(
+    r"AIDGE_POWER_TERMINAL repeats=(?P<repeats>\d+) ticks_hi=(?P<hi>\d+) ticks_lo=(?P<lo>\d+)"
+)
+
+
+def parse_bsp_terminal(
+    text: str, inferences_per_repeat: int, ticks_per_second: float, provenance: Provenance
+) -> TerminalRecord | None:
+    """``AIDGE_POWER_TERMINAL repeats=R ticks_hi=H ticks_lo=L`` of the BSP power variant."""
+    match = _TERMINAL.search(text)
+    if match is None:
+        return None
+    repeats = int(match["repeats"])
+    ticks = (int(match["hi"]) << 32) | int(match["lo"])
+    return TerminalRecord(
+        repeats=repeats,
+        inferences=repeats * inferences_per_repeat,
+        elapsed_s=ticks / ticks_per_second,
+        elapsed_provenance=provenance,
+        raw=match.group(0),
+    )
+
+
+__all__ = ["PowerCapableTarget", "PowerRun", "RepeatedRunPower", "parse_bsp_terminal"]

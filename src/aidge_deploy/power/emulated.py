@@ -1,0 +1,202 @@
+"""``emulated``: energy of a QEMU board's power window from the emulated PMU counts.
+
+The power variant of the emulated boards' BSP calls ``aidge_power_gate_open`` and
+``aidge_power_gate_close`` around its N inferences. The emulated-PMU plugin snapshots its
+counters (instructions, loads, stores, taken branches) at those two functions, at each
+``model_forward`` entry and at each per-layer cycle read, so the window's counts, the
+inferences inside it and each layer's counts are exact and deterministic. The board's
+energy model (``energy_model.py``) turns counts into energy: an **estimate**, with the
+model's uncertainty, never a measurement. Time is instructions ÷ core clock (CPI = 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from aidge_deploy.boards.baremetal.qemu.pmu import CYCLES_SYMBOL as CYCLES
+from aidge_deploy.boards.baremetal.qemu.pmu import FORWARD_SYMBOL, per_forward_layer_rows
+from aidge_deploy.elf import ElfReadError, read_elf
+from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.power.analysis import TRACE_POINTS
+from aidge_deploy.power.energy_model import EnergyModel, energy_model_for
+from aidge_deploy.power.protocol import (
+    GateKind,
+    MonitorCapabilities,
+    MonitorIdentity,
+    PowerCapture,
+    PowerMonitor,
+    PowerTrace,
+    WindowRequest,
+)
+from aidge_deploy.power.source import PowerSource
+from aidge_deploy.profiling.qemu_plugin import (
+    PLUGIN_COUNTERS,
+    PluginTrace,
+    Snapshot,
+    plugin_option,
+    plugin_path,
+    read_trace,
+)
+from aidge_deploy.results import Provenance
+
+GATE_OPEN = "aidge_power_gate_open"
+GATE_CLOSE = "aidge_power_gate_close"
+#: boundary order given to the plugin
+_OPEN, _CLOSE, _FORWARD, _CYCLES = range(4)
+
+
+def gate_symbols(elf: Path) -> dict[str, int]:
+    """Addresses (Thumb bit cleared) of the gate functions, the forward and the cycle read."""
+    try:
+        image = read_elf(elf, symbols=True)
+    except ElfReadError as exc:
+        raise CaptureError(
+            f"cannot read the symbols of {elf.name}: {exc.reason}",
+            hint="The power monitor needs the power firmware ELF the build produced.",
+        ) from exc
+    found: dict[str, int] = {}
+    for sym in image.functions():
+        name = "model_forward" if FORWARD_SYMBOL.match(sym.name) else sym.name
+        if name in (GATE_OPEN, GATE_CLOSE, CYCLES, "model_forward"):
+            found.setdefault(name, sym.address)
+    return found
+
+
+class EmulatedEnergyMonitor(PowerMonitor):
+    """The energy model of one emulated board, gated by the plugin's boundaries."""
+
+    def __init__(self, source: PowerSource, board: str, cpu_hz: int) -> None:
+        super().__init__(source)
+        self.model: EnergyModel = energy_model_for(board)
+        self.cpu_hz = cpu_hz
+        self._trace_path: Path | None = None
+        self._args: tuple[str, ...] = ()
+        self._layers: tuple[str, ...] = ()
+        self._inferences = 0
+
+    @property
+    def capabilities(self) -> MonitorCapabilities:
+        return MonitorCapabilities(
+            channels=("energy",),
+            sample_rate_hz=None,
+            gate=GateKind.BOUNDARY,
+            gate_input=f"{GATE_OPEN} / {GATE_CLOSE}",
+            sees_idle=False,
+            provenance=Provenance.ESTIMATED,
+            scope=self.model.scope,
+        )
+
+    @property
+    def identity(self) -> MonitorIdentity:
+        return MonitorIdentity(
+            name=f"energy model {self.model.board}",
+            model=self.model.core,
+            details={"sources": " | ".join(self.model.sources)},
+        )
+
+    def arm(self, request: WindowRequest) -> None:
+        if request.firmware is None:
+            raise ConfigError(
+                "The emulated monitor needs the power firmware", hint="This is a bug."
+            )
+        syms = gate_symbols(request.firmware)
+        missing = [s for s in (GATE_OPEN, GATE_CLOSE, "model_forward") if s not in syms]
+        if missing:
+            raise CaptureError(
+                f"{request.firmware.name} lacks {', '.join(missing)}",
+                hint="The firmware is not the power variant of an emulated board's BSP.",
+            )
+        boundaries = [syms[GATE_OPEN], syms[GATE_CLOSE], syms["model_forward"]]
+        if CYCLES in syms:
+            boundaries.append(syms[CYCLES])
+        request.work_dir.mkdir(parents=True, exist_ok=True)
+        self._trace_path = request.work_dir / "power.trace"
+        self._args = tuple(plugin_option(plugin_path(), boundaries, self._trace_path))
+        self._layers = request.layer_names
+        self._inferences = request.inferences
+
+    def emulator_args(self) -> tuple[str, ...]:
+        return self._args
+
+    def capture(self) -> PowerCapture:
+        if self._trace_path is None:
+            raise CaptureError("The emulated monitor was not armed", hint="This is a bug.")
+        return self.analyze(read_trace(self._trace_path))
+
+    def analyze(self, trace: PluginTrace) -> PowerCapture:
+        snaps = trace.snapshots
+        opens = [i for i, s in enumerate(snaps) if s.boundary == _OPEN]
+        closes = [i for i, s in enumerate(snaps) if s.boundary == _CLOSE]
+        if not opens:
+            raise CaptureError(
+                "the power firmware never reached its gate (no aidge_power_gate_open)",
+                hint="The firmware crashed before its window; see the UART log.",
+            )
+        first = opens[0]
+        after = [i for i in closes if i > first]
+        if not after:
+            raise CaptureError(
+                "the gate opened but never closed (no aidge_power_gate_close)",
+                hint="The power run was cut short (timeout?) or the firmware hung.",
+            )
+        last = after[0]
+        window = snaps[last].minus(snaps[first])
+        inside = snaps[first : last + 1]
+        forwards = sum(1 for s in inside if s.boundary == _FORWARD)
+        energy = self.model.energy_j(window)
+        duration = window["instructions"] / self.cpu_hz
+        layer_energy: dict[str, float] = {}
+        if self._layers and any(s.boundary == _CYCLES for s in inside):
+            wanted = {c: c for c in PLUGIN_COUNTERS}
+            local = PluginTrace(trace.boundaries, tuple(_renumber(inside)), None)
+            rows = per_forward_layer_rows(local, len(self._layers), 0, wanted)
+            for name, per_forward in zip(self._layers, rows, strict=True):
+                energies = [self.model.energy_j(r) for r in per_forward]
+                layer_energy[name] = statistics.median(energies) if energies else 0.0
+        return PowerCapture(
+            energy_j=energy,
+            duration_s=duration,
+            duration_resolution_s=1.0 / self.cpu_hz,
+            samples=0,
+            sample_rate_hz=None,
+            identity=self.identity,
+            provenance=Provenance.ESTIMATED,
+            trace=self._trace(inside, snaps[first]),
+            layer_energy_j=layer_energy,
+            inferences_seen=forwards,
+            uncertainty_factor=self.model.uncertainty_factor,
+            basis=f"{self.model.basis}; time = instructions ÷ {self.cpu_hz / 1e6:g} MHz (CPI = 1)",
+            notes=(f"{window['instructions']} emulated instructions in the window",),
+        )
+
+    def _trace(self, inside: Sequence[Snapshot], origin: Snapshot) -> PowerTrace:
+        """Power over the window, one point per snapshot interval (layers, forwards)."""
+        times: list[float] = []
+        powers: list[float] = []
+        for a, b in itertools.pairwise(inside):
+            delta = b.minus(a)
+            if delta["instructions"] <= 0:
+                continue
+            dt = delta["instructions"] / self.cpu_hz
+            times.append(a.minus(origin)["instructions"] / self.cpu_hz)
+            powers.append(self.model.energy_j(delta) / dt)
+        step = max(1, len(times) // TRACE_POINTS)
+        end = inside[-1].minus(origin)["instructions"] / self.cpu_hz
+        return PowerTrace(tuple(times[::step]), tuple(powers[::step]), 0.0, end)
+
+
+def _renumber(inside: Sequence[Snapshot]) -> list[Snapshot]:
+    """Snapshots of the window as the per-layer splitter expects (forward = 0, reads = 1)."""
+    out = []
+    for s in inside:
+        if s.boundary == _FORWARD:
+            out.append(Snapshot(s.seq, 0, s.counts))
+        elif s.boundary == _CYCLES:
+            out.append(Snapshot(s.seq, 1, s.counts))
+    return out
+
+
+__all__ = ["GATE_CLOSE", "GATE_OPEN", "EmulatedEnergyMonitor", "gate_symbols"]

@@ -1,0 +1,236 @@
+"""What a power run produced: the plan, the capture, the terminal record, and the figures.
+
+``PowerResult.metrics()`` turns it into typed ``Metric``s (unit + provenance) for
+``DeployResult.measurements``; a figure the monitor cannot give is "unavailable (reason)",
+never 0. Provenance follows the monitor: an instrument on the board is silicon, a sensor of
+this machine host, a model estimated (with its uncertainty factor in the description).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aidge_deploy.power.protocol import MonitorCapabilities, PowerCapture
+from aidge_deploy.profiling.validity import Issue
+from aidge_deploy.results import Metric, Provenance
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """PlanPowerRun's output: how many inferences the gated window holds, and why."""
+
+    inferences: int  # N
+    repeats: int  # calls of the firmware entry point / program runs inside the window
+    inferences_per_repeat: int
+    clean_latency_s: float  # per inference, from the profile phase
+    clean_latency_provenance: Provenance
+    #: resolution (s) of the timer behind the clean latency, per inference
+    clean_latency_resolution_s: float
+    min_window_s: float
+    min_samples: int
+    basis: str
+
+    @property
+    def expected_duration_s(self) -> float:
+        return self.inferences * self.clean_latency_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "inferences": self.inferences,
+            "repeats": self.repeats,
+            "inferences_per_repeat": self.inferences_per_repeat,
+            "clean_latency_s": self.clean_latency_s,
+            "clean_latency_provenance": self.clean_latency_provenance.value,
+            "min_window_s": self.min_window_s,
+            "min_samples": self.min_samples,
+            "expected_duration_s": self.expected_duration_s,
+            "basis": self.basis,
+        }
+
+
+@dataclass(frozen=True)
+class TerminalRecord:
+    """The target's one record after the gate closed (CollectPowerTerminal)."""
+
+    repeats: int | None
+    inferences: int | None
+    elapsed_s: float | None  # the target's own clock over the window, when it reports one
+    elapsed_provenance: Provenance | None
+    raw: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "repeats": self.repeats,
+            "inferences": self.inferences,
+            "elapsed_s": self.elapsed_s,
+            "elapsed_provenance": None
+            if self.elapsed_provenance is None
+            else self.elapsed_provenance.value,
+            "raw": self.raw,
+        }
+
+
+@dataclass(frozen=True)
+class PowerResult:
+    """Everything the power stages established, as the result, the bundle and reports see it."""
+
+    source: str
+    capabilities: MonitorCapabilities
+    plan: PowerPlan
+    capture: PowerCapture | None
+    #: why there is no capture (monitor failed, no reference values...): figures unavailable
+    unavailable_reason: str | None = None
+    terminal: TerminalRecord | None = None
+    issues: tuple[Issue, ...] = ()
+    layer_energy_uj: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def provenance(self) -> Provenance:
+        return self.capture.provenance if self.capture else self.capabilities.provenance
+
+    @property
+    def inferences(self) -> int:
+        if self.terminal is not None and self.terminal.inferences:
+            return self.terminal.inferences
+        return self.plan.inferences
+
+    @property
+    def energy_per_inference_uj(self) -> float | None:
+        if self.capture is None or self.inferences <= 0:
+            return None
+        return self.capture.energy_j / self.inferences * 1e6
+
+    @property
+    def average_power_mw(self) -> float | None:
+        if self.capture is None or self.capture.duration_s <= 0:
+            return None
+        return self.capture.energy_j / self.capture.duration_s * 1e3
+
+    def _uncertainty(self) -> str:
+        f = self.capture.uncertainty_factor if self.capture else None
+        return f"; model uncertainty x/÷{f:g}" if f else ""
+
+    def metrics(self) -> tuple[Metric, ...]:
+        prov = self.provenance
+        why = self.unavailable_reason
+        cap = self.capture
+        src = f"power source {self.source}"
+        unc = self._uncertainty()
+
+        def m(
+            name: str, value: float | int | None, unit: str, desc: str, reason: str | None = None
+        ) -> Metric:
+            if value is None:
+                return Metric(name, None, unit, prov, desc, why or reason or "not measured")
+            return Metric(name, value, unit, prov, desc)
+
+        out = [
+            m(
+                "power_average",
+                self.average_power_mw,
+                "mW",
+                f"mean over the gated window, {src}{unc}",
+            ),
+            m(
+                "energy_per_inference",
+                self.energy_per_inference_uj,
+                "uJ",
+                f"window energy ÷ {self.inferences} inferences, {src}{unc}",
+            ),
+        ]
+        idle_reason = f"{self.capabilities.gate.value}-gated monitor {self.source} does not see the idle target"
+        idle = cap.idle_power_w if cap is not None else None
+        out.append(
+            m(
+                "power_idle",
+                None if idle is None else idle * 1e3,
+                "mW",
+                "mean outside the window",
+                idle_reason,
+            )
+        )
+        active = None
+        if cap is not None and idle is not None and self.inferences > 0:
+            active = (cap.energy_j - idle * cap.duration_s) / self.inferences * 1e6
+        out.append(
+            m(
+                "energy_active_per_inference",
+                active,
+                "uJ",
+                "energy above the idle baseline per inference",
+                idle_reason,
+            )
+        )
+        if cap is None:
+            out.append(m("power_window_duration", None, "s", "measured gated window"))
+        else:
+            out.append(
+                Metric(
+                    "power_window_duration",
+                    cap.duration_s,
+                    "s",
+                    prov,
+                    "gated window",
+                    resolution=cap.duration_resolution_s,
+                )
+            )
+        out.append(
+            Metric(
+                "power_window_expected",
+                self.plan.expected_duration_s,
+                "s",
+                self.plan.clean_latency_provenance,
+                f"N = {self.plan.inferences} x clean latency {self.plan.clean_latency_s * 1e3:.6g} ms",
+                resolution=self.plan.inferences * self.plan.clean_latency_resolution_s,
+            )
+        )
+        if cap is not None and cap.sample_rate_hz:
+            out.append(
+                Metric("power_samples", cap.samples, "samples", prov, "samples inside the window")
+            )
+            out.append(
+                Metric("power_sample_rate", cap.sample_rate_hz, "Hz", prov, "monitor sample rate")
+            )
+        else:
+            reason = why or f"{self.source} is a model, not a sampler"
+            out.append(
+                Metric("power_samples", None, "samples", prov, "samples inside the window", reason)
+            )
+            out.append(Metric("power_sample_rate", None, "Hz", prov, "monitor sample rate", reason))
+        return tuple(out)
+
+    def as_dict(self) -> dict[str, Any]:
+        cap = self.capture
+        return {
+            "source": self.source,
+            "provenance": self.provenance.value,
+            "scope": self.capabilities.scope,
+            "gate": self.capabilities.gate.value,
+            "gate_input": self.capabilities.gate_input,
+            "unavailable_reason": self.unavailable_reason,
+            "plan": self.plan.as_dict(),
+            "terminal": None if self.terminal is None else self.terminal.as_dict(),
+            "monitor": None if cap is None else cap.identity.as_dict(),
+            "uncertainty_factor": None if cap is None else cap.uncertainty_factor,
+            "basis": None if cap is None else cap.basis,
+            "inferences": self.inferences,
+            "inferences_seen": None if cap is None else cap.inferences_seen,
+            "saturated": None if cap is None else cap.saturated,
+            "notes": [] if cap is None else list(cap.notes),
+            "layer_energy_uj": dict(self.layer_energy_uj),
+            "metrics": [x.as_dict() for x in self.metrics()],
+            "trace": None
+            if cap is None or cap.trace is None
+            else {
+                "time_s": list(cap.trace.time_s),
+                "power_w": list(cap.trace.power_w),
+                "window_start_s": cap.trace.window_start_s,
+                "window_end_s": cap.trace.window_end_s,
+            },
+            "issues": [i.as_dict() for i in self.issues],
+        }
+
+
+__all__ = ["PowerPlan", "PowerResult", "TerminalRecord"]

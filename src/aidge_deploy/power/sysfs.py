@@ -1,0 +1,199 @@
+"""Where hwmon and RAPL read sysfs: this machine, or a Linux board over SSH.
+
+Both monitors only ever read small text files under a sysfs root (``/sys`` by default,
+``DeployConfig.power_sysfs_root`` otherwise: a container's bind mount, or a stand-in tree in
+the tests). ``LocalSysfs`` reads them with ``open``; ``SshSysfs`` with one ``head`` per
+poll over the board's SSH connection, so a poll costs one round trip whatever the number of
+files. ``sysfs_monitor`` picks the reader from the backend: a run on an SSH board measures
+the board, a local run this machine.
+"""
+
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.power.monitors import MonitorCheck
+from aidge_deploy.power.source import PowerSource, PowerSourceKind
+from aidge_deploy.results import Provenance
+
+if TYPE_CHECKING:
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.connections.ssh import SshConnection
+    from aidge_deploy.power.protocol import PowerMonitor
+
+DEFAULT_ROOT = "/sys"
+
+
+class SysfsReader(ABC):
+    """Read-only access to a sysfs tree (paths are relative to its root)."""
+
+    #: measured on this machine (host) or on the board (silicon)
+    provenance: Provenance
+    where: str
+
+    @abstractmethod
+    def read(self, paths: Sequence[str]) -> list[str]:
+        """The first line of each file, in order; ``CaptureError`` if one is unreadable."""
+
+    @abstractmethod
+    def list(self, directory: str) -> list[str]:
+        """Names in ``directory`` (empty when it does not exist)."""
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Release the connection, if any."""
+
+
+class LocalSysfs(SysfsReader):
+    provenance = Provenance.HOST
+
+    def __init__(self, root: Path | str = DEFAULT_ROOT) -> None:
+        self.root = Path(root)
+        self.where = f"this machine ({self.root})"
+
+    def read(self, paths: Sequence[str]) -> list[str]:
+        out = []
+        for rel in paths:
+            try:
+                with (self.root / rel).open(encoding="ascii") as fh:
+                    out.append(fh.readline().strip())
+            except OSError as exc:
+                raise CaptureError(
+                    f"cannot read {self.root / rel}: {exc.strerror}",
+                    hint="Since Linux 5.10 RAPL energy is root-only (CVE-2020-8694): run as "
+                    "root or grant read access; hwmon needs its driver loaded.",
+                ) from exc
+        return out
+
+    def list(self, directory: str) -> list[str]:
+        try:
+            return sorted(p.name for p in (self.root / directory).iterdir())
+        except OSError:
+            return []
+
+
+class SshSysfs(SysfsReader):
+    provenance = Provenance.SILICON
+
+    def __init__(self, connection: SshConnection, root: str = DEFAULT_ROOT) -> None:
+        self.conn = connection
+        self.root = root.rstrip("/") or "/"
+        self.where = f"{connection.target}:{self.root}"
+
+    def _run(self, command: str) -> Any:
+        return self.conn.run(command, timeout_s=10.0)
+
+    def read(self, paths: Sequence[str]) -> list[str]:
+        files = " ".join(shlex.quote(f"{self.root}/{p}") for p in paths)
+        result = self._run(f"head -q -n 1 -- {files}")
+        lines = result.stdout.splitlines()
+        if result.exit_status != 0 or len(lines) != len(paths):
+            raise CaptureError(
+                f"cannot read sysfs on {self.where}: {result.stderr.strip() or 'short read'}",
+                hint="RAPL energy is root-only since Linux 5.10; hwmon needs its driver "
+                "loaded on the board.",
+            )
+        return [line.strip() for line in lines]
+
+    def list(self, directory: str) -> list[str]:
+        path = shlex.quote(f"{self.root}/{directory}")
+        result = self._run(f"ls -1 -- {path} 2>/dev/null || true")
+        return sorted(n for n in result.stdout.split() if n)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _ssh_backend(config: DeployConfig) -> bool:
+    return config.backend_kind in ("ssh", "ssh_docker")
+
+
+def make_reader(config: DeployConfig) -> SysfsReader:
+    """The board's sysfs over SSH for SSH backends, else this machine's."""
+    root = config.power_sysfs_root
+    if _ssh_backend(config):
+        from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
+        from aidge_deploy.connections.ssh import SshConnection
+
+        conn = SshConnection(ssh_settings_from_config(config)).connect()
+        return SshSysfs(conn, str(root) if root is not None else DEFAULT_ROOT)
+    return LocalSysfs(root if root is not None else DEFAULT_ROOT)
+
+
+def sysfs_monitor(source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+    """The hwmon or RAPL monitor reading where the program runs."""
+    from aidge_deploy.power.hwmon import HwmonMonitor
+    from aidge_deploy.power.rapl import RaplMonitor
+
+    if source.kind is PowerSourceKind.HWMON:
+        return HwmonMonitor(source, lambda: make_reader(config))
+    if source.kind is PowerSourceKind.RAPL:
+        return RaplMonitor(source, lambda: make_reader(config))
+    raise ConfigError(f"{source} is not a sysfs monitor", hint="This is a bug.")
+
+
+def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[MonitorCheck]:
+    """Preflight: the sensor exists where the program will run (over SSH for boards)."""
+    from aidge_deploy.power.hwmon import find_hwmon
+    from aidge_deploy.power.rapl import find_rapl_zones
+
+    try:
+        reader = make_reader(config)
+    except Exception as exc:  # connection refused, unknown host key...
+        message = getattr(exc, "message", str(exc))
+        return [
+            MonitorCheck(
+                str(source),
+                False,
+                f"cannot reach the board's sysfs: {message}",
+                getattr(exc, "hint", None),
+            )
+        ]
+    try:
+        if source.kind is PowerSourceKind.HWMON:
+            chips = find_hwmon(reader, source.argument)
+            return [
+                MonitorCheck(str(source), True, f"{c.describe()} on {reader.where}") for c in chips
+            ]
+        zones = find_rapl_zones(reader)
+        return [MonitorCheck("rapl", True, f"{', '.join(z.name for z in zones)} on {reader.where}")]
+    except CaptureError as exc:
+        return [MonitorCheck(str(source), False, exc.message, exc.hint)]
+    finally:
+        reader.close()
+
+
+def discover_sysfs(root: Path) -> list[MonitorCheck]:
+    """doctor: the hwmon power sensors and RAPL zones of this machine."""
+    from aidge_deploy.power.hwmon import find_hwmon
+    from aidge_deploy.power.rapl import find_rapl_zones
+
+    reader = LocalSysfs(root)
+    found: list[MonitorCheck] = []
+    try:
+        found += [
+            MonitorCheck(f"hwmon:{c.name}", True, c.describe()) for c in find_hwmon(reader, None)
+        ]
+    except CaptureError as exc:
+        found.append(MonitorCheck("hwmon", False, exc.message, exc.hint))
+    try:
+        zones = find_rapl_zones(reader)
+        found.append(MonitorCheck("rapl", True, ", ".join(z.name for z in zones)))
+    except CaptureError as exc:
+        found.append(MonitorCheck("rapl", False, exc.message, exc.hint))
+    return found
+
+
+__all__ = [
+    "LocalSysfs",
+    "SshSysfs",
+    "SysfsReader",
+    "discover_sysfs",
+    "make_reader",
+    "sysfs_checks",
+    "sysfs_monitor",
+]

@@ -1,0 +1,108 @@
+"""The power section of the HTML report: figures with provenance, the trace with its window.
+
+Kept beside ``html.py`` (which owns the layout of the other figures): one function that
+turns the summary's ``power`` block into a section. An estimated figure says so next to
+its value, with the model's uncertainty; nothing here is called "measured" unless the
+monitor measured it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+from aidge_deploy.metrics import format_figure
+
+_W, _H, _PAD = 720, 220, 44
+
+
+def _trace_svg(trace: Mapping[str, Any]) -> str:
+    times: Sequence[float] = trace.get("time_s") or []
+    power: Sequence[float] = trace.get("power_w") or []
+    if len(times) < 2 or len(power) != len(times):
+        return "<p class='muted'>No power trace for this run.</p>"
+    t0, t1 = float(times[0]), float(max(times[-1], trace.get("window_end_s") or times[-1]))
+    p_max = max(float(max(power)), 1e-12) * 1.1
+    span = max(t1 - t0, 1e-12)
+
+    def x(t: float) -> float:
+        return _PAD + (float(t) - t0) / span * (_W - 2 * _PAD)
+
+    def y(p: float) -> float:
+        return _H - _PAD - float(p) / p_max * (_H - 2 * _PAD)
+
+    parts = [
+        f'<svg class="power-trace" data-chart="power-trace" viewBox="0 0 {_W} {_H}" '
+        f'width="100%" role="img" aria-label="power over time with the gated window">'
+    ]
+    ws, we = trace.get("window_start_s"), trace.get("window_end_s")
+    if ws is not None and we is not None:
+        parts.append(
+            f'<rect class="gate-window" data-window-start="{ws}" data-window-end="{we}" '
+            f'x="{x(ws):.1f}" y="{_PAD / 2:.1f}" width="{max(x(we) - x(ws), 1):.1f}" '
+            f'height="{_H - 1.5 * _PAD:.1f}" fill="#f1c40f" fill-opacity="0.18"/>'
+            f'<text x="{x(ws) + 4:.1f}" y="{_PAD / 2 + 12:.1f}" font-size="11" fill="#7d6608">'
+            "gate window</text>"
+        )
+    points = " ".join(f"{x(t):.1f},{y(p):.1f}" for t, p in zip(times, power, strict=True))
+    parts.append(f'<polyline fill="none" stroke="#c0392b" stroke-width="1.4" points="{points}"/>')
+    parts.append(
+        f'<line x1="{_PAD}" y1="{_H - _PAD}" x2="{_W - _PAD}" y2="{_H - _PAD}" stroke="#888"/>'
+        f'<text x="{_PAD}" y="{_H - _PAD + 16}" font-size="11">{t0:.4g} s</text>'
+        f'<text x="{_W - _PAD}" y="{_H - _PAD + 16}" font-size="11" text-anchor="end">'
+        f"{t1:.4g} s</text>"
+        f'<text x="4" y="{_PAD - 4}" font-size="11">{p_max * 1e3:.4g} mW</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def power_section(summary: Mapping[str, Any], badge: Any) -> str:
+    """``<h2>Power</h2>`` and its figures; empty string when the run had no power run."""
+    power = summary.get("power")
+    if not power:
+        return ""
+    prov = str(power["provenance"])
+    unc = power.get("uncertainty_factor")
+    kind = "estimated by a model" if prov == "estimated" else f"{prov}"
+    rows = []
+    for m in power["metrics"]:
+        text = format_figure(m["value"], m["unit"], unavailable_reason=m.get("unavailable_reason"))
+        rows.append(
+            f"<tr data-metric='{escape(m['name'])}' data-provenance='{escape(m['provenance'])}'>"
+            f"<td>{escape(m['name'].replace('_', ' '))}</td><td>{escape(text)}</td>"
+            f"<td>{badge(m['provenance'])}</td></tr>"
+        )
+    note = f" Model uncertainty: ×/÷{unc:g}." if unc else ""
+    monitor = power.get("monitor") or {}
+    ident = ", ".join(
+        f"{k} {escape(str(v))}"
+        for k, v in monitor.items()
+        if k in ("name", "model", "serial", "firmware", "calibration_date") and v
+    )
+    layer_rows = "".join(
+        f"<tr><td>{escape(name)}</td><td>{value:.4g} µJ</td></tr>"
+        for name, value in (power.get("layer_energy_uj") or {}).items()
+    )
+    layers = (
+        f"<h3>Energy per layer ({escape(kind)})</h3><table class='power-layers'>"
+        f"<tr><th>layer</th><th>energy per call</th></tr>{layer_rows}</table>"
+        if layer_rows
+        else ""
+    )
+    trace = power.get("trace")
+    return (
+        f"<h2>Power {badge(prov)}</h2>"
+        f"<p class='muted' data-power-source='{escape(power['source'])}'>Source "
+        f"<code>{escape(power['source'])}</code>: {escape(str(power.get('scope') or ''))}. "
+        f"Figures are <b>{escape(kind)}</b>.{escape(note)} {escape(str(power.get('basis') or ''))}"
+        f"</p>"
+        + (f"<p class='muted'>Monitor: {ident}</p>" if ident else "")
+        + f"<table class='power-figures'>{''.join(rows)}</table>"
+        + (_trace_svg(trace) if trace else "<p class='muted'>No power trace.</p>")
+        + layers
+    )
+
+
+__all__ = ["power_section"]

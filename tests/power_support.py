@@ -1,0 +1,186 @@
+"""Helpers of the power tests: JLS captures of known energy, and sysfs stand-in trees.
+
+No Joulescope and no power sensor exist on this machine, so the tests build what those
+would produce, laid out exactly as the real thing: JLS v2 files written with ``pyjls`` (as
+``pyjoulescope_driver.Record`` writes them) and sysfs trees with the kernel's file names and
+units (``Documentation/hwmon/sysfs-interface.rst``, ``Documentation/power/powercap``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def write_jls(
+    path: Path,
+    *,
+    rate: int = 100_000,
+    seconds: float = 2.0,
+    idle_a: float = 0.010,
+    active_a: float = 0.025,
+    volts: float = 3.3,
+    gate: tuple[float, float] | None = (0.5, 1.5),
+    gate_rate_factor: int = 1,
+    gate_name: str = "gpi[0]",
+    model: str = "JS220",
+    power_signal: bool = False,
+) -> float:
+    """Write a capture: ``idle_a`` outside the gate, ``active_a`` inside; return the
+    analytic energy (J) inside the gate."""
+    from pyjls import DataType, SignalType, Writer, time64
+
+    n = int(rate * seconds)
+    current = np.full(n, idle_a, dtype=np.float32)
+    voltage = np.full(n, volts, dtype=np.float32)
+    g_rate = rate * gate_rate_factor
+    gate_bits = np.zeros(n * gate_rate_factor, dtype=np.uint8)
+    if gate is not None:
+        lo, hi = int(gate[0] * rate), int(gate[1] * rate)
+        current[lo:hi] = active_a
+        gate_bits[lo * gate_rate_factor : hi * gate_rate_factor] = 1
+    with Writer(str(path)) as wr:
+        wr.source_def(
+            source_id=1,
+            name=f"{model}-000415",
+            vendor="Jetperch",
+            model=model,
+            version="1.2.3",
+            serial_number="000415",
+        )
+        wr.signal_def(
+            signal_id=1,
+            source_id=1,
+            signal_type=SignalType.FSR,
+            data_type=DataType.F32,
+            sample_rate=rate,
+            name="current",
+            units="A",
+        )
+        wr.signal_def(
+            signal_id=2,
+            source_id=1,
+            signal_type=SignalType.FSR,
+            data_type=DataType.F32,
+            sample_rate=rate,
+            name="voltage",
+            units="V",
+        )
+        next_id = 3
+        if power_signal:
+            wr.signal_def(
+                signal_id=next_id,
+                source_id=1,
+                signal_type=SignalType.FSR,
+                data_type=DataType.F32,
+                sample_rate=rate,
+                name="power",
+                units="W",
+            )
+            next_id += 1
+        if gate_name:
+            wr.signal_def(
+                signal_id=next_id,
+                source_id=1,
+                signal_type=SignalType.FSR,
+                data_type=DataType.U1,
+                sample_rate=g_rate,
+                name=gate_name,
+                units="",
+            )
+        wr.utc(1, 0, time64.now())
+        wr.user_data(1, {"calibration_date": "2025-03-04"})
+        wr.fsr_f32(1, 0, current)
+        wr.fsr_f32(2, 0, voltage)
+        if power_signal:
+            wr.fsr_f32(3, 0, (current * voltage).astype(np.float32))
+        if gate_name:
+            wr.fsr(next_id, 0, np.packbits(gate_bits, bitorder="little"))
+    if gate is None:
+        return 0.0
+    return (active_a * volts) * (int(gate[1] * rate) - int(gate[0] * rate)) / rate
+
+
+def write(root: Path, rel: str, value: object) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{value}\n")
+
+
+def ina226_tree(root: Path, power_uw: int = 1_250_000) -> None:
+    """hwmon0 = ina226 (ina2xx driver: shunt/bus voltage, current, power, update_interval)."""
+    d = "class/hwmon/hwmon0"
+    write(root, f"{d}/name", "ina226")
+    write(root, f"{d}/in0_input", 2)  # shunt mV
+    write(root, f"{d}/in1_input", 5000)  # bus mV
+    write(root, f"{d}/curr1_input", power_uw // 5000)  # mA
+    write(root, f"{d}/power1_input", power_uw)  # µW
+    write(root, f"{d}/shunt_resistor", 10000)
+    write(root, f"{d}/update_interval", 10)  # ms
+
+
+def ina3221_tree(root: Path, rails: dict[str, tuple[int, int]], nc: int = 3) -> None:
+    """hwmon1 = ina3221 (Jetson): in[123]_label, in[123]_input mV, curr[123]_input mA,
+    shunt voltages in in[456], sums in7/curr4; channel ``nc`` unconnected."""
+    d = "class/hwmon/hwmon1"
+    write(root, f"{d}/name", "ina3221")
+    for n, (label, (mv, ma)) in enumerate(rails.items(), start=1):
+        write(root, f"{d}/in{n}_label", label)
+        write(root, f"{d}/in{n}_input", mv)
+        write(root, f"{d}/curr{n}_input", ma)
+        write(root, f"{d}/in{n + 3}_input", 100)
+        write(root, f"{d}/shunt{n}_resistor", 5000)
+    write(root, f"{d}/in{nc}_label", "NC")
+    write(root, f"{d}/in{nc}_input", 0)
+    write(root, f"{d}/curr{nc}_input", 0)
+    write(root, f"{d}/in7_input", 20000)
+    write(root, f"{d}/curr4_input", 999)
+    write(root, f"{d}/update_interval", 20)
+
+
+def rapl_tree(root: Path, energy_uj: int, max_range_uj: int) -> Path:
+    """class/powercap/intel-rapl:0 (package-0) with a core subzone; returns energy_uj."""
+    d = "class/powercap/intel-rapl:0"
+    write(root, f"{d}/name", "package-0")
+    write(root, f"{d}/max_energy_range_uj", max_range_uj)
+    write(root, f"{d}/energy_uj", energy_uj)
+    write(root, f"{d}/constraint_0_name", "long_term")
+    write(root, f"{d}/intel-rapl:0:0/name", "core")
+    write(root, f"{d}/intel-rapl:0:0/energy_uj", 0)
+    write(root, "class/powercap/intel-rapl:0:0/name", "core")  # the kernel links subzones here too
+    return root / d / "energy_uj"
+
+
+class CounterWriter:
+    """Advances a stand-in energy counter file (µJ) at ``watts``, wrapping at ``max_range``,
+    as the RAPL/INA228 hardware would: written atomically every ``step_s`` from a thread."""
+
+    def __init__(self, path: Path, watts: float, max_range: int, step_s: float = 0.002) -> None:
+        import threading
+        import time
+
+        self.path, self.watts, self.max_range, self.step_s = path, watts, max_range, step_s
+        self._stop = threading.Event()
+        self._t0 = time.monotonic()
+        self._start_uj = int(path.read_text())
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import os
+        import time
+
+        tmp = self.path.with_suffix(".tmp")
+        while not self._stop.is_set():
+            value = self._start_uj + int(self.watts * 1e6 * (time.monotonic() - self._t0))
+            tmp.write_text(f"{value % self.max_range}\n")
+            os.replace(tmp, self.path)
+            self._stop.wait(self.step_s)
+
+    def __enter__(self) -> CounterWriter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -1,0 +1,214 @@
+"""``jls:FILE`` on captures written here with pyjls, and the Joulescope capture path.
+
+No Joulescope is attached to this machine: the files are what the instrument's recorder
+writes (current, voltage, a GPI gate), made with a known current profile so the energy in
+the gate is known analytically. ``StandInDriver`` is a named stand-in for the driver's
+pub/sub API (no device can exist here); it feeds ``pyjoulescope_driver.Record`` — the real
+recorder — so the live monitor's capture goes through the same file and analysis as
+``jls:``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aidge_deploy.errors import CaptureError, PreflightError
+from aidge_deploy.power.analysis import GateError
+from aidge_deploy.power.jls import analyze_jls
+from aidge_deploy.power.jls_monitor import JlsFileMonitor
+from aidge_deploy.power.joulescope import JoulescopeMonitor, find_device, joulescope_checks
+from aidge_deploy.power.protocol import WindowRequest
+from aidge_deploy.power.source import parse_power_source
+from aidge_deploy.results import Provenance
+from power_support import write_jls
+
+pytest.importorskip("pyjls")
+
+
+def test_energy_within_a_thousandth_and_edges_found(tmp_path: Path) -> None:
+    path = tmp_path / "cap.jls"
+    expected = write_jls(path, gate=(0.5, 1.5))
+    window, identity = analyze_jls(path)
+    assert window.start_index == 50_000 and window.end_index == 150_000
+    assert abs(window.energy_j - expected) <= 1e-3 * expected
+    assert window.idle_power_w == pytest.approx(0.010 * 3.3, rel=1e-6)
+    assert window.duration_s == pytest.approx(1.0)
+    assert (identity.model, identity.serial, identity.calibration_date) == (
+        "JS220",
+        "000415",
+        "2025-03-04",
+    )
+    trace = window.trace
+    assert trace.window_start_s == pytest.approx(0.5) and len(trace.power_w) <= 1000
+
+
+def test_gate_at_twice_the_current_rate_and_power_signal(tmp_path: Path) -> None:
+    """JS220 records GPI at 2 MS/s while i/v run at 1 MS/s: the gate is decimated."""
+    path = tmp_path / "fast_gate.jls"
+    expected = write_jls(path, gate=(0.25, 1.75), gate_rate_factor=2, power_signal=True)
+    window, _ = analyze_jls(path)
+    assert abs(window.energy_j - expected) <= 1e-3 * expected
+    assert window.start_index == 25_000
+
+
+def test_monitor_capture_is_silicon_with_samples(tmp_path: Path) -> None:
+    path = tmp_path / "cap.jls"
+    expected = write_jls(path)
+    monitor = JlsFileMonitor(parse_power_source(f"jls:{path}"))
+    capture = monitor.capture()
+    assert capture.provenance is Provenance.SILICON
+    assert capture.samples == 100_000 and capture.sample_rate_hz == 100_000
+    assert capture.energy_j == pytest.approx(expected, rel=1e-3)
+
+
+def test_capture_without_gate_channel_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "nogate.jls"
+    write_jls(path, gate_name="")
+    with pytest.raises(CaptureError, match="no gate input") as info:
+        analyze_jls(path)
+    assert "gpi" in (info.value.hint or "").lower()
+
+
+def test_gate_that_never_opens_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "flat.jls"
+    write_jls(path, gate=None)
+    with pytest.raises(GateError, match="never opened"):
+        analyze_jls(path)
+
+
+def test_gate_that_never_closes(tmp_path: Path) -> None:
+    path = tmp_path / "open.jls"
+    write_jls(path, seconds=1.0, gate=(0.5, 1.0))
+    with pytest.raises(GateError, match="never closed"):
+        analyze_jls(path)
+
+
+def test_truncated_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "cap.jls"
+    write_jls(path)
+    cut = tmp_path / "cut.jls"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(CaptureError, match=r"truncated|never closed|cannot be read") as info:
+        analyze_jls(cut)
+    assert info.value.hint
+
+
+def test_not_a_jls_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.jls"
+    path.write_text("hello")
+    with pytest.raises(CaptureError):
+        analyze_jls(path)
+
+
+# --------------------------------------------------------------------------- Joulescope
+
+
+class StandInDriver:
+    """Stand-in for ``pyjoulescope_driver.Driver`` (no Joulescope exists here).
+
+    Implements the calls the monitor and the driver's ``Record`` make, and on
+    ``play()`` publishes i, v and GPI 0 data the way the JS220 streams them
+    (``sample_id`` on the 2 MHz timebase, i/v decimated by 2, GPI packed u1 at 2 MS/s).
+    """
+
+    def __init__(
+        self, devices: list[str], profile: Callable[[np.ndarray], tuple[Any, Any]] | None = None
+    ) -> None:
+        self.devices = devices
+        self.published: dict[str, object] = {}
+        self.subscribers: dict[str, Callable[[str, dict[str, Any]], None]] = {}
+        self.opened: list[str] = []
+        self.finalized = False
+        self.profile = profile
+
+    def device_paths(self) -> list[str]:
+        return list(self.devices)
+
+    def open(self, path: str, mode: str = "defaults") -> None:
+        self.opened.append(path)
+
+    def close(self, path: str) -> None:
+        self.opened.remove(path)
+
+    def finalize(self) -> None:
+        self.finalized = True
+
+    def publish(self, topic: str, value: object, timeout: float | None = None) -> None:
+        self.published[topic] = value
+
+    def query(self, topic: str) -> str:
+        return {"c/fw/version": "1.0.4", "c/hw/version": "H"}.get(topic.split("/", 3)[-1], "0")
+
+    def subscribe(
+        self, topic: str, flags: object, fn: Callable[[str, dict[str, Any]], None]
+    ) -> None:
+        self.subscribers[topic] = fn
+
+    def unsubscribe(self, topic: str, fn: object) -> None:
+        self.subscribers.pop(topic, None)
+
+    def play(
+        self, device: str, seconds: float, gate: tuple[float, float], amps: tuple[float, float]
+    ) -> None:
+        base = 2_000_000
+        chunk = 20_000  # 10 ms of the 2 MHz timebase
+        utc = 0
+        for start in range(0, int(seconds * base), chunk):
+            ids = np.arange(start, start + chunk)
+            inside = (ids >= gate[0] * base) & (ids < gate[1] * base)
+            iv_ids = ids[::2]
+            iv_inside = inside[::2]
+            current = np.where(iv_inside, amps[1], amps[0]).astype(np.float32)
+            for topic, data, decim in (
+                ("s/i/!data", current, 2),
+                ("s/v/!data", np.full(len(iv_ids), 3.3, dtype=np.float32), 2),
+                ("s/gpi/0/!data", np.packbits(inside.astype(np.uint8), bitorder="little"), 1),
+            ):
+                full = f"{device}/{topic}"
+                if full in self.subscribers:
+                    self.subscribers[full](
+                        full,
+                        {
+                            "sample_id": start,
+                            "sample_rate": base,
+                            "decimate_factor": decim,
+                            "utc": utc,
+                            "data": data,
+                        },
+                    )
+            utc += 10 * 2**30 // 1000
+
+
+def test_joulescope_without_device_is_a_preflight_error() -> None:
+    checks = joulescope_checks(None)  # the real driver: no device on this machine
+    assert len(checks) == 1 and not checks[0].ok
+    assert "No Joulescope found" in checks[0].detail and "USB" in (checks[0].hint or "")
+    with pytest.raises(PreflightError, match="serial 123"):
+        find_device([], "123")
+    with pytest.raises(PreflightError, match="which one"):
+        find_device(["u/js220/000001", "u/js220/000002"], None)
+    assert find_device(["u/js220/000415"], "415") == "u/js220/000415"
+
+
+def test_joulescope_capture_goes_through_the_jls_analysis(tmp_path: Path) -> None:
+    device = "u/js220/000415"
+    driver = StandInDriver([device])
+    monitor = JoulescopeMonitor(parse_power_source("joulescope:000415"), factory=lambda: driver)
+    monitor.open()
+    assert driver.published[f"{device}/s/i/range/mode"] == "auto"  # relay closed, range auto
+    monitor.arm(WindowRequest(inferences=10, expected_duration_s=0.5, work_dir=tmp_path))
+    driver.play(device, seconds=1.0, gate=(0.25, 0.75), amps=(0.01, 0.03))
+    capture = monitor.capture()
+    monitor.close()
+    assert driver.finalized and not driver.opened
+    assert (tmp_path / "joulescope.jls").is_file()
+    assert capture.provenance is Provenance.SILICON
+    assert capture.identity.serial == "000415" and capture.identity.firmware == "1.0.4"
+    assert capture.duration_s == pytest.approx(0.5, abs=1e-5)
+    assert capture.energy_j == pytest.approx(0.03 * 3.3 * 0.5, rel=1e-3)
+    assert capture.idle_power_w == pytest.approx(0.01 * 3.3, rel=1e-3)

@@ -1,0 +1,153 @@
+"""``hwmon`` and ``rapl`` on sysfs trees laid out as the kernel lays them out.
+
+This machine has no power sensor: the trees are **stand-ins** written by the tests with the
+kernel's file names and units (an INA226 behind the ina2xx driver, a Jetson-style INA3221,
+a RAPL package whose ``energy_uj`` a thread advances and wraps at ``max_energy_range_uj``).
+They are read both locally and through the real SSH test board (``ssh_board``: a real sshd
+on loopback), the way a run on a Linux board reads the board's sensors.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.errors import CaptureError
+from aidge_deploy.power.hwmon import HwmonMonitor, find_hwmon
+from aidge_deploy.power.poller import PolledMonitor
+from aidge_deploy.power.protocol import WindowRequest
+from aidge_deploy.power.rapl import RaplMonitor
+from aidge_deploy.power.source import parse_power_source
+from aidge_deploy.power.sysfs import LocalSysfs, SshSysfs, make_reader, sysfs_checks
+from aidge_deploy.results import Provenance
+from power_support import CounterWriter, ina226_tree, ina3221_tree, rapl_tree
+
+JETSON = {"VDD_IN": (5000, 400), "VDD_CPU_GPU_CV": (1000, 300)}
+
+
+@pytest.fixture
+def tree() -> Iterator[Path]:
+    """A stand-in sysfs root the SSH board's user can read (not under pytest's 0700 tmp)."""
+    root = Path(tempfile.mkdtemp(prefix="adk-sysfs-", dir="/tmp"))
+    root.chmod(0o755)
+    ina226_tree(root)
+    ina3221_tree(root, JETSON)
+    for d in root.rglob("*"):
+        d.chmod(0o755 if d.is_dir() else 0o644)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _window(monitor: PolledMonitor, tmp_path: Path, seconds: float = 0.4) -> Any:
+    """What CapturePower does around a host-timed run of ``seconds``."""
+    monitor.open()
+    try:
+        monitor.arm(WindowRequest(10, seconds, tmp_path))
+        started = time.monotonic()
+        time.sleep(seconds)
+        ended = time.monotonic()
+        monitor.set_host_window(started, ended)
+        return monitor.capture(), ended - started
+    finally:
+        monitor.close()
+
+
+def test_hwmon_chips_found_as_the_kernel_lays_them_out(tree: Path) -> None:
+    chips = {c.name: c for c in find_hwmon(LocalSysfs(tree), None)}
+    assert chips["ina226"].kind == "power" and chips["ina226"].update_interval_ms == 10
+    ina3221 = chips["ina3221"]
+    assert ina3221.kind == "vi"  # no power file: mV x mA per channel
+    assert [r.label for r in ina3221.rails] == ["VDD_IN", "VDD_CPU_GPU_CV"]  # NC, sum skipped
+    (rail,) = find_hwmon(LocalSysfs(tree), "VDD_IN")[0].rails
+    assert rail.files[0].endswith("in1_input")
+    with pytest.raises(CaptureError, match="No hwmon power sensor named 'nope'"):
+        find_hwmon(LocalSysfs(tree), "nope")
+
+
+def test_ina226_constant_power_locally(tree: Path, tmp_path: Path) -> None:
+    monitor = HwmonMonitor(parse_power_source("hwmon:ina226"), lambda: LocalSysfs(tree))
+    capture, seconds = _window(monitor, tmp_path)
+    assert capture.provenance is Provenance.HOST
+    assert capture.energy_j == pytest.approx(1.25 * seconds, rel=1e-6)
+    assert capture.idle_power_w == pytest.approx(1.25)
+    assert capture.samples >= 5 and capture.sample_rate_hz > 20
+
+
+def test_ina3221_rails_sum_and_select(tree: Path, tmp_path: Path) -> None:
+    both = HwmonMonitor(parse_power_source("hwmon:ina3221"), lambda: LocalSysfs(tree))
+    capture, seconds = _window(both, tmp_path, 0.3)
+    assert capture.energy_j == pytest.approx((2.0 + 0.3) * seconds, rel=1e-6)
+    vdd_in = HwmonMonitor(parse_power_source("hwmon:VDD_IN"), lambda: LocalSysfs(tree))
+    capture, seconds = _window(vdd_in, tmp_path, 0.3)
+    assert capture.energy_j == pytest.approx(2.0 * seconds, rel=1e-6)
+
+
+def test_rapl_counter_wraps_locally(tmp_path: Path) -> None:
+    counter = rapl_tree(tmp_path / "sys", energy_uj=900_000, max_range_uj=1_000_000)
+    monitor = RaplMonitor(parse_power_source("rapl"), lambda: LocalSysfs(tmp_path / "sys"))
+    with CounterWriter(counter, watts=2.0, max_range=1_000_000):
+        capture, seconds = _window(monitor, tmp_path, 1.2)
+    # 2 W wraps the 1 J counter twice a second: at least two wraps inside the window
+    assert int(capture.identity.details["wraps"]) >= 2
+    assert capture.energy_j == pytest.approx(2.0 * seconds, rel=0.05)
+    assert capture.idle_power_w == pytest.approx(2.0, rel=0.1)
+
+
+def test_rapl_absent_and_unreadable(tmp_path: Path) -> None:
+    monitor = RaplMonitor(parse_power_source("rapl"), lambda: LocalSysfs(tmp_path))
+    with pytest.raises(CaptureError, match="No RAPL package zone"):
+        monitor.open()
+
+
+def _ssh_config(board: Any, root: Path, power: str) -> DeployConfig:
+    return DeployConfig(
+        target="raspberrypi",
+        backend="ssh",
+        ssh_host=board.host,
+        ssh_port=board.port,
+        ssh_user=board.user,
+        ssh_key_path=board.key_path,
+        ssh_known_hosts_path=board.known_hosts_path,
+        power=power,
+        power_sysfs_root=root,
+    )
+
+
+@pytest.mark.ssh
+def test_hwmon_through_the_ssh_board(ssh_board: Any, tree: Path, tmp_path: Path) -> None:
+    config = _ssh_config(ssh_board, tree, "hwmon:ina226")
+    checks = sysfs_checks(parse_power_source("hwmon:ina226"), config)
+    assert checks and all(c.ok for c in checks), checks
+    assert f"{ssh_board.host}" in checks[0].detail
+    missing = sysfs_checks(parse_power_source("hwmon:INA999"), config)
+    assert not missing[0].ok and "INA999" in missing[0].detail
+    reader = make_reader(config)
+    assert isinstance(reader, SshSysfs)
+    reader.close()
+    monitor = HwmonMonitor(parse_power_source("hwmon:ina226"), lambda: make_reader(config))
+    capture, seconds = _window(monitor, tmp_path, 0.5)
+    assert capture.provenance is Provenance.SILICON  # read on the board
+    assert capture.energy_j == pytest.approx(1.25 * seconds, rel=1e-6)
+    vi = HwmonMonitor(parse_power_source("hwmon:VDD_IN"), lambda: make_reader(config))
+    capture, seconds = _window(vi, tmp_path, 0.5)
+    assert capture.energy_j == pytest.approx(2.0 * seconds, rel=1e-6)
+
+
+@pytest.mark.ssh
+def test_rapl_wrap_through_the_ssh_board(ssh_board: Any, tree: Path, tmp_path: Path) -> None:
+    counter = rapl_tree(tree, energy_uj=900_000, max_range_uj=1_000_000)
+    for d in tree.rglob("*"):
+        d.chmod(0o755 if d.is_dir() else 0o644)
+    config = _ssh_config(ssh_board, tree, "rapl")
+    monitor = RaplMonitor(parse_power_source("rapl"), lambda: make_reader(config))
+    with CounterWriter(counter, watts=2.0, max_range=1_000_000):
+        capture, seconds = _window(monitor, tmp_path, 1.2)
+    assert int(capture.identity.details["wraps"]) >= 2
+    assert capture.energy_j == pytest.approx(2.0 * seconds, rel=0.05)

@@ -1,0 +1,211 @@
+"""Power pieces that need no run: the source grammar, the window arithmetic, the energy
+model, the figures with their provenance, validity codes, the reference monitor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.power.analysis import GatedWindowAnalyzer, GateError, integrate_timed
+from aidge_deploy.power.checks import window_issues
+from aidge_deploy.power.energy_model import boards_with_models, energy_model_for
+from aidge_deploy.power.protocol import (
+    GateKind,
+    MonitorCapabilities,
+    MonitorIdentity,
+    PowerCapture,
+    WindowRequest,
+)
+from aidge_deploy.power.reference import NO_REFERENCE, ReferenceMonitor
+from aidge_deploy.power.result import PowerPlan, PowerResult, TerminalRecord
+from aidge_deploy.power.source import PowerSource, PowerSourceKind, parse_power_source
+from aidge_deploy.profiling.validity import IssueCode
+from aidge_deploy.results import Provenance
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "arg"),
+    [
+        ("emulated", PowerSourceKind.EMULATED, None),
+        ("joulescope", PowerSourceKind.JOULESCOPE, None),
+        ("joulescope:000415", PowerSourceKind.JOULESCOPE, "000415"),
+        ("jls:/tmp/a:b.jls", PowerSourceKind.JLS, "/tmp/a:b.jls"),
+        ("hwmon:VDD_IN", PowerSourceKind.HWMON, "VDD_IN"),
+        ("RAPL", PowerSourceKind.RAPL, None),
+    ],
+)
+def test_source_grammar(text: str, kind: PowerSourceKind, arg: str | None) -> None:
+    assert parse_power_source(text) == PowerSource(kind, arg)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("joulscope", "Did you mean 'joulescope'"),
+        ("jls", "needs a FILE"),
+        ("jls:", "empty argument"),
+        ("rapl:0", "takes no argument"),
+        ("battery", "Unknown power source"),
+    ],
+)
+def test_bad_sources_rejected_with_a_hint(text: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as info:
+        DeployConfig(target="host", power=text)
+    assert info.value.hint
+
+
+def test_power_window_must_be_positive() -> None:
+    with pytest.raises(ConfigError, match="power_window_s"):
+        DeployConfig(power="emulated", power_window_s=0)
+
+
+def test_analyzer_across_chunk_boundaries_and_extra_pulses() -> None:
+    rate = 1000
+    gate = np.zeros(5000, dtype=np.uint8)
+    gate[1234:3456] = 1
+    gate[4000:4100] = 1  # a second pulse: ignored, counted
+    power = np.where(gate == 1, 2.0, 0.5)
+    power[4000:4100] = 0.5
+    analyzer = GatedWindowAnalyzer(rate, len(power))
+    for start in range(0, len(power), 777):  # chunks that cut the edges anywhere
+        analyzer.feed(power[start : start + 777], gate[start : start + 777])
+    w = analyzer.result()
+    assert (w.start_index, w.end_index, w.extra_pulses) == (1234, 3456, 1)
+    assert w.energy_j == pytest.approx(2.0 * 2222 / rate)
+    assert w.idle_power_w == pytest.approx(0.5)
+
+
+def test_analyzer_gate_high_from_the_start() -> None:
+    analyzer = GatedWindowAnalyzer(10.0, 10)
+    analyzer.feed(np.ones(10), np.ones(10))
+    with pytest.raises(GateError, match="already high"):
+        analyzer.result()
+
+
+def test_analyzer_refuses_missing_samples() -> None:
+    analyzer = GatedWindowAnalyzer(10.0, 4)
+    with pytest.raises(CaptureError, match="NaN"):
+        analyzer.feed(np.array([1.0, np.nan, 1, 1]), np.zeros(4))
+
+
+def test_integrate_timed_interpolates_the_edges() -> None:
+    # constant 3 W sampled irregularly: exactly 3 J per second of window
+    t = [0.0, 0.13, 0.5, 0.71, 1.4, 2.0]
+    assert integrate_timed(t, [3.0] * 6, 0.2, 1.2) == pytest.approx(3.0)
+    # a ramp P = t: energy over [0.5, 1.5] = (1.5^2 - 0.5^2) / 2
+    t2 = np.linspace(0, 2, 21)
+    assert integrate_timed(t2, t2, 0.5, 1.5) == pytest.approx(1.0)
+
+
+def test_every_emulated_board_has_a_cited_model() -> None:
+    from aidge_qemu_boards.boards import list_boards
+
+    assert set(boards_with_models()) == {b.name for b in list_boards()}
+    for board in boards_with_models():
+        model = energy_model_for(board)
+        assert model.sources and model.uncertainty_factor >= 2
+        counts = {"instructions": 1000, "loads": 100, "stores": 50, "branches_taken": 10}
+        expected = sum(
+            model.nj[c] * n
+            for c, n in zip(
+                ("instruction", "load", "store", "branch_taken"), counts.values(), strict=True
+            )
+        )
+        assert model.energy_j(counts) == pytest.approx(expected * 1e-9)
+    with pytest.raises(ConfigError, match="No energy model"):
+        energy_model_for("stm32h7")
+
+
+def _caps(
+    gate: GateKind = GateKind.SIGNAL, prov: Provenance = Provenance.SILICON
+) -> MonitorCapabilities:
+    return MonitorCapabilities(("power",), 1000.0, gate, "gpi[0]", True, prov)
+
+
+def _plan(n: int = 100, latency: float = 0.01) -> PowerPlan:
+    return PowerPlan(n, 10, 10, latency, Provenance.SILICON, 1e-6, 0.5, 50, "test")
+
+
+def _capture(energy: float = 0.5, duration: float = 1.0, **kw: object) -> PowerCapture:
+    values: dict[str, object] = {
+        "energy_j": energy,
+        "duration_s": duration,
+        "duration_resolution_s": 1e-3,
+        "samples": 1000,
+        "sample_rate_hz": 1000.0,
+        "identity": MonitorIdentity("stand-in"),
+        "provenance": Provenance.SILICON,
+        "idle_power_w": 0.1,
+    }
+    values.update(kw)
+    return PowerCapture(**values)  # type: ignore[arg-type]
+
+
+def test_figures_have_units_provenance_and_reasons() -> None:
+    result = PowerResult("jls:x", _caps(), _plan(), _capture())
+    by = {m.name: m for m in result.metrics()}
+    assert by["energy_per_inference"].value == pytest.approx(5000.0)  # 0.5 J / 100, in µJ
+    assert by["energy_per_inference"].unit == "uJ"
+    assert by["power_average"].value == pytest.approx(500.0) and by["power_average"].unit == "mW"
+    assert by["power_idle"].value == pytest.approx(100.0)
+    assert by["energy_active_per_inference"].value == pytest.approx((0.5 - 0.1) / 100 * 1e6)
+    assert all(m.provenance is Provenance.SILICON for m in by.values())
+    model = PowerResult(
+        "emulated",
+        _caps(GateKind.BOUNDARY, Provenance.ESTIMATED),
+        _plan(),
+        _capture(
+            idle_power_w=None,
+            sample_rate_hz=None,
+            uncertainty_factor=10.0,
+            provenance=Provenance.ESTIMATED,
+        ),
+    )
+    by = {m.name: m for m in model.metrics()}
+    assert by["power_idle"].value is None and "idle" in (by["power_idle"].unavailable_reason or "")
+    assert "x/÷10" in by["energy_per_inference"].description
+    assert by["power_samples"].value is None and by["power_samples"].unavailable_reason
+    missing = PowerResult("reference", _caps(), _plan(), None, unavailable_reason=NO_REFERENCE)
+    assert all(
+        m.value is None and m.unavailable_reason == NO_REFERENCE
+        for m in missing.metrics()
+        if m.name != "power_window_expected"
+    )
+
+
+def test_validity_codes() -> None:
+    plan = _plan(n=100, latency=0.01)  # expect 1.0 s, at least 0.5 s and 50 samples
+    codes = lambda cap, term=None, exp=False: {  # noqa: E731
+        i.code for i in window_issues(plan, cap, term, exp)
+    }
+    assert codes(_capture()) == set()
+    assert IssueCode.POWER_WINDOW_MISMATCH in codes(_capture(duration=1.2))
+    assert IssueCode.POWER_WINDOW_SHORT in codes(_capture(duration=0.3))
+    assert IssueCode.POWER_SAMPLE_RATE_LOW in codes(_capture(samples=10))
+    assert IssueCode.POWER_SATURATED in codes(_capture(saturated=True))
+    assert IssueCode.POWER_TERMINAL_MISMATCH in codes(_capture(), None, True)
+    wrong = TerminalRecord(10, 90, None, None, "AIDGE_POWER_TERMINAL ...")
+    assert IssueCode.POWER_TERMINAL_MISMATCH in codes(_capture(), wrong, True)
+    assert IssueCode.POWER_TERMINAL_MISMATCH in codes(_capture(inferences_seen=99))
+    assert IssueCode.POWER_GATE_MISSING in codes(_capture(gate_seen=False))
+
+
+def test_reference_monitor(tmp_path: Path) -> None:
+    from aidge_core.hw_model import get_target_by_name
+
+    stm32 = get_target_by_name("stm32f413")
+    monitor = ReferenceMonitor(parse_power_source("reference"), "stm32f413", stm32)
+    monitor.arm(WindowRequest(100, 0.5, tmp_path, resolution_s=1e-4))
+    capture = monitor.capture()
+    assert capture.provenance is Provenance.ESTIMATED
+    assert capture.energy_j == pytest.approx(25.4e-3 * 3.3 * 0.5)
+    from aidge_qemu_boards.hw_targets import MPS2_AN386
+
+    none = ReferenceMonitor(parse_power_source("reference"), "mps2-an386", MPS2_AN386())
+    none.arm(WindowRequest(100, 0.5, tmp_path))
+    with pytest.raises(CaptureError, match=NO_REFERENCE):
+        none.capture()
