@@ -165,6 +165,5 @@ def print_power(result: DeployResult) -> None:
             layers.add_row(name, f"{value:.4g}")
         console.print(layers)
     for issue in power.issues:
-        console.print(
-            f"[yellow]power {issue.code.value}[/yellow]: {issue.message}", highlight=False
-        )
+        code = issue.as_dict()["code"]
+        console.print(f"[yellow]{code}[/yellow]: {issue.message}", highlight=False)

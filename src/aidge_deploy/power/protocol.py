@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Self
 
 from aidge_deploy.power.source import PowerSource
-from aidge_deploy.results import Provenance
+from aidge_deploy.metrics import Provenance
 
 
 class GateKind(StrEnum):

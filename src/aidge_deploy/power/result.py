@@ -10,11 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from aidge_deploy.metrics import Metric, Provenance
 from aidge_deploy.power.protocol import MonitorCapabilities, PowerCapture
-from aidge_deploy.profiling.validity import Issue
-from aidge_deploy.results import Metric, Provenance
+
+
+class PowerIssue(Protocol):
+    """A validity finding (``profiling.validity.Issue``; typed structurally so that
+    ``results`` -> ``power.result`` does not import the validity registry back)."""
+
+    @property
+    def message(self) -> str: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,7 @@ class PowerResult:
     #: why there is no capture (monitor failed, no reference values...): figures unavailable
     unavailable_reason: str | None = None
     terminal: TerminalRecord | None = None
-    issues: tuple[Issue, ...] = ()
+    issues: tuple[PowerIssue, ...] = ()
     layer_energy_uj: Mapping[str, float] = field(default_factory=dict)
 
     @property

@@ -380,7 +380,7 @@ def assess(
             issues.append(issue)
     issues += _memory_issues(result.metrics.get("binary"))
     if result.power is not None:
-        issues += result.power.issues
+        issues += [i for i in result.power.issues if isinstance(i, Issue)]
     return Validity.of(issues)
 
 
