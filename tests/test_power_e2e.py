@@ -149,8 +149,9 @@ def test_host_rapl_window(tiny_cnn: Path, tmp_path: Path) -> None:
     power = _summary(tmp_path / "r")["power"]
     metrics = {m["name"]: m for m in power["metrics"]}
     assert power["provenance"] == "host" and power["gate"] == "host"
-    assert metrics["power_average"]["value"] == pytest.approx(3000, rel=0.1)  # mW
-    assert metrics["power_idle"]["value"] == pytest.approx(3000, rel=0.1)
+    # the stand-in counter's writer thread may lag on a loaded machine (see test_power_sysfs)
+    assert metrics["power_average"]["value"] == pytest.approx(3000, rel=0.25)  # mW
+    assert metrics["power_idle"]["value"] == pytest.approx(3000, rel=0.25)
     assert metrics["energy_per_inference"]["value"] > 0
     assert power["plan"]["inferences"] == power["inferences"] > 0
     # planned on the wall time of the profile's own run; a faster warm run is flagged

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from aidge_deploy.power.source import PowerSource
 from aidge_deploy.metrics import Provenance
+from aidge_deploy.power.source import PowerSource
 
 
 class GateKind(StrEnum):
