@@ -78,6 +78,24 @@ def test_emulated_energy_per_inference_and_layer(tiny_cnn: Path, tmp_path: Path)
     assert pa["inferences"] == pa["plan"]["inferences"] == pa["terminal"]["inferences"]
     assert pa["plan"]["inferences"] % pa["plan"]["inferences_per_repeat"] == 0
     assert not [i for i in pa["issues"] if i["code"].startswith("power.")], pa["issues"]
+    # compare: energy thresholds apply to the headline and the per-layer energy
+    rules = tmp_path / "thresholds.json"
+    rules.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "metrics": {
+                    "energy_per_inference": {"direction": "smaller", "max_regression_pct": 1},
+                    "layers/*/energy": {"direction": "equal", "unit": "uJ"},
+                },
+            }
+        )
+    )
+    cmp = CliRunner().invoke(
+        app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--thresholds", str(rules)]
+    )
+    assert cmp.exit_code == 0, cmp.output
+    assert "energy_per_inference" in cmp.output
     assert (
         abs(metrics["power_window_duration"]["value"] / pa["plan"]["expected_duration_s"] - 1) < 0.1
     )
@@ -159,3 +177,33 @@ def test_host_rapl_window(tiny_cnn: Path, tmp_path: Path) -> None:
     assert metrics["power_window_duration"]["value"] >= 0.45 or "power.window_short" in codes
     # the window holds program start-ups too: N x clean latency does not match it, and says so
     assert "power.window_mismatch" in codes
+    # the host's hardware model has no reference current: unavailable, never 0
+    res = _profile(
+        tiny_cnn,
+        tmp_path,
+        tmp_path / "w",
+        "--target",
+        "host",
+        "--power",
+        "reference",
+        "--report",
+        str(tmp_path / "ref"),
+    )
+    assert res.exit_code == 0, res.output
+    assert "unavailable (no reference values for this board)" in res.output
+    ref = _summary(tmp_path / "ref")["power"]
+    assert ref["unavailable_reason"] == "no reference values for this board"
+    assert all(m["value"] is None for m in ref["metrics"] if m["name"] != "power_window_expected")
+    assert not ref["issues"]
+    # energy from two different monitors is not compared: a warning, not a verdict
+    rules = tmp_path / "thresholds.json"
+    rules.write_text(
+        json.dumps(
+            {"schema_version": 1, "metrics": {"energy_per_inference": {"direction": "smaller"}}}
+        )
+    )
+    cmp = CliRunner().invoke(
+        app, ["compare", str(tmp_path / "r"), str(tmp_path / "ref"), "--thresholds", str(rules)]
+    )
+    assert cmp.exit_code == 1, cmp.output
+    assert "power monitors differ" in cmp.output

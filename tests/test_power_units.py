@@ -209,3 +209,27 @@ def test_reference_monitor(tmp_path: Path) -> None:
     none.arm(WindowRequest(100, 0.5, tmp_path))
     with pytest.raises(CaptureError, match=NO_REFERENCE):
         none.capture()
+
+
+def test_doctor_lists_the_monitors_found(tmp_path: Path) -> None:
+    """On stand-in sysfs trees (this machine has no sensor) doctor finds hwmon and RAPL."""
+    from aidge_deploy.power.monitors import discover_monitors
+    from power_support import ina226_tree, rapl_tree
+
+    ina226_tree(tmp_path)
+    rapl_tree(tmp_path, energy_uj=5, max_range_uj=100)
+    found = {c.name: c for c in discover_monitors(tmp_path)}
+    assert found["hwmon:ina226"].ok and "power of ina226" in found["hwmon:ina226"].detail
+    assert found["rapl"].ok and found["rapl"].detail == "package-0"
+    assert found["emulated"].ok and found["pyjls"].ok
+    assert not found["joulescope"].ok and found["joulescope"].hint  # none attached here
+
+
+def test_doctor_command_shows_power_monitors() -> None:
+    from typer.testing import CliRunner
+
+    from aidge_deploy.cli.main import app
+
+    res = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    assert "Power monitors (--power SOURCE; optional)" in res.output
+    assert "joulescope" in res.output and "No Joulescope found" in res.output

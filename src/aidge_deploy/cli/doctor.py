@@ -28,9 +28,27 @@ def doctor() -> None:
                 check.hint or "",
             )
         console.print(table)
+    _power_monitors()
     if missing:
         console.print(
             f"[yellow]{missing} missing item(s); targets that need them will fail in preflight.[/yellow]"
         )
         raise typer.Exit(code=1)
     console.print("[green]Everything every registered target needs is installed.[/green]")
+
+
+def _power_monitors() -> None:
+    """The power monitors usable here (optional: they never make doctor fail)."""
+    from aidge_deploy.power.monitors import discover_monitors
+
+    table = Table(title="Power monitors (--power SOURCE; optional)", title_justify="left")
+    for col in ("", "monitor", "found", "how to get it"):
+        table.add_column(col)
+    for check in discover_monitors():
+        table.add_row(
+            "[green]✓[/green]" if check.ok else "[dim]–[/dim]",
+            check.name,
+            check.detail,
+            check.hint or "",
+        )
+    console.print(table)

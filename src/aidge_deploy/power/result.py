@@ -94,6 +94,8 @@ class PowerResult:
     terminal: TerminalRecord | None = None
     issues: tuple[PowerIssue, ...] = ()
     layer_energy_uj: Mapping[str, float] = field(default_factory=dict)
+    #: host wall time of the run holding the window (s); None when no run was needed
+    window_wall_s: float | None = None
 
     @property
     def provenance(self) -> Provenance:
@@ -225,6 +227,7 @@ class PowerResult:
             "uncertainty_factor": None if cap is None else cap.uncertainty_factor,
             "basis": None if cap is None else cap.basis,
             "inferences": self.inferences,
+            "window_wall_s": self.window_wall_s,
             "inferences_seen": None if cap is None else cap.inferences_seen,
             "saturated": None if cap is None else cap.saturated,
             "notes": [] if cap is None else list(cap.notes),

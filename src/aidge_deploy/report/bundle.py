@@ -163,6 +163,7 @@ def _comparability(summary: Mapping[str, Any], metadata: Mapping[str, Any]) -> d
         "aidge_core": metadata["packages"].get("aidge-core"),
         "aidge_deploy": metadata["tool"]["version"],
         "toolchain": metadata["toolchain"],
+        "power_source": (summary.get("power") or {}).get("source"),
     }
 
 

@@ -29,6 +29,8 @@ class DimensionKind(StrEnum):
 
 
 #: comparability dimension -> (kind, human label); keys of the manifest's ``comparability``
+LAYER_PREFIX = "layers/"
+
 DIMENSIONS: Mapping[str, tuple[DimensionKind, str]] = {
     "model_hash": (DimensionKind.BLOCKING, "model (layers and parameters)"),
     "io_signature": (DimensionKind.BLOCKING, "model inputs/outputs"),
@@ -42,7 +44,11 @@ DIMENSIONS: Mapping[str, tuple[DimensionKind, str]] = {
     "aidge_core": (DimensionKind.INFORMATIVE, "aidge-core version"),
     "aidge_deploy": (DimensionKind.INFORMATIVE, "aidge-deploy version"),
     "toolchain": (DimensionKind.INFORMATIVE, "toolchain versions"),
+    "power_source": (DimensionKind.INFORMATIVE, "power monitor (--power)"),
 }
+
+#: figures of the power run: compared only when both bundles used the same power monitor
+POWER_KEYS = ("power_*", "energy_*", f"{LAYER_PREFIX}*/energy")
 
 #: headline metrics shown as totals, in this order (the cycle metric is added by name)
 TOTAL_KEYS = (
@@ -54,7 +60,6 @@ TOTAL_KEYS = (
     "activation_memory",
     "peak_rss",
 )
-LAYER_PREFIX = "layers/"
 
 
 class Direction(StrEnum):
@@ -409,7 +414,20 @@ def evaluate(comparison: Comparison, thresholds: Thresholds) -> Evaluation:
             if missing is not None:
                 checks.append(missing)
             continue
+        power_diff = next((d for d in comparison.differences if d.name == "power_source"), None)
         for key in matched:
+            if power_diff is not None and any(fnmatch.fnmatchcase(key, p) for p in POWER_KEYS):
+                # an estimate against a measurement, or two instruments: not a regression
+                checks.append(
+                    Check(
+                        key,
+                        rule.pattern,
+                        Verdict.WARN,
+                        f"{key}: not compared, the power monitors differ "
+                        f"({power_diff.base} vs {power_diff.cand})",
+                    )
+                )
+                continue
             check = _check(
                 key, rule, comparison.figures_base.get(key), comparison.figures_cand.get(key)
             )

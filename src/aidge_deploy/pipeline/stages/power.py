@@ -178,7 +178,8 @@ class CollectPowerTerminalStage:
             capture = monitor.capture()
         except CaptureError as exc:
             reason = exc.message
-            issues.append(Issue(IssueCode.POWER_GATE_MISSING, exc.message))
+            if _runs_window(ctx):  # a model without values has no gate to miss
+                issues.append(Issue(IssueCode.POWER_GATE_MISSING, exc.message))
             log.warning("power capture failed: %s", exc.message)
         finally:
             monitor.close()
@@ -198,6 +199,7 @@ class CollectPowerTerminalStage:
             terminal=terminal,
             issues=tuple(issues),
             layer_energy_uj=layer_energy,
+            window_wall_s=(run.ended_s - run.started_s) if _runs_window(ctx) else None,
         )
 
 
