@@ -153,3 +153,29 @@ def test_rapl_wrap_through_the_ssh_board(ssh_board: Any, tree: Path, tmp_path: P
         capture, seconds = _window(monitor, tmp_path, 1.2)
     assert int(capture.identity.details["wraps"]) >= 2
     assert capture.energy_j == pytest.approx(2.0 * seconds, rel=0.25)  # see the local test
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_ssh_board_power_run_reads_the_boards_sensor(
+    ssh_board: Any, tree: Path, export_factory: Any, tmp_path: Path
+) -> None:
+    """A whole deploy on the SSH test board with --power hwmon: the program runs N times on
+    the board inside a host-timed window while the board's (stand-in) INA226 is polled."""
+    import aidge_deploy
+
+    artifact = export_factory("benchmark", target="raspberrypi", nb_iterations=5)
+    config = _ssh_config(ssh_board, tree, "hwmon:ina226")
+    config.power_window_s = 1.0
+    result = aidge_deploy.deploy(artifact, config, work_dir=tmp_path / "run")
+    power = result.power
+    assert power is not None and power.capture is not None, power
+    assert power.provenance is Provenance.SILICON and power.capabilities.gate.value == "host"
+    assert power.plan.inferences == power.plan.repeats * 7  # 2 warm-up + 5 timed per run
+    avg = result.metric("power_average")
+    assert avg is not None and avg.value == pytest.approx(1250.0, rel=1e-6)  # mW, constant
+    idle = result.metric("power_idle")
+    assert idle is not None and idle.value == pytest.approx(1250.0, rel=1e-6)
+    energy = result.metric("energy_per_inference")
+    assert energy is not None and energy.value is not None and energy.value > 0
+    assert energy.provenance is Provenance.SILICON
