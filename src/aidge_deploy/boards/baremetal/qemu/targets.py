@@ -69,6 +69,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         self._boot(ctx, build)
 
     def _boot(self, ctx: DeployContext, build: BuildResult, extra_args: Sequence[str] = ()) -> None:
+        self._release()  # one run of the board at a time
         board = self.board
         session = FirmwareSession(
             board.qemu_machine,
@@ -94,7 +95,12 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         return self._session.exit_status if self._session is not None else None
 
     def cleanup(self, ctx: DeployContext) -> None:
+        self._release()
         super().cleanup(ctx)
+
+    def _release(self) -> None:
+        """Stop this board's run: its UART, debugger connection and QEMU."""
+        self._channel = None  # the session owns it
         if self._session is not None:
             self._session.close()
             self._session = None
