@@ -6,6 +6,9 @@ developer's machine and once as CI, so each kind of skip is seen going through i
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 INNER = """
@@ -146,3 +149,20 @@ def test_module_level_skip_fails_collection_in_ci(
     monkeypatch.delenv("CI")
     result = pytester.runpytest_inprocess("-p", "envparts", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=2)
+
+
+def test_every_skip_of_the_suite_goes_through_envparts() -> None:
+    """No test skips on its own (``pytest.skip``, ``skipif``, ``importorskip``): each says
+    whether a part is missing or the test does not apply, so the CI rule is in one place."""
+    here = Path(__file__).parent
+    found = []
+    for path in sorted(here.rglob("*.py")):
+        if path.name in ("envparts.py", "test_envparts.py") or "data" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("skip", "skipif", "importorskip"):
+                base = node.value
+                names = {getattr(base, "id", None), getattr(base, "attr", None)}
+                if names & {"pytest", "mark"}:
+                    found.append(f"{path.name}:{node.lineno} {node.attr}")
+    assert found == []

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from envparts import needs
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ci"
 
 
@@ -30,9 +32,9 @@ def test_ci_configs_keep_bundles_junit_and_metrics() -> None:
 
 @pytest.mark.slow
 @pytest.mark.qemu
-@pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
-    reason="qemu-system-arm and the Arm cross toolchain are needed",
+@needs(
+    shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None,
+    "qemu-system-arm and the Arm cross toolchain are needed",
 )
 def test_example_project_runs_green_on_host_and_emulated_boards(tmp_path: Path) -> None:
     project = tmp_path / "ci"

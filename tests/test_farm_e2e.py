@@ -22,13 +22,14 @@ import pytest
 
 import aidge_deploy
 from aidge_deploy.config import DeployConfig
+from envparts import needs
 from farmkit import ALICE, Farm, make_farm, needs_farm, qemu_available
 
 pytestmark = [
     needs_farm(),
     pytest.mark.slow,
     pytest.mark.qemu,
-    pytest.mark.skipif(not qemu_available(), reason="QEMU or the Arm toolchain is missing"),
+    needs(qemu_available(), "QEMU or the Arm toolchain is missing"),
 ]
 
 HOST_A = {"an386-a": "mps2-an386", "an547-a": "mps3-an547"}

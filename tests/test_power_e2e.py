@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from aidge_deploy.cli.main import app
 from aidge_deploy.report import verify_bundle
 from aidge_deploy.report.schemas import SchemaName, schema_errors
+from envparts import needs
 from power_support import CounterWriter, rapl_tree
 from test_report_html import _chromium
 
@@ -40,7 +41,7 @@ def _summary(bundle: Path) -> dict[str, Any]:
 
 @pytest.mark.qemu
 @pytest.mark.browser
-@pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="needs qemu-system-arm")
+@needs(shutil.which("qemu-system-arm") is not None, "needs qemu-system-arm")
 def test_emulated_energy_per_inference_and_layer(tiny_cnn: Path, tmp_path: Path) -> None:
     runs = []
     for name in ("a", "b"):

@@ -25,9 +25,13 @@ from aidge_deploy.power.joulescope import JoulescopeMonitor, find_device, joules
 from aidge_deploy.power.protocol import WindowRequest
 from aidge_deploy.power.source import parse_power_source
 from aidge_deploy.results import Provenance
+from envparts import missing
 from power_support import write_jls
 
-pytest.importorskip("pyjls")
+try:
+    import pyjls  # noqa: F401
+except ImportError:
+    missing("pyjls is not installed (it comes with the package's dependencies)")
 
 
 def test_energy_within_a_thousandth_and_edges_found(tmp_path: Path) -> None:

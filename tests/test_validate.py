@@ -15,13 +15,14 @@ from typer.testing import CliRunner
 import modelzoo
 from aidge_deploy.cli.main import app
 from aidge_deploy.validation.matrix import Tolerance, check_output, tolerance_for
+from envparts import needs
 
 runner = CliRunner()
 BOARDS = ("mps2-an386", "mps3-an547", "netduinoplus2")
 
-needs_qemu = pytest.mark.skipif(
-    shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None,
-    reason="qemu-system-arm and the Arm cross toolchain are needed",
+needs_qemu = needs(
+    shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None,
+    "qemu-system-arm and the Arm cross toolchain are needed",
 )
 
 
