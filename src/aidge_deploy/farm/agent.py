@@ -45,6 +45,8 @@ T = TypeVar("T")
 SERVICE_RETRY_S = 600.0
 #: built exports kept per agent (least recently used ones go first)
 BUILT_EXPORTS_KEPT = 20
+#: how often a running job's logs are sent to the service, so its page shows them growing (s)
+LOG_UPLOAD_INTERVAL = 1.0
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,7 @@ class JobRun:
         self.cancel_reason = ""
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"job-{self.id}")
         self._pending: list[dict[str, str]] = []
+        self._run_ended = threading.Event()
 
     def cancel(self, reason: str) -> None:
         if self.cancelled.is_set():
@@ -355,14 +358,20 @@ class JobRun:
         if self.cancelled.is_set():
             self.proc.terminate()
         assert self.proc.stdout is not None
+        streamer = threading.Thread(target=self._stream_logs, daemon=True, name=f"log-{self.id}")
+        streamer.start()
         last_post = 0.0
-        for line in self.proc.stdout:
-            with contextlib.suppress(ValueError):
-                self._pending.append(json.loads(line))
-            if time.monotonic() - last_post > 0.2:
-                self._post_events()
-                last_post = time.monotonic()
-        self.proc.wait()
+        try:
+            for line in self.proc.stdout:
+                with contextlib.suppress(ValueError):
+                    self._pending.append(json.loads(line))
+                if time.monotonic() - last_post > 0.2:
+                    self._post_events()
+                    last_post = time.monotonic()
+            self.proc.wait()
+        finally:
+            self._run_ended.set()
+            streamer.join(30)  # its last upload lands before the final one below
         self._post_events()
         self._report(self.proc.returncode)
 
@@ -404,6 +413,25 @@ class JobRun:
         )
         for old in entries[: max(0, len(entries) - BUILT_EXPORTS_KEPT)]:
             shutil.rmtree(old, ignore_errors=True)
+
+    def _stream_logs(self) -> None:
+        """While the deploy runs, send its logs to the service whenever they changed."""
+        sent = b""
+        while not self._run_ended.wait(LOG_UPLOAD_INTERVAL):
+            data = _collect_logs(self.dir / "run")
+            if data == sent:
+                continue
+            try:
+                self.agent.service.call(
+                    "PUT",
+                    f"/jobs/{self.id}/files/log.txt",
+                    params={"lease": self.lease},
+                    content=data,
+                    retry_s=5,
+                )
+                sent = data
+            except DeployError:  # the service is restarting: the next round sends it
+                continue
 
     def _post_events(self) -> None:
         if not self._pending:
