@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -35,8 +36,8 @@ from aidge_deploy.farm.web.templating import render
 
 router = APIRouter(include_in_schema=False)
 
-#: the most log text one progress answer carries (bytes); the page asks again for more
-LOG_CHUNK = 256 * 1024
+#: the end of the log a page shows (bytes); the whole log is a download
+LOG_TAIL = 256 * 1024
 #: what the report frame may do: show its inline styles and SVG, nothing else
 REPORT_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
@@ -113,25 +114,21 @@ def _events(state: FarmState, who: Principal, job_id: int, after: int) -> dict[s
         return {"job": job_view(s, job), "events": events}
 
 
-def _log_chunk(path: Path, offset: int) -> tuple[str, int, int]:
-    """Log text from byte ``offset`` (whole UTF-8 characters), the next offset, the size."""
+def log_tail(path: Path) -> tuple[str, str, bool]:
+    """The log's version (size and time: changes when the agent sends a new one), its last
+    ``LOG_TAIL`` bytes as text, and whether older text was left out."""
     try:
         with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            if offset > size:  # the agent replaced the log with a shorter one: start over
-                offset = 0
-            f.seek(offset)
-            data = f.read(LOG_CHUNK)
+            st = os.fstat(f.fileno())
+            size = st.st_size
+            f.seek(max(0, size - LOG_TAIL))
+            data = f.read(LOG_TAIL)
     except FileNotFoundError:
-        return "", 0, 0
-    if len(data) == LOG_CHUNK:  # do not cut a character in two
-        cut = len(data)
-        while cut > 0 and (data[cut - 1] & 0xC0) == 0x80:
-            cut -= 1
-        if cut > 0 and data[cut - 1] >= 0xC0:
-            cut -= 1
-        data = data[:cut] or data
-    return data.decode("utf-8", errors="replace"), offset + len(data), size
+        return "", "", False
+    truncated = size > LOG_TAIL
+    if truncated:  # start on a whole line
+        data = data[data.find(b"\n") + 1 :]
+    return f"{size}-{st.st_mtime_ns}", data.decode("utf-8", errors="replace"), truncated
 
 
 def _page_context(state: FarmState, who: Principal, job_id: int) -> dict[str, Any]:
@@ -142,7 +139,7 @@ def _page_context(state: FarmState, who: Principal, job_id: int) -> dict[str, An
     data = _events(state, who, job_id, 0)
     view = data["job"]
     folder = state.job_dir(job_id)
-    log_text, log_offset, log_size = _log_chunk(folder / "log.txt", 0)
+    log_version, log_text, log_truncated = log_tail(folder / "log.txt")
     report = None
     error = ""
     if view["state"] == JobState.DONE.value:
@@ -158,8 +155,8 @@ def _page_context(state: FarmState, who: Principal, job_id: int) -> dict[str, An
         "events": data["events"],
         "last_event": data["events"][-1]["id"] if data["events"] else 0,
         "log_text": log_text,
-        "log_offset": log_offset,
-        "log_more": log_offset < log_size,
+        "log_version": log_version,
+        "log_truncated": log_truncated,
         "has_report": report is not None,
         "bundle_error": error,
         "files": {name: (folder / name).is_file() for name in DOWNLOADS},
@@ -180,26 +177,29 @@ async def job_progress(
     who: PageUser,
     state: StateDep,
     after: int = 0,
-    log: int = 0,
+    log: str = "",
     wait: float = 0.0,
 ) -> dict[str, Any]:
-    """New events after event ``after`` and the log from byte ``log``; waits up to ``wait``
-    s for either (long poll: a stage event wakes it at once, log growth within a second)."""
+    """Events after event ``after``, the stages, and the log's tail when its version is not
+    ``log``; waits up to ``wait`` s for a change (long poll: an event wakes it at once, a
+    new log within a second)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, min(wait, state.settings.long_poll_max))
     path = state.job_dir(job_id) / "log.txt"
     while True:
         data = await run_in_threadpool(_events, state, who, job_id, 0)
         new = [e for e in data["events"] if e["id"] > after]
-        text, offset, size = await run_in_threadpool(_log_chunk, path, max(0, log))
+        version, text, truncated = await run_in_threadpool(log_tail, path)
         terminal = JobState(data["job"]["state"]) in TERMINAL
         remaining = deadline - loop.time()
-        if new or text or terminal or remaining <= 0:
+        if new or version != log or terminal or remaining <= 0:
             return {
                 "job": data["job"],
                 "events": new,
                 "stages": [vars(r) for r in stage_rows(data["events"], data["job"]["state"])],
-                "log": {"text": text, "offset": offset, "more": offset < size},
+                "log": None
+                if version == log
+                else {"version": version, "text": text, "truncated": truncated},
                 "terminal": terminal,
             }
         await state.notifier.wait(f"job:{job_id}", remaining)

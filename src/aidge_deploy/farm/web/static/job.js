@@ -1,5 +1,5 @@
 // The job page, live: long-polls /jobs/<id>/progress for new events, the stages and the
-// log as it grows; when the job ends, reloads once to show its result. Text goes in with
+// log as it grows (its tail, whenever the agent sent a new one); when the job ends, reloads once to show its result. Text goes in with
 // textContent only.
 "use strict";
 (function () {
@@ -7,7 +7,7 @@
   if (!root || root.dataset.terminal === "yes") return;
   const id = root.dataset.job;
   let after = Number(root.dataset.lastEvent) || 0;
-  let offset = Number(root.dataset.logOffset) || 0;
+  let logVersion = root.dataset.logVersion || "";
   const badge = document.getElementById("job-state");
   const stages = document.getElementById("stages");
   const events = document.getElementById("events");
@@ -53,20 +53,21 @@
       events.append(li);
       after = Math.max(after, ev.id);
     }
-    if (data.log.text) {
+    if (data.log) {
       const stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
-      log.append(document.createTextNode(data.log.text));
+      log.textContent = data.log.text;
       if (stick) log.scrollTop = log.scrollHeight;
+      document.getElementById("log-cut").hidden = !data.log.truncated;
       note.textContent = "";
+      logVersion = data.log.version;
+      root.dataset.logVersion = logVersion;
     }
-    offset = data.log.offset;
-    root.dataset.logOffset = String(offset);
     root.dataset.lastEvent = String(after);
   }
   async function poll() {
     let delay = 0;
     try {
-      const url = "/jobs/" + encodeURIComponent(id) + "/progress?after=" + after + "&log=" + offset + "&wait=20";
+      const url = "/jobs/" + encodeURIComponent(id) + "/progress?after=" + after + "&log=" + encodeURIComponent(logVersion) + "&wait=20";
       const r = await fetch(url, { credentials: "same-origin", cache: "no-store" });
       if (!r.ok || !(r.headers.get("content-type") || "").includes("json")) {
         if (r.status === 401 || r.redirected) { location.reload(); return; }
@@ -74,7 +75,7 @@
       }
       const data = await r.json();
       show(data);
-      if (data.terminal && !data.log.more) { location.reload(); return; }
+      if (data.terminal) { location.reload(); return; }
     } catch (e) {
       note.textContent = "connection lost, retrying… (" + e.message + ")";
       delay = 2000;
