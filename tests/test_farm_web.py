@@ -361,3 +361,81 @@ def test_admin_manages_users(farm: Farm, chromium: Any) -> None:
     screenshot(admin, "farm_admin")
     carol.context.close()
     admin.context.close()
+
+
+def test_pages_load_nothing_from_elsewhere_and_little_script(farm: Farm, chromium: Any) -> None:
+    """Works in a lab without internet: every request a page makes goes to the farm itself,
+    and the scripts are the few small files the pages need (no framework bundle)."""
+    from aidge_deploy.farm.web.templating import STATIC_DIR, TEMPLATES_DIR
+
+    page = browser_login(chromium, farm, ADMIN, "/boards")
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    for path in ("/boards", "/jobs", "/submit", "/compare", "/admin"):
+        page.goto(farm.url + path)
+    page.wait_for_timeout(2000)  # a live update of the boards page
+    assert requests and all(u.startswith(farm.url + "/") or u.startswith("data:") for u in requests)
+    scripts = sorted(STATIC_DIR.glob("*.js"))
+    assert {p.name for p in scripts} == {"boards.js", "job.js", "submit.js"}
+    assert sum(p.stat().st_size for p in scripts) < 20_000
+    for template in TEMPLATES_DIR.glob("*.html"):
+        text = template.read_text()
+        assert "<script>" not in text and " style=" not in text, template.name  # CSP
+        assert "http://" not in text and "https://" not in text, template.name
+    page.context.close()
+
+
+def test_submit_page_refuses_a_bad_upload(farm: Farm, chromium: Any, tmp_path: Path) -> None:
+    page = browser_login(chromium, farm, ALICE, "/submit")
+    bad = tmp_path / "not-an-export.tar.gz"
+    bad.write_bytes(b"this is not a tar archive")
+    page.set_input_files("input[name=file]", str(bad))
+    page.select_option("select[name=destination]", "board:an386-a")
+    page.click("#submit-button")
+    assert "not a readable tar archive" in page.locator("#submit-error").inner_text()
+    assert page.locator("select[name=destination]").input_value() == "board:an386-a"
+    assert list((farm.root / "service" / "tmp").glob("*")) == []
+    screenshot(page, "farm_submit_refused")
+    page.context.close()
+
+
+def test_delta_chart_draws_each_layers_change() -> None:
+    from aidge_deploy.farm.web.charts import BETTER, WORSE, delta_chart
+    from aidge_deploy.report.compare import MetricDelta
+
+    deltas = [
+        MetricDelta("layers/conv<1>/time", "ms", 2.0, 3.0),
+        MetricDelta("layers/fc/time", "ms", 2.0, 1.5),
+        MetricDelta("layers/relu/time", "ms", None, 1.0),
+    ]
+    svg = delta_chart(deltas, chart_id="delta-time")
+    bars = re.findall(
+        r'<rect class="bar" data-value="([^"]+)" x="([^"]+)"[^>]*width="([^"]+)"[^>]*fill="([^"]+)"',
+        svg,
+    )
+    assert [(float(v), c) for v, _, _, c in bars] == [(1.0, WORSE), (-0.5, BETTER)]
+    (_, x_worse, w_worse, _), (_, x_better, w_better, _) = bars
+    assert float(w_worse) == pytest.approx(2 * float(w_better))  # to scale
+    assert float(x_better) + float(w_better) == pytest.approx(float(x_worse))  # around zero
+    assert "conv&lt;1&gt;" in svg and "<1>" not in svg and "n/a" in svg
+    assert 'data-bars="2"' in svg
+
+
+def test_boards_page_shows_a_lost_agents_board_offline(farm: Farm, chromium: Any) -> None:
+    token = farm.agent_token("gone-agent")
+    with httpx.Client(
+        base_url=farm.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    ) as agent:
+        r = agent.post(
+            "/api/agent/register",
+            json={"hostname": "h2", "boards": [{"name": "old-board", "target": "mps2-an386"}]},
+        )
+        assert r.status_code == 200, r.text
+    page = browser_login(chromium, farm, ALICE, "/boards")
+    row = page.locator("#boards tr[data-board='old-board']")
+    assert row.get_attribute("data-state") == "idle"
+    # the agent stops heartbeating: after the service's agent timeout the live page says so
+    wait_for(lambda: row.get_attribute("data-state") == "offline", 60, "offline shown")
+    assert re.search(r"offline since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row.inner_text())
+    screenshot(page, "farm_boards_offline")
+    page.context.close()

@@ -143,6 +143,37 @@ def test_submit_watch_result_and_downloads(farm: Farm, archive: Path, chromium: 
     page.context.close()
 
 
+def test_submit_an_onnx_model(farm: Farm, tiny_cnn: Path, chromium: Any, tmp_path: Path) -> None:
+    """An ONNX model is exported on the service with ``profile``'s options, then runs."""
+    page = browser_login(chromium, farm, BOB, "/submit")
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    page.check("input[name=kind][value=onnx]")
+    page.set_input_files("input[name=file]", str(garbage))
+    page.select_option("select[name=destination]", "board:an386-b")
+    page.click("#submit-button")
+    assert "cannot be exported" in page.locator("#submit-error").inner_text()
+    assert page.locator("input[name=kind][value=onnx]").is_checked()
+    page.fill("input[name=iterations]", "2")
+    page.fill("input[name=warmup]", "1")
+    page.set_input_files("input[name=file]", str(tiny_cnn))
+    page.click("#submit-button")
+    page.wait_for_url("**/jobs/*", timeout=300_000)
+    job_id = int(page.url.rsplit("/", 1)[1])
+    assert page.locator("#model").inner_text() == "tiny_cnn.onnx"
+    wait_for(lambda: job_state(farm, job_id, BOB) in TERMINAL, 300, "the ONNX job")
+    assert job_state(farm, job_id, BOB) == "done"
+    page.reload()
+    frame = page.frame_locator("#report")
+    assert frame.locator("svg[data-chart='layer-time'] rect.bar").count() == 4
+    # the export options reached the export: 2 timed inferences
+    counts = frame.locator("svg[data-chart='latency-histogram'] rect.bar").evaluate_all(
+        "bars => bars.map(b => Number(b.dataset.value))"
+    )
+    assert sum(counts) == 2, counts
+    page.context.close()
+
+
 def _compare(page: Any, base: int, cand: int, thresholds: Path) -> tuple[str, int]:
     page.select_option("select[name=base]", str(base))
     page.select_option("select[name=cand]", str(cand))

@@ -28,7 +28,7 @@ from aidge_deploy.farm.auth import Principal
 from aidge_deploy.farm.db import Board
 from aidge_deploy.farm.jobs import FarmRequestError, record_export
 from aidge_deploy.farm.service import FarmState, StateDep
-from aidge_deploy.farm.store import StoredExport
+from aidge_deploy.farm.store import StoredExport, UploadTooLarge
 from aidge_deploy.farm.web.onnxexport import OnnxOptions, export_onnx
 from aidge_deploy.farm.web.session import PageUser, check_csrf
 from aidge_deploy.farm.web.templating import render
@@ -137,8 +137,13 @@ def _int(values: dict[str, str], key: str, default: int) -> int:
 async def submit(request: Request, who: PageUser, state: StateDep) -> Response:
     limit = state.store.max_upload_bytes + _CHUNK
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit:
-        state.store.check_size(int(length))
+    if length.isdigit() and int(length) > limit:  # refused before reading the body
+        try:
+            state.store.check_size(int(length))
+        except UploadTooLarge as exc:
+            return _form_page(
+                request, who, state, error=exc.message, hint=exc.hint or "", status=413
+            )
     form = await request.form(max_files=1, max_fields=20, max_part_size=64 * 1024)
     check_csrf(request, form)
     values = {k: v for k, v in form.items() if isinstance(v, str)}
@@ -175,8 +180,15 @@ async def submit(request: Request, who: PageUser, state: StateDep) -> Response:
 
         job = await run_in_threadpool(create)
     except DeployError as exc:
+        status = 413 if isinstance(exc, UploadTooLarge) else 400
         return _form_page(
-            request, who, state, error=exc.message, hint=exc.hint or "", values=values, status=400
+            request,
+            who,
+            state,
+            error=exc.message,
+            hint=exc.hint or "",
+            values=values,
+            status=status,
         )
     except FarmRequestError as exc:
         return _form_page(
