@@ -288,6 +288,12 @@ def test_json_profile_format_and_replacing_an_earlier_bundle(
 ) -> None:
     target = _copy(bundle_dir, tmp_path)
     old_run = verify_bundle(target).run_id
+    with pytest.raises(ReportError, match="already holds a result bundle") as refused:
+        write_bundle(
+            target, secret_run.deploy_result, secret_run.config, secret_run.artifact, toolchain={}
+        )
+    assert refused.value.hint and "--overwrite" in refused.value.hint
+    assert verify_bundle(target).run_id == old_run  # untouched
     bundle = write_bundle(
         target,
         secret_run.deploy_result,
@@ -295,6 +301,7 @@ def test_json_profile_format_and_replacing_an_earlier_bundle(
         secret_run.artifact,
         profile_format=ProfileFormat.JSON,
         toolchain={},
+        overwrite=True,
     )
     manifest = verify_bundle(target)
     assert manifest.run_id == bundle.run_id != old_run

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Provenance,
         TimingSeries,
     )
+    from aidge_deploy.runcontrol import RunControl, RunInterrupted
 
 #: public name -> module that defines it. Imported on first use (PEP 562), so that
 #: ``import aidge_deploy.testing.plugin`` (pytest loads it in every session) or
@@ -74,6 +75,7 @@ _LAZY = {
         ),
         "aidge_deploy.results",
     ),
+    **dict.fromkeys(("RunControl", "RunInterrupted"), "aidge_deploy.runcontrol"),
 }
 
 
@@ -110,6 +112,8 @@ __all__ = [
     "ProtocolError",
     "Provenance",
     "RemoteBuildTarget",
+    "RunControl",
+    "RunInterrupted",
     "TimingSeries",
     "TransferableTarget",
     "ValidationConfig",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from aidge_core.export_utils import ExportArtifact
 
+from aidge_deploy import runcontrol
 from aidge_deploy.artifact import load_export_artifact
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
@@ -18,6 +19,7 @@ from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
 from aidge_deploy.progress import ProgressCallback
 from aidge_deploy.results import DeployResult
+from aidge_deploy.runcontrol import RunControl, RunInterrupted
 
 
 def new_run_dir(target: str) -> Path:
@@ -34,13 +36,19 @@ def deploy(
     *,
     progress: ProgressCallback | None = None,
     work_dir: Path | None = None,
+    control: RunControl | None = None,
 ) -> DeployResult:
     """Build (if needed), transfer or flash, run, capture and parse one export.
 
     ``export`` is an ``ExportArtifact`` or a directory holding ``.aidge-export.json``.
     Runtime defaults missing from ``config`` are hydrated from the manifest; the caller's
     config object is not modified. Logs of the run stay in ``work_dir`` (a new folder under
-    the cache by default) whatever happens; errors carry their path.
+    the cache by default) whatever happens; errors carry their path. A run that fails
+    before writing any log leaves no empty folder behind.
+
+    ``control`` (default: the caller's current one, else a new one) lets another thread
+    stop the run with ``control.cancel()``; ``deploy`` then raises ``RunInterrupted`` once
+    every process, container and remote process of the run is stopped (see ``runcontrol``).
     """
     if config is None:
         config = DeployConfig()
@@ -49,16 +57,39 @@ def deploy(
             f"config must be a DeployConfig, got {type(config).__name__}",
             hint="Build it with aidge_deploy.DeployConfig(target=..., backend=...).",
         )
-    artifact = load_export_artifact(export)
-    run_config = dataclasses.replace(config)
-    run_dir = Path(work_dir) if work_dir is not None else new_run_dir(artifact.manifest.target)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ctx = PipelineContext(config=run_config, artifact=artifact, work_dir=run_dir, progress=progress)
+    control = control or runcontrol.current() or RunControl()
+    with control.activate():
+        artifact = load_export_artifact(export)
+        run_config = dataclasses.replace(config)
+        created = work_dir is None or not Path(work_dir).exists()
+        run_dir = Path(work_dir) if work_dir is not None else new_run_dir(artifact.manifest.target)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        control.log_path = run_dir
+        ctx = PipelineContext(
+            config=run_config, artifact=artifact, work_dir=run_dir, progress=progress
+        )
+        try:
+            build_default_pipeline().run(ctx)
+        except BaseException as exc:
+            removed = created and _remove_if_empty(run_dir)
+            if removed:
+                control.log_path = None
+            if isinstance(exc, RunInterrupted):
+                exc.log_path = None if removed else run_dir
+            raise
+        finally:
+            with runcontrol.shielded():  # runs after a cancellation too
+                if ctx.power_monitor is not None and not ctx.power_monitor_closed:
+                    ctx.power_monitor.close()
+                if ctx.target is not None and ctx.deploy_context is not None:
+                    ctx.target.cleanup(ctx.deploy_context)
+        return ctx.deploy_result
+
+
+def _remove_if_empty(path: Path) -> bool:
+    """Remove ``path`` if nothing was written in it (a run stopped before its first log)."""
     try:
-        build_default_pipeline().run(ctx)
-    finally:
-        if ctx.power_monitor is not None and not ctx.power_monitor_closed:
-            ctx.power_monitor.close()
-        if ctx.target is not None and ctx.deploy_context is not None:
-            ctx.target.cleanup(ctx.deploy_context)
-    return ctx.deploy_result
+        path.rmdir()
+    except OSError:
+        return False
+    return True

@@ -1,20 +1,31 @@
 """Builds an export with the build system its manifest declares, with a content-keyed cache.
 
-CMake exports (``aidge_export_cpp``) are configured out of tree in a build directory keyed
-by the export's source hash, so an unchanged export is never rebuilt and the export folder
-stays clean. Make exports (Cortex-M BSPs) build in place, as their Makefiles expect. Every
-build writes its full log to disk (and to ``<export>/export_log.log``, which the exporter's
-charts read for ``--print-memory-usage`` lines); a failure quotes the compiler's last lines.
+The cache entry of an export is ``<cache>/builds/<export>-<hash>``, keyed by the hash of
+its sources, so an unchanged export is never rebuilt. Runs of the same export can go in
+parallel, so an entry is never built where it will be read: each build happens in a
+private sibling folder that is renamed into place once complete (the first run to finish
+wins; the others drop their copy and use it). CMake exports (``aidge_export_cpp``) are
+configured out of tree there, so the export folder stays clean; Make exports (Cortex-M
+BSPs), whose Makefiles build in place, are built in a private copy of the export. With an
+explicit ``build_dir`` the build happens in that folder, in place.
+
+Every build writes its full log to disk (and to ``<export>/export_log.log``, replaced
+atomically, which the exporter's charts read for ``--print-memory-usage`` lines); a failure
+quotes the compiler's last lines. Build commands run in their own process group registered
+with the run (``runcontrol``): an interruption stops the compilers too.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import glob
 import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +35,7 @@ from aidge_core.export_utils import ExportArtifact
 
 from aidge_deploy.artifact import export_hash, memory_peaks
 from aidge_deploy.cachedir import default_cache_root
+from aidge_deploy.connections.local_process import run_to_streams
 from aidge_deploy.errors import BuildError, MemoryFitError, PreflightError
 from aidge_deploy.results import BuildResult, BuildStatus
 
@@ -41,6 +53,22 @@ class BuildPlan:
     commands: tuple[tuple[str, ...], ...]
     artifact_pattern: str  # relative to build_dir's artifact root, may be a glob
     artifact_root: Path
+    #: ``build_dir`` is a shared cache entry: build privately, then rename into place
+    cache_entry: bool = False
+
+    def moved_to(self, build_dir: Path) -> BuildPlan:
+        """The same plan building in ``build_dir`` instead (paths in the commands follow)."""
+        old = str(self.build_dir)
+        return dataclasses.replace(
+            self,
+            build_dir=build_dir,
+            commands=tuple(
+                tuple(str(build_dir) if word == old else word for word in command)
+                for command in self.commands
+            ),
+            artifact_root=build_dir if self.artifact_root == self.build_dir else self.artifact_root,
+            cache_entry=False,
+        )
 
 
 def plan_build(
@@ -50,16 +78,21 @@ def plan_build(
     jobs: int | None = None,
     cmake_args: Sequence[str] = (),
     toolchain_file: Path | None = None,
+    cache_entry: bool | None = None,
 ) -> BuildPlan:
+    """Plan the build; ``build_dir`` None means the export's entry of the build cache.
+
+    ``cache_entry`` says whether ``build_dir`` is shared by runs (default: when it is the
+    cache's own folder), so ``build_export`` builds privately and renames into place.
+    """
     manifest = artifact.manifest
+    shared = build_dir is None if cache_entry is None else cache_entry
+    digest = export_hash(artifact)
+    entry = default_cache_root() / "builds" / f"{Path(artifact.path).name}-{digest[:16]}"
     jobs = jobs or os.cpu_count() or 1
     cmp_flag = "true" if manifest.aidge_cmp else "false"
     if manifest.build_system == "cmake":
-        digest = export_hash(artifact)
-        bdir = (
-            build_dir
-            or default_cache_root() / "builds" / f"{Path(artifact.path).name}-{digest[:16]}"
-        )
+        bdir = build_dir or entry
         configure = ["cmake", "-S", str(artifact.path), "-B", str(bdir), f"-DAIDGE_CMP={cmp_flag}"]
         configure += ["-DCMAKE_BUILD_TYPE=Release", *cmake_args]
         if toolchain_file is not None:
@@ -75,12 +108,14 @@ def plan_build(
         rel = Path(manifest.expected_artifact)
         pattern = str(Path(*rel.parts[1:])) if rel.parts and rel.parts[0] == "build" else str(rel)
         return BuildPlan(
-            "cmake", artifact.path, bdir, (tuple(configure), tuple(build)), pattern, bdir
+            "cmake", artifact.path, bdir, (tuple(configure), tuple(build)), pattern, bdir, shared
         )
     if manifest.build_system == "make":
-        bdir = build_dir or artifact.path
+        bdir = build_dir or entry  # a copy of the export, built there
         make = ("make", "build", f"-j{jobs}", f"AIDGE_CMP={cmp_flag}")
-        return BuildPlan("make", artifact.path, bdir, (make,), manifest.expected_artifact, bdir)
+        return BuildPlan(
+            "make", artifact.path, bdir, (make,), manifest.expected_artifact, bdir, shared
+        )
     raise BuildError(
         f"Unsupported build system {manifest.build_system!r} in {artifact.manifest_path}",
         hint="aidge-deploy builds 'cmake' and 'make' exports.",
@@ -117,75 +152,43 @@ def build_export(
             )
     digest = export_hash(artifact)
     peaks = memory_peaks(artifact)
-    stamp = plan.build_dir / STAMP_NAME
-    cached = _read_stamp(stamp)
-    if cached and cached.get("export_hash") == digest:
-        found = find_artifact(plan.artifact_root, plan.artifact_pattern)
-        if found is not None and str(found) == cached.get("artifact"):
-            return BuildResult(
-                artifact_path=found,
-                mem_peaks=peaks,
-                status=BuildStatus.CACHED,
-                log=cached.get("log_tail", ""),
-                log_path=Path(cached["log_path"]) if cached.get("log_path") else None,
-                build_dir=plan.build_dir,
-            )
-    if plan.build_system == "make" and plan.build_dir != plan.source_dir:
-        shutil.copytree(plan.source_dir, plan.build_dir, dirs_exist_ok=True)
-    plan.build_dir.mkdir(parents=True, exist_ok=True)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cached = _cached_build(plan, digest, peaks)
+    if cached is not None:
+        return cached
     started = time.perf_counter()
-    cwd = plan.build_dir if plan.build_system == "make" else plan.source_dir
-    with log_path.open("w", encoding="utf-8") as log:
-        for command in plan.commands:
-            log.write(f"$ {' '.join(command)}\n")
-            log.flush()
-            try:
-                proc = subprocess.run(
-                    command,
-                    cwd=cwd,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    timeout=timeout_s,
-                    env={**os.environ, **(env or {})},
-                    check=False,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise BuildError(
-                    f"Build step timed out after {timeout_s:.0f} s: {' '.join(command)}",
-                    hint="Check the log for a stuck step; raise the timeout for very large models.",
-                    log_path=log_path,
-                ) from exc
-            except FileNotFoundError as exc:
-                raise PreflightError(
-                    f"Build tool not found: {command[0]}",
-                    hint="Run `aidge-deploy doctor` to see what is missing.",
-                    log_path=log_path,
-                ) from exc
-            if proc.returncode != 0:
-                log.flush()
-                tail = _tail(log_path, 25)
-                overflow = _region_overflow(log_path)
-                if overflow is not None:
-                    raise overflow
-                raise BuildError(
-                    f"Build failed ({' '.join(command[:2])} exited with {proc.returncode}):\n{tail}",
-                    hint="The compiler's last lines are above; the full log is on disk.",
-                    log_path=log_path,
-                )
-    text = log_path.read_text(encoding="utf-8", errors="replace")
-    export_log = plan.build_dir / "export_log.log" if plan.build_system == "make" else None
-    if export_log is not None:
-        export_log.write_text(text, encoding="utf-8")
-    found = find_artifact(plan.artifact_root, plan.artifact_pattern)
-    if found is None:
-        raise BuildError(
-            f"The build succeeded but produced no artifact matching "
-            f"{plan.artifact_pattern!r} under {plan.artifact_root}",
-            hint="The manifest's expected_artifact does not match what the build system makes.",
-            log_path=log_path,
+    if not plan.cache_entry:
+        text, found = _run_build(plan, digest, log_path, timeout_s, env)
+    else:
+        plan.build_dir.parent.mkdir(parents=True, exist_ok=True)
+        _sweep_stale(plan.build_dir.parent)
+        private = Path(
+            tempfile.mkdtemp(
+                prefix=f"{_PRIVATE_PREFIX}{plan.build_dir.name}-", dir=plan.build_dir.parent
+            )
         )
-    _write_stamp(stamp, digest, found, log_path, text)
+        try:
+            text, _ = _run_build(plan.moved_to(private), digest, log_path, timeout_s, env)
+            if not _publish(private, plan.build_dir):
+                # another run of the same export finished first: its build is identical
+                done = _cached_build(plan, digest, peaks)
+                if done is not None:
+                    return dataclasses.replace(done, status=BuildStatus.BUILT, log=text)
+                raise BuildError(
+                    f"The build cache entry {plan.build_dir} exists but holds no complete build",
+                    hint=f"Delete {plan.build_dir} and retry.",
+                    log_path=log_path,
+                )
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+        published = find_artifact(plan.artifact_root, plan.artifact_pattern)
+        if published is None:  # checked in the private folder already
+            raise BuildError(
+                f"{plan.build_dir} lost its artifact", hint="Retry.", log_path=log_path
+            )
+        found = published
+    if plan.build_system == "make":
+        # the exporter's charts read --print-memory-usage lines from the export folder
+        _write_atomically(Path(artifact.path) / "export_log.log", text)
     return BuildResult(
         artifact_path=found,
         mem_peaks=peaks,
@@ -195,6 +198,127 @@ def build_export(
         build_dir=plan.build_dir,
         duration_s=time.perf_counter() - started,
     )
+
+
+_PRIVATE_PREFIX = ".tmp-"
+_STALE_AFTER_S = 24 * 3600.0
+
+
+def _cached_build(plan: BuildPlan, digest: str, peaks: tuple[int, ...]) -> BuildResult | None:
+    stamp = _read_stamp(plan.build_dir / STAMP_NAME)
+    if not stamp or stamp.get("export_hash") != digest:
+        return None
+    found = find_artifact(plan.artifact_root, plan.artifact_pattern)
+    if found is None or found.relative_to(plan.build_dir).as_posix() != stamp.get("artifact"):
+        return None
+    return BuildResult(
+        artifact_path=found,
+        mem_peaks=peaks,
+        status=BuildStatus.CACHED,
+        log=stamp.get("log_tail", ""),
+        log_path=Path(stamp["log_path"]) if stamp.get("log_path") else None,
+        build_dir=plan.build_dir,
+    )
+
+
+def _run_build(
+    plan: BuildPlan, digest: str, log_path: Path, timeout_s: float, env: dict[str, str] | None
+) -> tuple[str, Path]:
+    """Run the plan's commands in ``plan.build_dir``; the log text and the artifact."""
+    if plan.build_system == "make" and plan.build_dir != plan.source_dir:
+        shutil.copytree(plan.source_dir, plan.build_dir, dirs_exist_ok=True)
+    plan.build_dir.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cwd = plan.build_dir if plan.build_system == "make" else plan.source_dir
+    with log_path.open("w", encoding="utf-8") as log:
+        for command in plan.commands:
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            try:
+                waited = run_to_streams(
+                    command,
+                    cwd=cwd,
+                    timeout_s=timeout_s,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            except (FileNotFoundError, PermissionError) as exc:
+                raise PreflightError(
+                    f"Build tool not found or not executable: {command[0]}",
+                    hint="Run `aidge-deploy doctor` to see what is missing.",
+                    log_path=log_path,
+                ) from exc
+            if waited.timed_out:
+                raise BuildError(
+                    f"Build step timed out after {timeout_s:.0f} s: {' '.join(command)}",
+                    hint="Check the log for a stuck step; raise the timeout for very large models.",
+                    log_path=log_path,
+                )
+            if waited.returncode != 0:
+                log.flush()
+                tail = _tail(log_path, 25)
+                overflow = _region_overflow(log_path)
+                if overflow is not None:
+                    raise overflow
+                raise BuildError(
+                    f"Build failed ({' '.join(command[:2])} exited with {waited.returncode}):\n{tail}",
+                    hint="The compiler's last lines are above; the full log is on disk.",
+                    log_path=log_path,
+                )
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    if plan.build_system == "make":
+        (plan.build_dir / "export_log.log").write_text(text, encoding="utf-8")
+    found = find_artifact(plan.artifact_root, plan.artifact_pattern)
+    if found is None:
+        raise BuildError(
+            f"The build succeeded but produced no artifact matching "
+            f"{plan.artifact_pattern!r} under {plan.artifact_root}",
+            hint="The manifest's expected_artifact does not match what the build system makes.",
+            log_path=log_path,
+        )
+    _write_stamp(
+        plan.build_dir / STAMP_NAME, digest, found.relative_to(plan.build_dir), log_path, text
+    )
+    return text, found
+
+
+def _publish(private: Path, final: Path) -> bool:
+    """Rename the finished ``private`` folder to ``final``; False if ``final`` already exists."""
+    if final.exists():
+        if _read_stamp(final / STAMP_NAME) is not None:
+            return False
+        # a folder without a stamp: an older aidge-deploy's in-place build, or debris
+        shutil.rmtree(final, ignore_errors=True)
+    try:
+        private.rename(final)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            return False
+        raise
+    return True
+
+
+def _sweep_stale(parent: Path) -> None:
+    """Remove private build folders left by runs that were killed (older than a day)."""
+    now = time.time()
+    for entry in parent.glob(f"{_PRIVATE_PREFIX}*"):
+        try:
+            if now - entry.stat().st_mtime > _STALE_AFTER_S:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 _OVERFLOW = re.compile(r"region [`'\"]?([\w.]+)[`'\"]? overflowed by (\d+) bytes")
@@ -231,12 +355,13 @@ def _read_stamp(path: Path) -> dict[str, str] | None:
 
 
 def _write_stamp(path: Path, digest: str, artifact: Path, log_path: Path, text: str) -> None:
+    """The stamp marks a complete build; ``artifact`` is relative (the folder is renamed)."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(
         json.dumps(
             {
                 "export_hash": digest,
-                "artifact": str(artifact),
+                "artifact": artifact.as_posix(),
                 "log_path": str(log_path),
                 "log_tail": "\n".join(text.splitlines()[-20:]),
             },

@@ -10,6 +10,7 @@ the published packages import.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from aidge_core.export_utils.config import BenchmarkConfig, ValidationConfig
 
 from aidge_deploy.errors import ConfigError
+from aidge_deploy.limits import DEFAULT_RUN_TIMEOUT_S
 
 
 class Backend(StrEnum):
@@ -120,9 +122,11 @@ class DeployConfig:
     benchmark: BenchmarkConfig | None = None
 
     # Execution and measurement
-    run_timeout: float = 120.0
+    run_timeout: float = DEFAULT_RUN_TIMEOUT_S
     build_jobs: int | None = None
     report_dir: Path | None = None
+    #: replace an earlier result bundle at ``report_dir`` (else the run refuses to start)
+    report_overwrite: bool = False
     counters: tuple[str, ...] = ()
     #: cap the counters per pass (each counter then takes a slot): reproduces the pass plan
     #: of a smaller PMU, e.g. to check a multi-pass profile on an emulated board first
@@ -189,6 +193,57 @@ class DeployConfig:
                 value = getattr(api, src, None)
                 if value is not None and getattr(self, dst) is None:
                     setattr(self, dst, value)
+
+    def check_values(self) -> None:
+        """Raise ``ConfigError`` for a value no run can use (before anything is built).
+
+        Timeouts must be finite and positive (``nan`` or ``inf`` would run forever, or fail
+        only once the run is over); counts and ports must be in range.
+        """
+        seconds = {
+            "run_timeout": ("--timeout", self.run_timeout),
+            "ssh_connect_timeout": (None, self.ssh_connect_timeout),
+            "uart_timeout": ("--uart-timeout", self.uart_timeout),
+            "uart_capture_duration": ("--uart-capture-duration", self.uart_capture_duration),
+            "sbc_max_runtime_seconds": (None, self.sbc_max_runtime_seconds),
+            "api_poll_interval": (None, self.api_poll_interval),
+            "api_request_timeout": (None, self.api_request_timeout),
+        }
+        for name, (option, value) in seconds.items():
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(
+                    f"{option or name} must be a number of seconds, got {value!r}",
+                    hint="e.g. 120",
+                )
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigError(
+                    f"{option or name} must be a positive, finite number of seconds, got {value!r}",
+                    hint=f"e.g. {option or name}{' ' if option else '='}120",
+                )
+        counts = {
+            "max_counters_per_pass": ("--max-counters-per-pass", self.max_counters_per_pass, 1),
+            "build_jobs": (None, self.build_jobs, 1),
+            "serial_baudrate": ("--serial-baudrate", self.serial_baudrate, 1),
+        }
+        for name, (option, value, low) in counts.items():
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < low
+            ):
+                raise ConfigError(
+                    f"{option or name} must be an integer of at least {low}, got {value!r}",
+                    hint=f"e.g. {option or name}{' ' if option else '='}{max(low, 4)}",
+                )
+        if self.ssh_port is not None and (
+            isinstance(self.ssh_port, bool)
+            or not isinstance(self.ssh_port, int)
+            or not 1 <= self.ssh_port <= 65535
+        ):
+            raise ConfigError(
+                f"--ssh-port must be a TCP port (1-65535), got {self.ssh_port!r}",
+                hint="e.g. --ssh-port 22",
+            )
 
     @property
     def backend_kind(self) -> str:

@@ -8,6 +8,10 @@ happen after something was captured carry ``log_path`` so the evidence is never 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aidge_deploy.results import DeployResult
 
 
 class DeployError(Exception):
@@ -147,7 +151,13 @@ class PipelineError(DeployError):
 
 
 class ReportError(DeployError):
-    """Writing, verifying or comparing a result bundle failed."""
+    """Writing, verifying or comparing a result bundle failed.
+
+    When the bundle of a finished run could not be written, ``result`` holds that run's
+    ``DeployResult`` (its figures are not lost with the bundle).
+    """
+
+    result: DeployResult | None = None
 
 
 __all__ = [

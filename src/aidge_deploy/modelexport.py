@@ -66,6 +66,69 @@ def load_plugins() -> None:
             importlib.import_module(name)
 
 
+def check_onnx_model(model: Path) -> None:
+    """Raise ``ConfigError`` unless ``model`` is a readable ONNX model with a graph.
+
+    Checked before Aidge sees the file: Aidge's loader answers a truncated or foreign file
+    with a protobuf traceback, and an empty one with an unrelated ``max()`` error.
+    """
+    hint = (
+        "Pass an ONNX model file (.onnx) exported from your framework (e.g. torch.onnx.export); "
+        "a truncated download or another format cannot be read."
+    )
+    if not model.exists():
+        raise ConfigError(f"Model file {model} not found", hint="Pass a path to an .onnx file.")
+    if model.is_dir():
+        raise ConfigError(
+            f"{model} is a folder, not a model file",
+            hint="Pass a path to an .onnx file (to deploy an existing export folder, use "
+            "`aidge-deploy run EXPORT_DIR`).",
+        )
+    try:
+        size = model.stat().st_size
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {model}: {exc.strerror}", hint=hint) from None
+    if size == 0:
+        raise ConfigError(f"{model} is not a valid ONNX model: the file is empty", hint=hint)
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        proto = onnx.load(str(model), load_external_data=False)
+    except (DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as exc:
+        del exc  # the protobuf message says nothing a user can act on
+        raise ConfigError(
+            f"{model} is not a valid ONNX model: it cannot be read as an ONNX protobuf",
+            hint=hint,
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {model}: {exc.strerror}", hint=hint) from None
+    if not proto.graph.node:
+        raise ConfigError(f"{model} is not a valid ONNX model: its graph has no nodes", hint=hint)
+    if not proto.opset_import:
+        raise ConfigError(
+            f"{model} is not a valid ONNX model: it declares no operator set", hint=hint
+        )
+
+
+def check_request(request: ExportRequest) -> None:
+    """Values no export can use (``nb_warmup=-1`` would generate an endless loop)."""
+    if isinstance(request.nb_iterations, bool) or request.nb_iterations < 1:
+        raise ConfigError(
+            f"--iterations must be at least 1, got {request.nb_iterations}",
+            hint="e.g. --iterations 20",
+        )
+    if isinstance(request.nb_warmup, bool) or request.nb_warmup < 0:
+        raise ConfigError(
+            f"--warmup must be 0 or more, got {request.nb_warmup}", hint="e.g. --warmup 2"
+        )
+    if request.nb_validation_iterations < 0:
+        raise ConfigError(
+            f"nb_validation_iterations must be 0 or more, got {request.nb_validation_iterations}",
+            hint="e.g. 10",
+        )
+
+
 def onnx_input_shapes(model: Path) -> list[tuple[str, tuple[int, ...]]]:
     import onnx
 
@@ -82,12 +145,13 @@ def onnx_input_shapes(model: Path) -> list[tuple[str, tuple[int, ...]]]:
     return shapes
 
 
-def export_model(request: ExportRequest) -> object:
-    """Export ``request.model`` with Aidge; returns the ``ExportArtifact``."""
-    if not request.model.is_file():
-        raise ConfigError(
-            f"Model file {request.model} not found", hint="Pass a path to an .onnx file."
-        )
+def export_model(request: ExportRequest, *, log_path: Path | None = None) -> object:
+    """Export ``request.model`` with Aidge; returns the ``ExportArtifact``.
+
+    ``log_path`` keeps what the exporter printed (else it goes to the debug log only).
+    """
+    check_request(request)
+    check_onnx_model(request.model)
     load_plugins()
     import aidge_backend_cpu  # noqa: F401  - registers the CPU kernels used for calibration
     import aidge_core
@@ -151,13 +215,24 @@ def export_model(request: ExportRequest) -> object:
             graph = aidge_onnx.load_onnx(str(request.model))
             artifact = export(graph, config, input_tensors=tensors)
     except Exception as exc:
+        _keep_log(log_path, captured.getvalue(), f"export failed: {type(exc).__name__}: {exc}")
         tail = "\n".join(captured.getvalue().splitlines()[-10:])
         raise DeployError(
             f"Aidge could not export {request.model.name} for {request.target}: {exc}",
             hint="Check that the model's operators are supported by the exporter"
             + (f"; exporter output:\n{tail}" if tail else "."),
+            log_path=log_path,
         ) from exc
     finally:
         aidge_core.Log.set_console_level(previous_level)
     log.debug("exporter output:\n%s", captured.getvalue())
+    _keep_log(log_path, captured.getvalue(), f"exported to {request.out_dir}")
     return artifact
+
+
+def _keep_log(log_path: Path | None, text: str, footer: str) -> None:
+    if log_path is None:
+        return
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("a", encoding="utf-8") as out:
+        out.write(text + ("" if text.endswith("\n") or not text else "\n") + f"# {footer}\n")

@@ -8,6 +8,7 @@ This table is the single source of truth behind ``aidge-deploy targets``.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -203,19 +204,34 @@ def registered_targets(load: bool = True) -> dict[tuple[str, str], type[DeployTa
 
 
 def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
+    """The class registered for ``(target, backend)``; ``ConfigError`` says what to use instead:
+    a close target name for a typo, the backends (and options) a known target needs."""
     _load_builtin()
     key = (_canonical(target), backend.lower())
     cls = _REGISTRY.get(key)
-    if cls is None:
-        pairs = ", ".join(f"{t}/{b}" for t, b in sorted(_REGISTRY)) or "none"
-        same_target = sorted(b for t, b in _REGISTRY if t == key[0])
-        hint = (
-            f"Backends for {key[0]!r}: {', '.join(same_target)}."
-            if same_target
-            else f"Registered pairs: {pairs}."
+    if cls is not None:
+        return cls
+    targets = sorted({t for t, _ in _REGISTRY})
+    same_target = sorted(b for t, b in _REGISTRY if t == key[0])
+    if same_target:
+        needs = {
+            "ssh": "--backend ssh with --ssh-host (and --ssh-user, --ssh-key-path)",
+            "ssh_docker": "--backend ssh_docker with --ssh-host and --docker-image",
+            "local": "--backend local",
+            "api": "--backend api with --api-url",
+        }
+        ways = "; or ".join(needs.get(b, f"--backend {b}") for b in same_target)
+        raise ConfigError(
+            f"Target {key[0]!r} cannot be reached with backend {backend!r} "
+            f"(its backends: {', '.join(same_target)})",
+            hint=f"Use {ways}.",
         )
-        raise ConfigError(f"No deploy target registered for ({target!r}, {backend!r})", hint=hint)
-    return cls
+    close = difflib.get_close_matches(key[0], targets, n=3, cutoff=0.6)
+    suggestion = f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise ConfigError(
+        f"Unknown target {target!r}",
+        hint=f"{suggestion}`aidge-deploy targets` lists them: {', '.join(targets)}.",
+    )
 
 
 def get_deploy_target(

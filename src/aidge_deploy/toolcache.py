@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from aidge_deploy.cachedir import default_cache_root
+from aidge_deploy.connections.local_process import run_captured
 from aidge_deploy.errors import BuildError, PreflightError
 
 
@@ -56,12 +56,8 @@ def compile_cached(
     tmp = Path(tmp_name)
     try:
         includes = sorted({f"-I{src.parent}" for src in sources})
-        proc = subprocess.run(
-            [compiler, *flags, *includes, "-o", str(tmp), str(sources[0])],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
+        proc = run_captured(
+            [compiler, *flags, *includes, "-o", str(tmp), str(sources[0])], timeout_s=timeout_s
         )
         if proc.returncode != 0:
             raise BuildError(

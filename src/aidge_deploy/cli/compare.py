@@ -14,36 +14,30 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from aidge_deploy.cli.render import console, print_error
 from aidge_deploy.errors import DeployError
-from aidge_deploy.report.compare import (
-    EXIT_ERROR,
-    EXIT_NOT_COMPARABLE,
-    EXIT_PASS,
-    Comparison,
-    Evaluation,
-    MetricDelta,
-    Verdict,
-    compare_bundles,
-    evaluate,
-    load_thresholds,
-    not_comparable_message,
-)
-from aidge_deploy.report.svg import fmt_number
 
-_VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.WARN: "bold yellow", Verdict.FAIL: "bold red"}
+if TYPE_CHECKING:
+    from aidge_deploy.report.compare import Comparison, Evaluation, MetricDelta
+
+# report.compare (jsonschema) and report.svg load when the command runs: --help stays fast
+_VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
 
 
 def _num(value: float | None) -> str:
+    from aidge_deploy.report.svg import fmt_number
+
     return "—" if value is None else fmt_number(value)
 
 
 def _delta_cells(d: MetricDelta) -> tuple[str, str, str, str]:
+    from aidge_deploy.report.svg import fmt_number
+
     delta = d.delta
     pct = d.pct
     color = "" if not delta else ("red" if delta > 0 else "green")
@@ -90,13 +84,15 @@ def _print_evaluation(evaluation: Evaluation) -> None:
         table.add_column(col)
     for check in evaluation.checks:
         table.add_row(
-            f"[{_VERDICT_STYLE[check.status]}]{check.status.value}[/]", check.key, check.message
+            f"[{_VERDICT_STYLE[check.status.value]}]{check.status.value}[/]",
+            check.key,
+            check.message,
         )
     console.print(table)
     for note in evaluation.notes:
         console.print(f"[yellow]Note:[/yellow] {note}", highlight=False)
     console.print(
-        f"Verdict: [{_VERDICT_STYLE[evaluation.verdict]}]{evaluation.verdict.value.upper()}[/]"
+        f"Verdict: [{_VERDICT_STYLE[evaluation.verdict.value]}]{evaluation.verdict.value.upper()}[/]"
     )
 
 
@@ -111,6 +107,16 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Compare two result bundles. Exit 0 pass, 1 warn, 2 bad input, 3 not comparable, 4 fail."""
+    from aidge_deploy.report.compare import (
+        EXIT_ERROR,
+        EXIT_NOT_COMPARABLE,
+        EXIT_PASS,
+        compare_bundles,
+        evaluate,
+        load_thresholds,
+        not_comparable_message,
+    )
+
     try:
         comparison = compare_bundles(base, cand)
         rules = load_thresholds(thresholds) if thresholds is not None else None

@@ -5,7 +5,6 @@ Errors print their message and hint and exit non-zero; a traceback only with ``-
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path
@@ -15,9 +14,9 @@ import typer
 
 from aidge_deploy.cli import doctor as doctor_cmd
 from aidge_deploy.cli.options import config_values, with_connection_options
-from aidge_deploy.cli.render import console, print_error, print_result, progress_display
+from aidge_deploy.cli.render import console, print_error
 from aidge_deploy.errors import DeployError
-from aidge_deploy.results import DeployResult
+from aidge_deploy.limits import DEFAULT_RUN_TIMEOUT_S
 
 app = typer.Typer(
     name="aidge-deploy",
@@ -43,22 +42,15 @@ def main(
     )
 
 
-def _fail(exc: DeployError) -> None:
-    if _state["verbose"]:
-        console.print_exception()
-    print_error(exc)
-    raise typer.Exit(code=2)
-
-
-def _emit(result: DeployResult, as_json: bool) -> None:
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
-    else:
-        print_result(result)
-
-
 TargetOpt = Annotated[
     str | None, typer.Option("--target", "-t", help="Hardware target (default: the export's).")
+]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        help="Timeout of each run of the program on the target, in seconds "
+        "(each counter pass is one run)."
+    ),
 ]
 
 
@@ -67,24 +59,17 @@ TargetOpt = Annotated[
 def run(
     export_dir: Annotated[Path, typer.Argument(help="Folder holding .aidge-export.json.")],
     target: TargetOpt = None,
-    timeout: Annotated[float, typer.Option(help="Run timeout in seconds.")] = 120.0,
+    timeout: TimeoutOpt = DEFAULT_RUN_TIMEOUT_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     *,
     connection: dict[str, Any],
 ) -> None:
     """Deploy an existing export and print its results."""
-    from aidge_deploy.api import deploy
-    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.cli.runs import run_export
 
-    try:
-        values = config_values(connection)
-        config = DeployConfig(target=target, run_timeout=timeout, **values)
-        with progress_display(not as_json) as progress:
-            result = deploy(export_dir, config, progress=progress)
-    except DeployError as exc:
-        _fail(exc)
-        return
-    _emit(result, as_json)
+    values = config_values(connection)
+    values.update(target=target, run_timeout=timeout)
+    run_export(export_dir, values, as_json=as_json, verbose=_state["verbose"])
 
 
 @app.command()
@@ -95,50 +80,34 @@ def profile(
     dtype: Annotated[str, typer.Option(help="float32 or int8.")] = "float32",
     iterations: Annotated[int, typer.Option(help="Timed inferences.")] = 10,
     warmup: Annotated[int, typer.Option(help="Warm-up inferences.")] = 2,
-    work_dir: Annotated[Path | None, typer.Option(help="Where the export is generated.")] = None,
-    timeout: Annotated[float, typer.Option(help="Run timeout in seconds.")] = 300.0,
+    work_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where the export is generated (default: the export cache)."),
+    ] = None,
+    timeout: TimeoutOpt = DEFAULT_RUN_TIMEOUT_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     *,
     connection: dict[str, Any],
 ) -> None:
-    """Export MODEL with Aidge (benchmark, per-layer profiling on) and deploy it."""
-    from aidge_deploy.api import deploy
-    from aidge_deploy.cachedir import default_cache_root
-    from aidge_deploy.config import DeployConfig
-    from aidge_deploy.errors import ConfigError
-    from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest, export_model
-    from aidge_deploy.progress import ProgressKind, ProgressUpdate
+    """Export MODEL with Aidge (benchmark, per-layer profiling on) and deploy it.
 
-    try:
-        if dtype not in {d.value for d in Dtype}:
-            raise ConfigError(f"Unknown dtype {dtype!r}", hint="Use float32 or int8.")
-        if iterations < 1:
-            raise ConfigError("--iterations must be at least 1", hint="e.g. --iterations 20")
-        config = DeployConfig(target=target, run_timeout=timeout, **config_values(connection))
-        out = (
-            work_dir
-            or default_cache_root() / "exports" / f"{model.stem}-{target}-{dtype}-i{iterations}"
-        )
-        with progress_display(not as_json) as progress:
-            progress(ProgressUpdate("Export", ProgressKind.START))
-            artifact = export_model(
-                ExportRequest(
-                    model=model,
-                    target=target,
-                    out_dir=out,
-                    dtype=Dtype(dtype),
-                    kind=ApplicationKind.BENCHMARK,
-                    nb_iterations=iterations,
-                    nb_warmup=warmup,
-                    profiling=True,
-                )
-            )
-            progress(ProgressUpdate("Export", ProgressKind.DONE))
-            result = deploy(artifact, config, progress=progress)
-    except DeployError as exc:
-        _fail(exc)
-        return
-    _emit(result, as_json)
+    An unchanged model is exported once per target and settings, then reused from the
+    export cache (and its build from the build cache).
+    """
+    from aidge_deploy.cli.runs import profile_model
+
+    values = {**config_values(connection), "run_timeout": timeout}
+    profile_model(
+        model,
+        target=target,
+        dtype=dtype,
+        iterations=iterations,
+        warmup=warmup,
+        work_dir=work_dir,
+        config_values=values,
+        as_json=as_json,
+        verbose=_state["verbose"],
+    )
 
 
 @app.command()

@@ -40,6 +40,10 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
         Annotated[Path | None, typer.Option(help="Write a result bundle to this folder.")],
         None,
     ),
+    "overwrite": (
+        Annotated[bool, typer.Option(help="Replace an earlier result bundle at --report.")],
+        False,
+    ),
     "counters": (
         Annotated[str | None, typer.Option(help="Comma-separated counters or group presets.")],
         None,
@@ -186,7 +190,7 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 #: option name -> DeployConfig field, where they differ
-_FIELD = {"report": "report_dir", "power_window": "power_window_s"}
+_FIELD = {"report": "report_dir", "overwrite": "report_overwrite", "power_window": "power_window_s"}
 
 
 def with_connection_options[F: Callable[..., Any]](fn: F) -> F:

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from aidge_deploy.errors import DeployError
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
-from aidge_deploy.results import DeployResult, Provenance
+
+if TYPE_CHECKING:  # results imports numpy and aidge_core: not at --help time
+    from aidge_deploy.results import DeployResult
 
 console = Console(log_path=False)
 err_console = Console(stderr=True)
 
+#: provenance value -> how the result line labels it
 _PROVENANCE_LABEL = {
-    Provenance.SILICON: "measured on target",
-    Provenance.HOST: "measured on host",
-    Provenance.EMULATED: "EMULATED (QEMU icount, CPI=1 instruction counts, not cycle-accurate)",
+    "silicon": "measured on target",
+    "host": "measured on host",
+    "emulated": "EMULATED (QEMU icount, CPI=1 instruction counts, not cycle-accurate)",
 }
 
 
@@ -26,7 +30,8 @@ def print_error(exc: DeployError) -> None:
     where = f" [dim](stage {exc.stage})[/dim]" if exc.stage else ""
     err_console.print(f"[bold red]Error:[/bold red] {exc.message}{where}", highlight=False)
     if exc.log_path is not None:
-        err_console.print(f"  [bold]Log:[/bold] {exc.log_path}", highlight=False)
+        # soft_wrap: a path is never broken over lines (it must stay copyable)
+        err_console.print(f"  [bold]Log:[/bold] {exc.log_path}", highlight=False, soft_wrap=True)
     if exc.hint:
         err_console.print(f"  [bold yellow]Hint:[/bold yellow] {exc.hint}", highlight=False)
 
@@ -51,10 +56,10 @@ def progress_display(enabled: bool = True) -> Iterator[ProgressCallback]:
 
 
 def print_result(result: DeployResult) -> None:
-    prov = Provenance(result.metrics.get("provenance", Provenance.HOST.value))
+    prov = str(result.metrics.get("provenance", "host"))
     console.print(
         f"[bold]Target[/bold] {result.target} ({result.backend}) · protocol {result.protocol} · "
-        f"[italic]{_PROVENANCE_LABEL[prov]}[/italic]",
+        f"[italic]{_PROVENANCE_LABEL.get(prov, prov)}[/italic]",
         highlight=False,
     )
     latency = result.latency
@@ -129,11 +134,11 @@ def print_result(result: DeployResult) -> None:
             f"[bold]Binary:[/bold] flash {binary['flash_bytes']} B, RAM {binary['ram_bytes']} B"
         )
     if result.log_path is not None:
-        console.print(f"[dim]Log: {result.log_path}[/dim]", highlight=False)
+        console.print(f"[dim]Log: {result.log_path}[/dim]", highlight=False, soft_wrap=True)
     if result.power is not None:
         print_power(result)
     if result.report_dir is not None:
-        console.print(f"[dim]Report: {result.report_dir}[/dim]", highlight=False)
+        console.print(f"[dim]Report: {result.report_dir}[/dim]", highlight=False, soft_wrap=True)
 
 
 def print_power(result: DeployResult) -> None:

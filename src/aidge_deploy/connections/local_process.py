@@ -1,8 +1,9 @@
-"""Runs a program on this machine with a timeout, its output kept on disk, and its peak RSS.
+"""Runs a program on this machine with a timeout, its output kept on disk.
 
 stdout and stderr go straight to files (nothing is lost if we die), the child gets its own
-process group so a hang is killed with everything it spawned, and ``wait4`` gives the
-peak resident set size without any helper binary.
+process group so a hang is killed with everything it spawned, and that group is registered
+with the current run (``runcontrol``) so an interruption or a cancellation from another
+thread stops it too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
+
+from aidge_deploy.runcontrol import checkpoint, tracked_group
 
 
 @dataclass(frozen=True)
@@ -46,46 +50,130 @@ def run_process(
     stdin_data: bytes | None = None,
     kill_grace_s: float = 2.0,
 ) -> ProcessRun:
-    """Run ``argv`` to completion or until ``timeout_s``; never raises for the child's fate."""
+    """Run ``argv`` to completion or until ``timeout_s``; never raises for the child's fate.
+
+    Raises ``RunInterrupted`` when the run is interrupted or cancelled meanwhile (the child
+    and everything it started are stopped first).
+    """
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-        proc = subprocess.Popen(
-            list(argv),
+        waited = run_to_streams(
+            argv,
             cwd=cwd,
+            timeout_s=timeout_s,
             stdout=out,
             stderr=err,
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
+            env=env,
+            stdin_data=stdin_data,
+            kill_grace_s=kill_grace_s,
         )
-        if stdin_data is not None and proc.stdin is not None:
-            try:
-                proc.stdin.write(stdin_data)
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-        status, rusage, timed_out = wait_child(proc.pid, timeout_s, kill_grace_s)
-    duration = time.perf_counter() - started
-    returncode, sig = decode_status(status, timed_out)
-    proc.returncode = returncode if returncode is not None else -9
+    returncode, sig = decode_status(waited.status, waited.timed_out)
     # Not reported: Linux carries a parent's RSS high-water mark into its child's ru_maxrss
     # across fork+exec, so for a child of this (large) Python process the figure would be
     # Python's. Callers that need the program's peak run it under the perf_run launcher.
-    del rusage
-    peak = None
     return ProcessRun(
         argv=tuple(argv),
         returncode=returncode,
         signal=sig,
         stdout=stdout_path.read_text(encoding="utf-8", errors="replace"),
         stderr=stderr_path.read_text(encoding="utf-8", errors="replace"),
-        duration_s=duration,
-        timed_out=timed_out,
-        peak_rss_bytes=peak,
+        duration_s=waited.duration_s,
+        timed_out=waited.timed_out,
+        peak_rss_bytes=None,
         stdout_path=stdout_path,
         stderr_path=stderr_path,
     )
+
+
+@dataclass(frozen=True)
+class Waited:
+    """How a child started by ``run_to_streams`` ended (raw wait status)."""
+
+    status: int
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit code, ``-N`` when killed by signal N, ``None`` when we killed it at the timeout."""
+        return decode_status(self.status, self.timed_out)[0]
+
+
+def run_to_streams(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout_s: float,
+    stdout: IO[Any] | int | None,
+    stderr: IO[Any] | int | None,
+    env: Mapping[str, str] | None = None,
+    stdin_data: bytes | None = None,
+    kill_grace_s: float = 2.0,
+) -> Waited:
+    """Start ``argv`` in its own process group, registered with the current run, and wait.
+
+    The group is killed whole at the timeout, on an interruption and when the run is
+    cancelled from another thread (then ``RunInterrupted`` is raised once it is gone).
+    ``FileNotFoundError``/``PermissionError`` of a program that cannot start propagate.
+    """
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    with tracked_group(proc.pid):
+        try:
+            if stdin_data is not None and proc.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.write(stdin_data)
+                    proc.stdin.close()
+        except BaseException:
+            kill_group(proc.pid, signal.SIGKILL)
+            os.wait4(proc.pid, 0)
+            raise
+        status, _rusage, timed_out = wait_child(proc.pid, timeout_s, kill_grace_s)
+    code = decode_status(status, timed_out)[0]
+    proc.returncode = code if code is not None else -9  # reaped by wait4: keep Popen quiet
+    checkpoint()  # cancelled from another thread: the child was killed for that
+    return Waited(status, timed_out, time.perf_counter() - started)
+
+
+def run_captured(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, capture_output=True, text=True)`` for short tool calls, but the
+    tool gets its own process group, registered with the current run and killed whole on a
+    timeout (``subprocess.TimeoutExpired``) or an interruption.
+    """
+    with subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=None if env is None else {**os.environ, **env},
+        start_new_session=True,
+    ) as proc:
+        with tracked_group(proc.pid):
+            try:
+                out, err = proc.communicate(input_text, timeout=timeout_s)
+            except BaseException:
+                kill_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+        checkpoint()
+        return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 def _wait_exit(pid: int, timeout_s: float) -> tuple[int, resource.struct_rusage] | None:

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import IO
 
 from aidge_deploy.errors import CaptureError
+from aidge_deploy.runcontrol import register_group
 
 _READ_CHUNK = 65536
 
@@ -63,6 +64,8 @@ class ProcessChannel:
                 hint="Check that the program exists and is executable.",
                 stage="execute",
             ) from exc
+        # a cancellation of the run (another thread, a signal) stops the child too
+        self._forget_group = register_group(self._proc.pid)
         # both are pipes (PIPE above); fileno() is taken once, the threads own the reads
         out_fd = _fileno(self._proc.stdout)
         err_fd = _fileno(self._proc.stderr)
@@ -191,6 +194,7 @@ class ProcessChannel:
             except subprocess.TimeoutExpired:
                 self._signal_group(signal.SIGKILL)
                 self._proc.wait(grace_s)
+        self._forget_group()
         self._join_readers(timeout=grace_s)
         for stream in (self._proc.stdout, self._proc.stderr):
             if stream is not None:

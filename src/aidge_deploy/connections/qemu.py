@@ -48,6 +48,7 @@ from aidge_deploy.flash.gdb_remote import GdbRemoteClient
 from aidge_deploy.flash.image import FirmwareImage, load_elf
 from aidge_deploy.flash.program import FlashReport, ResetMode, program
 from aidge_deploy.protocols.base import Channel
+from aidge_deploy.runcontrol import register_group
 
 _log = logging.getLogger(__name__)
 
@@ -134,6 +135,7 @@ class QemuMachine:
         self.start_timeout_s = start_timeout_s
         self.stop_grace_s = stop_grace_s
         self._process: subprocess.Popen[bytes] | None = None
+        self._forget_group: Callable[[], None] | None = None
         self._serial: SerialBase | None = None
         self._gdb_port: int | None = None
         self._serial_port: int | None = None
@@ -288,6 +290,8 @@ class QemuMachine:
                     pass_fds=(gdb_sock.fileno(), serial_sock.fileno()),
                     start_new_session=True,  # Ctrl-C reaches us, and we stop QEMU in order
                 )
+            # a cancellation of the run (another thread, a signal) stops QEMU too
+            self._forget_group = register_group(self._process.pid)
         finally:
             # QEMU holds its own copies of the listening sockets now.
             gdb_sock.close()
@@ -357,6 +361,7 @@ class QemuMachine:
         """Stop QEMU (SIGTERM, SIGKILL after the grace period) and reap it. Idempotent."""
         process, self._process = self._process, None
         serial_port, self._serial = self._serial, None
+        forget, self._forget_group = self._forget_group, None
         try:
             if process is not None:
                 status = process.poll()
@@ -368,6 +373,8 @@ class QemuMachine:
         finally:
             if serial_port is not None:
                 close_serial(serial_port)
+            if forget is not None:
+                forget()
         return self._exit_status
 
     def _terminate(self, process: subprocess.Popen[bytes]) -> None:

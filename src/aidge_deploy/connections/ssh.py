@@ -24,6 +24,7 @@ from typing import Any, Self, TypeVar
 
 import asyncssh
 
+from aidge_deploy import runcontrol
 from aidge_deploy.connections.ssh_connect import open_connection
 from aidge_deploy.connections.ssh_exec import (
     ConnectionLostDuringRun,
@@ -302,6 +303,7 @@ class SshConnection:
         self._async = AsyncSshConnection(settings)
         self._runner: asyncio.Runner | None = None
         self._task: asyncio.Task[Any] | None = None
+        self._cancel_requested = False
 
     def __repr__(self) -> str:
         state = "connected" if self._async.connected else "not connected"
@@ -317,26 +319,55 @@ class SshConnection:
 
     async def _tracked(self, coro: Coroutine[Any, Any, _T]) -> _T:
         self._task = asyncio.current_task()
+        if self._cancel_requested:  # cancelled between scheduling and starting
+            coro.close()
+            raise asyncio.CancelledError
         return await coro
+
+    def _cancel_task(self) -> None:
+        """On the loop's thread: cancel the running call (a cancellation of the run)."""
+        self._cancel_requested = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
 
     def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._runner is None:
             self._runner = asyncio.Runner()
+        control = runcontrol.current()
+        if control is not None and control.cancelled:
+            coro.close()
+            raise control.interruption()
+        loop = self._runner.get_loop()
+        self._cancel_requested = False
+
+        # A cancellation from another thread cancels the task on the loop's thread; run_remote
+        # answers that by stopping the remote process, as for Ctrl-C.
+        def cancel_from_any_thread() -> None:
+            loop.call_soon_threadsafe(self._cancel_task)
+
+        key = control.add_cleanup(cancel_from_any_thread) if control is not None else None
         try:
             return self._runner.run(self._tracked(coro))
         except KeyboardInterrupt:
             # asyncio.Runner turns SIGINT into a cancellation of the task, and run_remote
             # answers that by stopping the remote process. If the interrupt was raised some
-            # other way (custom SIGINT handler), the task is still pending: cancel it and let
-            # it clean up the same way before propagating.
+            # other way (our SIGTERM/SIGHUP handler), the task is still pending: cancel it and
+            # let it clean up the same way before propagating.
             task = self._task
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     self._runner.get_loop().run_until_complete(task)
             raise
+        except asyncio.CancelledError:
+            if control is not None and control.cancelled:
+                raise control.interruption() from None
+            raise
         finally:
             self._task = None
+            if control is not None and key is not None:
+                control.forget(key)
 
     def connect(self) -> Self:
         self._call(self._async.connect())

@@ -25,6 +25,7 @@ from aidge_deploy.flash.gdb_remote import GdbRemoteClient
 from aidge_deploy.flash.image import load_image
 from aidge_deploy.flash.program import FlashReport, ResetMode, flash_image, program
 from aidge_deploy.flash.registry import FlasherCaps, FlashRequest, check_request, register_flasher
+from aidge_deploy.runcontrol import register_group
 
 _log = logging.getLogger(__name__)
 
@@ -160,7 +161,9 @@ class GdbServerFlasher(ABC):
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    start_new_session=True,  # stopped by us, whole, on an interruption
                 )
+            forget_group = register_group(process.pid)  # a cancelled run stops it too
             try:
                 try:
                     port = self._listening_port(process, log_path, request.timeout_s)
@@ -189,7 +192,10 @@ class GdbServerFlasher(ABC):
                 exc.log_path = exc.log_path or log_path
                 raise
             finally:
-                _stop(process, wait_s=5.0 if self.exits_after_detach else 0.0)
+                try:
+                    _stop(process, wait_s=5.0 if self.exits_after_detach else 0.0)
+                finally:
+                    forget_group()
         raise FlashError(f"{self.server_label} did not start", self.probe_hint, log_path=log_path)
 
     def _listening_port(

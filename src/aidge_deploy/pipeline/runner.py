@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from aidge_deploy import runcontrol
 from aidge_deploy.errors import DeployError
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.progress import ProgressKind
@@ -42,13 +43,18 @@ class PipelineRunner:
             started = time.perf_counter()
             try:
                 stage.run(ctx)
-            except DeployError as exc:
-                if exc.stage is None:
-                    exc.stage = stage.name
-                raise
-            except KeyboardInterrupt:
+                runcontrol.checkpoint()  # cancelled from another thread during the stage
+            except KeyboardInterrupt:  # also RunInterrupted (signals, cancellation)
                 raise
             except Exception as exc:
+                control = runcontrol.current()
+                if control is not None and control.cancelled:
+                    # the failure is the cancellation's doing (its processes were killed)
+                    raise control.interruption() from exc
+                if isinstance(exc, DeployError):
+                    if exc.stage is None:
+                        exc.stage = stage.name
+                    raise
                 raise DeployError(
                     f"Unexpected error in stage {stage.name}: {type(exc).__name__}: {exc}",
                     hint="This is likely a bug in aidge-deploy; rerun with -v and report the traceback.",

@@ -29,6 +29,7 @@ from aidge_deploy.errors import ReportError
 from aidge_deploy.profiling.binary import BinaryInfo
 from aidge_deploy.profiling.validity import Validity, assess
 from aidge_deploy.report import metadata as meta
+from aidge_deploy.report.destination import describe_os_error
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.identity import model_identity
 from aidge_deploy.report.manifest import (
@@ -167,18 +168,26 @@ def _comparability(summary: Mapping[str, Any], metadata: Mapping[str, Any]) -> d
     }
 
 
-def _install(staging: Path, out_dir: Path) -> None:
-    """Move the finished staging directory to ``out_dir`` (replacing an older bundle)."""
+def _install(staging: Path, out_dir: Path, *, overwrite: bool) -> None:
+    """Move the finished staging directory to ``out_dir`` (replacing an older bundle only
+    with ``overwrite``)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ReportError(
             f"{out_dir} exists and is not a directory",
-            hint="Pass a new or empty folder (or an earlier bundle) to --report.",
+            hint="Pass a new or empty folder (or an earlier bundle with --overwrite) to --report.",
         )
     if out_dir.is_dir() and any(out_dir.iterdir()):
         if not (out_dir / MANIFEST_NAME).is_file():
             raise ReportError(
                 f"{out_dir} is not empty and is not a result bundle; refusing to replace it",
-                hint="Pass a new or empty folder (or an earlier bundle) to --report.",
+                hint="Pass a new or empty folder (or an earlier bundle with --overwrite) to "
+                "--report.",
+            )
+        if not overwrite:
+            raise ReportError(
+                f"{out_dir} already holds a result bundle",
+                hint="Pass --overwrite (DeployConfig.report_overwrite) to replace it, or "
+                "choose another folder.",
             )
         old = out_dir.with_name(f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}")
         os.replace(out_dir, old)
@@ -209,6 +218,7 @@ def write_bundle(
     requested_counters: Sequence[str] = (),
     toolchain: Mapping[str, str | None] | None = None,
     graph_id: str | None = None,
+    overwrite: bool = False,
 ) -> Bundle:
     """Write the result bundle of one run into ``out_dir`` and return what was written.
 
@@ -216,7 +226,8 @@ def write_bundle(
     ``logs/<log name>`` (the raw capture), ``model_explorer/me_overlay_<figure>.json``,
     ``report.html`` and, last, ``manifest.json``. ``toolchain`` defaults to the versions of
     the tools relevant to the target, probed on this machine; ``graph_id`` (the Model
-    Explorer graph the overlays apply to) defaults to the export folder's name.
+    Explorer graph the overlays apply to) defaults to the export folder's name. An earlier
+    bundle at ``out_dir`` is replaced only with ``overwrite``.
     """
     out_dir = Path(out_dir).absolute()
     fmt = ProfileFormat(profile_format)
@@ -279,9 +290,15 @@ def write_bundle(
     validate_document(SchemaName.SUMMARY, summary, where=SUMMARY_NAME)
     validate_document(SchemaName.RUN_METADATA, metadata, where=METADATA_NAME)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.with_name(f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}")
-    staging.mkdir()
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = out_dir.with_name(f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}")
+        staging.mkdir()
+    except OSError as exc:
+        raise ReportError(
+            f"Could not create the result bundle {out_dir}: {describe_os_error(exc)}",
+            hint="Pass a folder on a writable file system where you have write permission.",
+        ) from exc
     try:
         writer = _Writer(staging)
         writer.add_json(SUMMARY_NAME, summary, FileRole.SUMMARY)
@@ -312,11 +329,12 @@ def write_bundle(
         validate_document(SchemaName.MANIFEST, manifest, where=MANIFEST_NAME)
         # written last and not listed in itself: its presence marks a complete bundle
         (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
-        _install(staging, out_dir)
+        _install(staging, out_dir, overwrite=overwrite)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise ReportError(
-            f"Could not write the result bundle to {out_dir}: {exc}",
+            f"Could not write the result bundle to {out_dir}: {describe_os_error(exc)}"
+            + (f" ({exc.filename})" if exc.filename else ""),
             hint="Check free space and permissions of the --report folder; nothing was left "
             "half-written.",
         ) from exc

@@ -13,6 +13,7 @@ happened is recorded in the build log and the result's notices (``extra["docker_
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -36,11 +37,12 @@ from aidge_deploy.boards.remote_build import CACHED_MARK, plan_remote_build
 from aidge_deploy.buildsys import BUILD_TIMEOUT_S, BuildPlan, build_export
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.connections.local_process import ProcessRun, run_process
+from aidge_deploy.connections.local_process import ProcessRun, run_captured, run_process
 from aidge_deploy.errors import BuildError, ConfigError, DeployError, ExecutionError, PreflightError
 from aidge_deploy.profiling.native import ensure_launcher
 from aidge_deploy.profiling.native.wrap import split_report, wrap_with_launcher
 from aidge_deploy.results import BuildResult, BuildStatus, DeployContext, ExecutionResult
+from aidge_deploy.runcontrol import cleanup_on_cancel
 
 _log = logging.getLogger(__name__)
 _PROBE_TIMEOUT_S = 120.0
@@ -49,7 +51,7 @@ _WHERE = "on this machine"
 
 def _docker(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        return run_captured(argv, timeout_s=timeout_s)
     except FileNotFoundError:
         raise PreflightError(
             "The docker CLI is not installed on this machine (needed by docker_image)",
@@ -60,6 +62,19 @@ def _docker(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[st
             f"`{' '.join(argv[:3])} …` did not answer within {timeout_s:g} s",
             hint="Check the Docker daemon (`docker info`, DOCKER_HOST).",
         ) from None
+
+
+def _removed_if_interrupted(name: str) -> contextlib.AbstractContextManager[None]:
+    """Remove container ``name`` if the block is interrupted or the run cancelled meanwhile
+    (killing the docker CLI does not stop its container)."""
+
+    def remove() -> None:
+        try:
+            _docker(["docker", "rm", "-f", name], 60.0)
+        except DeployError as exc:
+            _log.warning("Could not remove container %s: %s", name, exc.message)
+
+    return cleanup_on_cancel(remove)
 
 
 class LocalDocker:
@@ -101,16 +116,18 @@ class LocalDocker:
         if choice == DockerBuildChoice.CONTAINER:
             self.location = BuildLocation.CONTAINER
         elif choice == DockerBuildChoice.AUTO:
+            name = container_name()
             argv = docker_run_argv(
                 self.image,
                 TOOL_PROBE,
                 mounts=(),
                 workdir="/",
-                name=container_name(),
+                name=name,
                 pull=self.config.docker_pull,
                 user=None,
             )
-            probe = _docker(argv, _PROBE_TIMEOUT_S)
+            with _removed_if_interrupted(name):
+                probe = _docker(argv, _PROBE_TIMEOUT_S)
             (log_dir / "docker-probe.log").write_text(
                 f"$ {' '.join(argv)}\nexit {probe.returncode}\n{probe.stdout}{probe.stderr}",
                 encoding="utf-8",
@@ -148,28 +165,28 @@ class LocalDocker:
         )
         artifact = build_dir / Path(plan.artifact).relative_to("/build")
         where = f"in container {self.image} (container)"
-        check = subprocess.run(
-            ["sh", "-c", plan.check_line], capture_output=True, text=True, timeout=30, check=False
-        )
+        check = run_captured(["sh", "-c", plan.check_line], timeout_s=30)
         if CACHED_MARK in check.stdout:
             log_path.write_text(f"# built {where}: cached\n", encoding="utf-8")
             return self._result(ctx, artifact, BuildStatus.CACHED, where, log_path, 0.0, build_dir)
+        name = container_name()
         argv = docker_run_argv(
             self.image,
             plan.build_line,
             mounts=(Mount(str(ctx.export_dir), "/work"), Mount(str(build_dir), "/build")),
             workdir="/work",
-            name=container_name(),
+            name=name,
             pull=self.config.docker_pull,
             user=f"{os.getuid()}:{os.getgid()}",
         )
-        run = run_process(
-            argv,
-            cwd=ctx.export_dir,
-            timeout_s=BUILD_TIMEOUT_S,
-            stdout_path=log_path,
-            stderr_path=ctx.log_dir / "build.stderr.log",
-        )
+        with _removed_if_interrupted(name):
+            run = run_process(
+                argv,
+                cwd=ctx.export_dir,
+                timeout_s=BUILD_TIMEOUT_S,
+                stdout_path=log_path,
+                stderr_path=ctx.log_dir / "build.stderr.log",
+            )
         if run.returncode != 0:
             error = docker_failure(
                 run.returncode,
@@ -250,13 +267,14 @@ class LocalDocker:
             user=f"{os.getuid()}:{os.getgid()}",
         )
         started = time.perf_counter()
-        run = run_process(
-            argv,
-            cwd=ctx.export_dir,
-            timeout_s=timeout_s,
-            stdout_path=ctx.log_dir / "run.log",
-            stderr_path=ctx.log_dir / "run.stderr.log",
-        )
+        with _removed_if_interrupted(name):
+            run = run_process(
+                argv,
+                cwd=ctx.export_dir,
+                timeout_s=timeout_s,
+                stdout_path=ctx.log_dir / "run.log",
+                stderr_path=ctx.log_dir / "run.stderr.log",
+            )
         if run.timed_out or run.signal is not None:
             # killing the docker CLI does not stop the container: remove it by name
             _docker(["docker", "rm", "-f", name], 60.0)

@@ -36,7 +36,7 @@ from aidge_deploy.boards.container import (
 )
 from aidge_deploy.boards.sbc.build_steps import SbcBuildSteps
 from aidge_deploy.boards.sbc.counters import SbcPerfCounters
-from aidge_deploy.boards.sbc.layout import eviction_command, remote_layout
+from aidge_deploy.boards.sbc.layout import eviction_command, remote_layout, touch_command
 from aidge_deploy.boards.sbc.run_steps import SbcRunSteps
 from aidge_deploy.boards.sbc.session import SHORT_TIMEOUT_S
 from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
@@ -115,6 +115,8 @@ class SbcSshTarget(
         self._conn.connect()
         home = self._conn.home()
         self._layout = remote_layout(home, self.config.ssh_remote_workdir, ctx.export_dir)
+        # in use from now on: another run's eviction leaves it alone (layout module)
+        self._conn.run(touch_command(self._layout), timeout_s=SHORT_TIMEOUT_S)
         if self.config.cross_compile:
             self._location = BuildLocation.LOCAL_CROSS
         if self.uses_container:

@@ -16,7 +16,12 @@ import shutil
 from pathlib import Path
 
 from aidge_deploy.artifact import export_hash, memory_peaks
-from aidge_deploy.boards.container import BuildLocation, docker_failure, image_key
+from aidge_deploy.boards.container import (
+    BuildLocation,
+    container_name,
+    docker_failure,
+    image_key,
+)
 from aidge_deploy.boards.remote_build import CACHED_MARK, plan_remote_build
 from aidge_deploy.boards.sbc.launcher import (
     BoardLauncher,
@@ -29,7 +34,7 @@ from aidge_deploy.buildsys import BUILD_TIMEOUT_S, build_export, plan_build
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.ssh_exec import RemoteRunResult
 from aidge_deploy.connections.ssh_transfer import DEFAULT_EXCLUDE, TransferReport
-from aidge_deploy.errors import BuildError, TransferError
+from aidge_deploy.errors import BuildError, DeployError, TransferError
 from aidge_deploy.results import BuildResult, BuildStatus, DeployContext
 
 #: local files never uploaded: build outputs and logs of earlier local builds
@@ -128,14 +133,21 @@ class SbcBuildSteps(SbcSession):
             return self._build_result(ctx, host_artifact, BuildStatus.CACHED, where, log_path, 0.0)
         self._report("Build", f"building {where}")
         command = plan.build_line
+        name: str | None = None
         if self._location == BuildLocation.CONTAINER:
-            command = self._container_command(plan.build_line, workdir="/work")
-        result = self.conn.run(
-            command,
-            timeout_s=BUILD_TIMEOUT_S,
-            log_path=log_path,
-            stdout_sink=self._build_progress,
-        )
+            name = container_name()
+            command = self._container_command(plan.build_line, workdir="/work", name=name)
+        try:
+            result = self.conn.run(
+                command,
+                timeout_s=BUILD_TIMEOUT_S,
+                log_path=log_path,
+                stdout_sink=self._build_progress,
+            )
+        except (DeployError, KeyboardInterrupt):  # KeyboardInterrupt: also RunInterrupted
+            if name is not None:
+                self._remove_container(name)
+            raise
         if not result.ok:
             self._raise_build_failure(result, where, log_path)
         return self._build_result(

@@ -15,7 +15,9 @@ Clean-up policy (what "the remote workdir is cleaned" means):
 * Default root: ``exports/<id>`` is a *cache*, kept after the run so that re-deploying an
   unchanged export uploads nothing and rebuilds nothing (a changed export sends only the
   changed files and CMake rebuilds incrementally). The cache is bounded: after each run
-  the folders beyond the ``MAX_CACHED_EXPORTS`` most recently deployed are removed.
+  the folders beyond the ``MAX_CACHED_EXPORTS`` most recently deployed are removed — except
+  those used in the last ``IN_USE_MINUTES``, which parallel runs may be using. A run marks
+  its folder in use (``touch_command``) when it starts.
 * ``ssh_remote_workdir`` given: it is the user's scratch area; this run's ``exports/<id>``
   is removed after the run (nothing of the export stays behind), the small ``tools/`` stays.
 * ``keep_build_dir=True``: nothing is removed or evicted (the paths are logged).
@@ -33,6 +35,9 @@ from pathlib import Path
 
 DEFAULT_REMOTE_ROOT = ".cache/aidge-deploy"  # relative to the board user's home
 MAX_CACHED_EXPORTS = 3
+#: a cached export folder touched this recently may be in use by another run: never evicted
+#: (longer than a build's timeout plus a run's)
+IN_USE_MINUTES = 120
 
 
 @dataclass(frozen=True)
@@ -86,15 +91,23 @@ def remote_layout(home: str, workdir: str | None, export_dir: Path) -> RemoteLay
     return RemoteLayout(posixpath.join(home, DEFAULT_REMOTE_ROOT), export_id(export_dir), False)
 
 
+def touch_command(layout: RemoteLayout) -> str:
+    """Shell line marking this export's folder as in use (its time orders the eviction)."""
+    return f"mkdir -p {_q(layout.export_home)} && touch {_q(layout.export_home)}"
+
+
 def eviction_command(layout: RemoteLayout, keep: int = MAX_CACHED_EXPORTS) -> str:
     """Shell line removing all but the ``keep`` most recently used export caches.
 
-    The current export is touched first, so it is never the one evicted.
+    The current export is touched first, so it is never the one evicted; nor is any folder
+    used in the last ``IN_USE_MINUTES`` (another run — another process, another machine —
+    may be uploading to it or running from it right now).
     """
     exports = layout.exports
     return (
         f"touch {_q(layout.export_home)} 2>/dev/null; cd {_q(exports)} 2>/dev/null || exit 0; "
         f"ls -1t | tail -n +{keep + 1} | while IFS= read -r old; do "
+        f'[ -n "$(find "$old" -maxdepth 0 -mmin -{IN_USE_MINUTES} 2>/dev/null)" ] && continue; '
         'chmod -R u+w -- "$old" 2>/dev/null; rm -rf -- "$old"; done; true'
     )
 
@@ -110,4 +123,5 @@ __all__ = [
     "eviction_command",
     "export_id",
     "remote_layout",
+    "touch_command",
 ]

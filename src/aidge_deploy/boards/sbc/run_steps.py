@@ -68,7 +68,7 @@ class SbcRunSteps(SbcSession):
         self._report("Execute", f"running {posixpath.basename(program)} {where}")
         try:
             result = self.conn.run(command, timeout_s=timeout, log_path=log_path)
-        except ExecutionError:
+        except (ExecutionError, KeyboardInterrupt):  # KeyboardInterrupt: also RunInterrupted
             if name is not None:
                 self._remove_container(name)
             raise
@@ -120,13 +120,6 @@ class SbcRunSteps(SbcSession):
             peak_rss_bytes=peak,
         )
         return execution, report
-
-    def _remove_container(self, name: str) -> None:
-        """Best effort: a container orphaned by a timeout or a drop must not keep running."""
-        try:
-            self.conn.run(f"docker rm -f {shlex.quote(name)} >/dev/null 2>&1; true", timeout_s=30.0)
-        except DeployError as exc:
-            _log.warning("Could not remove container %s on the board: %s", name, exc.message)
 
     def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
         protocol = get_protocol(ctx.artifact.manifest.protocol)

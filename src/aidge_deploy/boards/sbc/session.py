@@ -9,7 +9,9 @@ That shared state and those helpers live here, so each step module holds one sta
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
+import shlex
 from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.container import (
@@ -28,12 +30,15 @@ from aidge_deploy.connections.ssh import SshConnection
 from aidge_deploy.connections.ssh_transfer import TransferReport
 from aidge_deploy.errors import DeployError
 from aidge_deploy.results import DeployContext
+from aidge_deploy.runcontrol import shielded
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
 
 #: timeout of the short housekeeping commands on the board (mkdir, build check, probes, rm)
 SHORT_TIMEOUT_S = 60.0
+
+_log = logging.getLogger(__name__)
 
 
 class SbcSession:
@@ -134,6 +139,17 @@ class SbcSession:
             self.conn.upload_dir(staging_dir("seccomp", perf_profile()), folder)
             self._seccomp_profile = posixpath.join(folder, PROFILE_NAME)
         return self._seccomp_profile
+
+    def _remove_container(self, name: str) -> None:
+        """Best effort: a container orphaned by a timeout, a drop or an interruption must not
+        keep running (shielded: it runs after the run was cancelled)."""
+        try:
+            with shielded():
+                self.conn.run(
+                    f"docker rm -f {shlex.quote(name)} >/dev/null 2>&1; true", timeout_s=30.0
+                )
+        except DeployError as exc:
+            _log.warning("Could not remove container %s on the board: %s", name, exc.message)
 
     def _container_command(
         self, script: str, *, workdir: str, name: str | None = None, perf_events: bool = False

@@ -1,13 +1,15 @@
 """Report: write the result bundle of the run when ``DeployConfig.report_dir`` is set.
 
 Runs after Assemble, so the bundle holds exactly the ``DeployResult`` the caller gets, and
-records where it went (``ctx.report_paths`` and ``DeployResult.report_dir``). The profile
+records where it went (``ctx.report_paths`` and ``DeployResult.report_dir``). The folder
+was checked in Preflight; if writing still fails, the ``ReportError`` carries the run's
+result (``.result``) and log, so nothing measured is lost. The profile
 table is CSV unless ``config.extra["report_format"]`` is ``"json"``.
 """
 
 from __future__ import annotations
 
-from aidge_deploy.errors import ConfigError
+from aidge_deploy.errors import ConfigError, ReportError
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.progress import ProgressKind
 from aidge_deploy.registry import RemoteResultTarget
@@ -43,16 +45,24 @@ class ReportStage:
             return
         result = ctx.deploy_result
         ctx.report(self.name, ProgressKind.STATUS, f"writing {report_dir}")
-        bundle = write_bundle(
-            report_dir,
-            result,
-            ctx.config,
-            ctx.artifact,
-            hardware_target=ctx.resolved_target.hardware_target,
-            binary=ctx.binary_info,
-            log_path=ctx.executed.log_path,
-            stage_durations_ms=ctx.stage_durations_ms,
-            profile_format=self._format(ctx),
-        )
+        try:
+            bundle = write_bundle(
+                report_dir,
+                result,
+                ctx.config,
+                ctx.artifact,
+                hardware_target=ctx.resolved_target.hardware_target,
+                binary=ctx.binary_info,
+                log_path=ctx.executed.log_path,
+                stage_durations_ms=ctx.stage_durations_ms,
+                profile_format=self._format(ctx),
+                overwrite=ctx.config.report_overwrite,
+            )
+        except ReportError as exc:
+            # the run itself succeeded: its results travel with the error, and its log is named
+            exc.result = result
+            if exc.log_path is None:
+                exc.log_path = ctx.executed.log_path
+            raise
         ctx.report_paths.extend(bundle.files)
         result.report_dir = bundle.path

@@ -1,0 +1,208 @@
+"""What ``run`` and ``profile`` do once their options are parsed.
+
+Why this module exists: both commands check every input *before* anything is exported or
+built (exit 2 with a message and a hint), run under a ``RunControl`` whose signal handlers
+turn Ctrl-C, SIGTERM and SIGHUP into a clean stop (every process of the run killed,
+"interrupted" and the log folder printed, exit 128 + the signal), and print the results
+even when the result bundle could not be written afterwards. ``main.py`` only declares
+the options. Heavy imports (``aidge_core`` through the API) happen inside the functions:
+``aidge-deploy --help`` must stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from aidge_deploy.cli.render import console, err_console, print_error, progress_display
+from aidge_deploy.errors import ConfigError, DeployError, ReportError
+from aidge_deploy.runcontrol import RunControl, RunInterrupted, interruptible, signal_name
+
+if TYPE_CHECKING:
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.progress import ProgressCallback
+    from aidge_deploy.results import DeployResult
+
+
+def fail(exc: DeployError, verbose: bool) -> typer.Exit:
+    """Print ``exc`` (message, log, hint; traceback with -v): the exit to raise (status 2)."""
+    if verbose:
+        err_console.print_exception()
+    print_error(exc)
+    return typer.Exit(code=2)
+
+
+def emit(result: DeployResult, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        from aidge_deploy.cli.render import print_result
+
+        print_result(result)
+
+
+def print_interrupted(exc: RunInterrupted) -> None:
+    """Say the run was stopped and where its logs are (the terminal may be gone: SIGHUP)."""
+    cause = signal_name(exc.signal_number) if exc.signal_number else exc.reason
+    try:
+        err_console.print(
+            f"[bold yellow]Interrupted[/bold yellow] ({cause}): the run was stopped; "
+            "none of its processes is left running.",
+            highlight=False,
+        )
+        if exc.log_path is not None and Path(exc.log_path).exists():
+            err_console.print(
+                f"  [bold]Log:[/bold] {exc.log_path}", highlight=False, soft_wrap=True
+            )
+    except OSError:
+        pass
+
+
+def check_folder_arg(path: Path, option: str, *, must_exist: bool, what: str) -> None:
+    """A file where a folder is expected (or a missing folder) is a clear error, not "not found"."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"{option} {path} is a file, not a folder", hint=f"Pass the folder {what}."
+        )
+    if must_exist and not path.exists():
+        raise ConfigError(f"{option} {path} does not exist", hint=f"Pass the folder {what}.")
+
+
+def supervised(
+    body: Callable[[RunControl, ProgressCallback], DeployResult], *, as_json: bool, verbose: bool
+) -> None:
+    """Run ``body`` under a fresh ``RunControl`` with the stop signals handled; print the result.
+
+    ``body`` gets the control (to record the run's log folder) and the progress callback.
+    """
+    control = RunControl()
+    try:
+        with (
+            interruptible(control),
+            control.activate(),
+            progress_display(not as_json) as progress,
+        ):
+            result = body(control, progress)
+    except RunInterrupted as exc:
+        if exc.log_path is None:
+            exc.log_path = control.log_path
+        print_interrupted(exc)
+        raise typer.Exit(code=exc.exit_status) from None
+    except ReportError as exc:
+        if exc.result is not None:  # the run succeeded; only its bundle could not be written
+            emit(exc.result, as_json)
+        raise fail(exc, verbose) from None
+    except DeployError as exc:
+        raise fail(exc, verbose) from None
+    emit(result, as_json)
+
+
+def run_export(
+    export_dir: Path, config_values: dict[str, Any], *, as_json: bool, verbose: bool
+) -> None:
+    """``aidge-deploy run``: deploy an existing export folder."""
+    from aidge_deploy.api import deploy
+    from aidge_deploy.config import DeployConfig
+
+    try:
+        check_folder_arg(
+            export_dir, "EXPORT_DIR", must_exist=True, what="holding .aidge-export.json"
+        )
+        config = DeployConfig(**config_values)
+        config.check_values()
+        if config.report_dir is not None:
+            from aidge_deploy.report.destination import check_report_dir
+
+            check_report_dir(config.report_dir, overwrite=config.report_overwrite)
+    except DeployError as exc:
+        raise fail(exc, verbose) from None
+
+    def body(control: RunControl, progress: ProgressCallback) -> DeployResult:
+        return deploy(export_dir, config, progress=progress, control=control)
+
+    supervised(body, as_json=as_json, verbose=verbose)
+
+
+def profile_model(
+    model: Path,
+    *,
+    target: str,
+    dtype: str,
+    iterations: int,
+    warmup: int,
+    work_dir: Path | None,
+    config_values: dict[str, Any],
+    as_json: bool,
+    verbose: bool,
+) -> None:
+    """``aidge-deploy profile``: export ``model`` (or reuse its cached export) and deploy it."""
+    from aidge_deploy.api import deploy, new_run_dir
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.exportcache import prepare_export
+    from aidge_deploy.modelexport import (
+        ApplicationKind,
+        Dtype,
+        ExportRequest,
+        check_onnx_model,
+        check_request,
+    )
+    from aidge_deploy.pipeline.stages.preflight import check_deploy_config
+    from aidge_deploy.progress import ProgressKind, ProgressUpdate
+
+    try:
+        if dtype not in {d.value for d in Dtype}:
+            raise ConfigError(f"Unknown dtype {dtype!r}", hint="Use float32 or int8.")
+        request = ExportRequest(
+            model=model,
+            target=target,
+            out_dir=Path("."),  # decided by the export cache (or --work-dir)
+            dtype=Dtype(dtype),
+            kind=ApplicationKind.BENCHMARK,
+            nb_iterations=iterations,
+            nb_warmup=warmup,
+            profiling=True,
+        )
+        check_request(request)
+        check_onnx_model(model)
+        if work_dir is not None:
+            check_folder_arg(work_dir, "--work-dir", must_exist=False, what="for the export")
+        config: DeployConfig = DeployConfig(target=target, **config_values)
+        check_deploy_config(config, target)  # values, target, backend, report, tools
+    except DeployError as exc:
+        raise fail(exc, verbose) from None
+
+    def body(control: RunControl, progress: ProgressCallback) -> DeployResult:
+        run_dir = new_run_dir(target)
+        control.log_path = run_dir
+        progress(ProgressUpdate("Export", ProgressKind.START))
+        export = prepare_export(request, work_dir=work_dir, log_path=run_dir / "export.log")
+        progress(ProgressUpdate("Export", ProgressKind.DONE))
+        how = (
+            "reused: same model, target and settings"
+            if export.reused
+            else f"exported in {export.duration_s:.1f} s"
+        )
+        (err_console if as_json else console).print(
+            f"[bold]Export:[/bold] {export.path} [dim]({how})[/dim]",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return deploy(export.artifact, config, progress=progress, work_dir=run_dir)
+
+    supervised(body, as_json=as_json, verbose=verbose)
+
+
+__all__ = [
+    "check_folder_arg",
+    "emit",
+    "fail",
+    "print_interrupted",
+    "profile_model",
+    "run_export",
+    "supervised",
+]

@@ -1,0 +1,261 @@
+"""Bad input is rejected before anything is exported or built: exit 2, a message, a hint.
+
+Every check runs against a private cache folder, which must stay without exports, builds or
+run folders afterwards. Also: ``--report`` checks (file, /proc, read-only, an existing bundle
+without ``--overwrite``), results kept when the bundle fails after the run, one default
+timeout, and ``aidge-deploy --help`` without ``aidge_core`` or matplotlib.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from aidge_deploy.cli.main import app
+
+runner = CliRunner()
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("AIDGE_DEPLOY_CACHE_DIR", str(root))
+    return root
+
+
+def nothing_made(cache: Path) -> bool:
+    """No export, build or run folder was created."""
+    return not any((cache / sub).exists() and any((cache / sub).iterdir())
+                   for sub in ("exports", "builds", "runs"))  # fmt: skip
+
+
+def rejected(args: list[str], cache: Path, *expected: str) -> str:
+    res = runner.invoke(app, args)
+    out = flat(res.output)
+    assert res.exit_code == 2, out
+    assert "Traceback" not in res.output and "Hint:" in out, out
+    for text in expected:
+        assert text in out, (text, out)
+    assert nothing_made(cache), "something was exported, built or run"
+    return out
+
+
+@pytest.fixture
+def garbage(tmp_path: Path) -> Path:
+    path = tmp_path / "garbage.onnx"
+    path.write_bytes(b"\x08\x07this is not a protobuf\xff\xfe" * 10)
+    return path
+
+
+@contextlib.contextmanager
+def read_only_folder(path: Path) -> Iterator[Path]:
+    """A folder nobody can write into: a read-only tmpfs as root, else mode 0555."""
+    path.mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)],
+                       check=True, timeout=30)  # fmt: skip
+        try:
+            yield path
+        finally:
+            subprocess.run(["umount", str(path)], check=False, timeout=30)
+    else:
+        path.chmod(0o555)
+        try:
+            yield path
+        finally:
+            path.chmod(0o755)
+
+
+# --------------------------------------------------------------------------- values
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--warmup", "-1"], "--warmup must be 0 or more"),
+        (["--iterations", "0"], "--iterations must be at least 1"),
+        (["--timeout", "nan"], "--timeout must be a positive, finite number"),
+        (["--timeout", "inf"], "--timeout must be a positive, finite number"),
+        (["--timeout", "0"], "--timeout must be a positive, finite number"),
+        (["--timeout", "-1"], "--timeout must be a positive, finite number"),
+        (["--max-counters-per-pass", "0"], "--max-counters-per-pass must be an integer"),
+        (["--ssh-port", "70000", "--backend", "ssh"], "--ssh-port must be a TCP port"),
+        (["--dtype", "int4"], "Unknown dtype"),
+    ],
+)
+def test_bad_values_are_rejected_before_exporting(
+    args: list[str], expected: str, tiny_cnn: Path, cache: Path
+) -> None:
+    rejected(["profile", str(tiny_cnn), *args], cache, expected)
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "0", "-1"])
+def test_run_rejects_bad_timeouts_before_building(
+    timeout: str, tmp_path: Path, cache: Path
+) -> None:
+    export = tmp_path / "export"
+    export.mkdir()
+    rejected(["run", str(export), "--timeout", timeout], cache, "--timeout must be a positive")
+
+
+def test_garbage_onnx_is_not_a_valid_model(garbage: Path, cache: Path) -> None:
+    out = rejected(["profile", str(garbage)], cache, "is not a valid ONNX model")
+    assert "operator" not in out and "DecodeError" not in out
+
+
+def test_empty_onnx_is_not_a_valid_model(tmp_path: Path, cache: Path) -> None:
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    out = rejected(["profile", str(empty)], cache, "is not a valid ONNX model", "empty")
+    assert "max()" not in out and "operator" not in out
+
+
+def test_folder_and_file_mixups_say_which(tmp_path: Path, tiny_cnn: Path, cache: Path) -> None:
+    rejected(["profile", str(tmp_path)], cache, "is a folder, not a model file")
+    rejected(["run", str(tiny_cnn)], cache, "is a file, not a folder")
+    rejected(["profile", str(tiny_cnn), "--work-dir", str(tiny_cnn)], cache,
+             "--work-dir", "is a file, not a folder")  # fmt: skip
+    rejected(["run", str(tmp_path / "missing")], cache, "does not exist")
+
+
+def test_target_typo_suggests_the_target(tiny_cnn: Path, cache: Path) -> None:
+    rejected(["profile", str(tiny_cnn), "--target", "mps2-an368"], cache,
+             "Unknown target 'mps2-an368'", "Did you mean 'mps2-an386'")  # fmt: skip
+    rejected(["profile", str(tiny_cnn), "--target", "rasberrypi"], cache,
+             "Did you mean 'raspberrypi'")  # fmt: skip
+
+
+def test_target_without_its_backend_or_connection_fails_before_exporting(
+    tiny_cnn: Path, cache: Path
+) -> None:
+    rejected(["profile", str(tiny_cnn), "--target", "raspberrypi"], cache,
+             "cannot be reached with backend 'local'", "--backend ssh")  # fmt: skip
+    rejected(["profile", str(tiny_cnn), "--target", "raspberrypi", "--backend", "ssh"],
+             cache, "host")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- --report
+
+
+def test_report_checks_before_the_run(tiny_cnn: Path, tmp_path: Path, cache: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    rejected(["profile", str(tiny_cnn), "--report", str(a_file)], cache, "is a file, not a folder")
+    rejected(["profile", str(tiny_cnn), "--report", str(a_file / "sub")], cache,
+             "is a file, not a folder")  # fmt: skip
+    rejected(["profile", str(tiny_cnn), "--report", "/proc/aidge-report"], cache,
+             "cannot create the result bundle under /proc")  # fmt: skip
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    rejected(["profile", str(tiny_cnn), "--report", str(mine)], cache, "not a result bundle")
+    assert (mine / "notes.txt").read_text() == "precious"
+    with read_only_folder(tmp_path / "ro") as ro:
+        out = rejected(["profile", str(tiny_cnn), "--report", str(ro / "bundle")], cache)
+        assert "read-only" in out or "permission denied" in out, out
+
+
+def test_report_check_also_guards_run(tmp_path: Path, cache: Path) -> None:
+    export = tmp_path / "export"
+    export.mkdir()
+    rejected(["run", str(export), "--report", "/proc/x"], cache, "/proc")
+
+
+@pytest.mark.slow
+def test_existing_bundle_is_refused_without_overwrite(
+    tiny_cnn: Path, tmp_path: Path, cache: Path
+) -> None:
+    out = tmp_path / "bundle"
+    args = ["profile", str(tiny_cnn), "--iterations", "3", "--report", str(out)]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    manifest = (out / "manifest.json").read_bytes()
+    runs = sorted((cache / "runs").iterdir())
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2 and "already holds a result bundle" in flat(again.output)
+    assert "--overwrite" in flat(again.output)
+    assert sorted((cache / "runs").iterdir()) == runs, "nothing ran"
+    assert (out / "manifest.json").read_bytes() == manifest
+    replaced = runner.invoke(app, [*args, "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output
+    assert (out / "manifest.json").read_bytes() != manifest
+
+
+@pytest.mark.slow
+def test_bundle_failing_after_the_run_keeps_the_results(
+    export_factory: Any, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder passed the check, then became unwritable: the figures are still printed, the
+    error is typed (no "likely a bug") and names the run's log."""
+    import aidge_deploy.pipeline.stages.report as report_stage
+
+    real = report_stage.write_bundle
+
+    def after_the_run(out_dir: Path, *args: Any, **kwargs: Any) -> Any:
+        with read_only_folder(tmp_path / "ro") as ro:  # the disk went read-only meanwhile
+            return real(ro / "bundle", *args, **kwargs)
+
+    monkeypatch.setattr(report_stage, "write_bundle", after_the_run)
+    res = runner.invoke(
+        app, ["run", str(export_factory("benchmark").path), "--report", str(tmp_path / "out")]
+    )
+    out = flat(res.output)
+    assert res.exit_code == 2, out
+    assert "Latency per inference" in out, "the results are printed anyway"
+    assert "Could not create the result bundle" in out or "Could not write" in out
+    assert "read-only" in out or "permission denied" in out
+    assert "likely a bug" not in out and "Log:" in out and "run.log" in out
+
+
+def test_report_errors_are_typed_with_errno_words() -> None:
+    from aidge_deploy.report.destination import describe_os_error
+
+    assert "read-only" in describe_os_error(OSError(errno.EROFS, "Read-only file system"))
+    assert "EACCES" in describe_os_error(OSError(errno.EACCES, "Permission denied"))
+
+
+# --------------------------------------------------------------------------- defaults, help
+
+
+def test_run_and_profile_share_one_default_timeout() -> None:
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.limits import DEFAULT_RUN_TIMEOUT_S
+
+    assert DeployConfig().run_timeout == DEFAULT_RUN_TIMEOUT_S
+    for command in ("run", "profile"):
+        res = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+        assert res.exit_code == 0
+        assert f"default: {DEFAULT_RUN_TIMEOUT_S:g}" in flat(res.output).replace(".0]", "]")
+
+
+def test_help_does_not_import_aidge_core_or_matplotlib() -> None:
+    probe = (
+        "import sys\n"
+        "from aidge_deploy.cli.main import app\n"
+        "try:\n"
+        "    app(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in ('aidge_core', 'matplotlib', 'numpy', 'onnx') "
+        "if m in sys.modules)\n"
+        "print('HEAVY', ','.join(heavy))\n"
+    )
+    for args in ([], ["run"], ["profile"], ["compare"]):
+        code = probe.replace("['--help']", repr([*args, "--help"]))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=60, check=True)  # fmt: skip
+        line = done.stdout.strip().splitlines()[-1]
+        assert line == "HEAVY", f"aidge-deploy {' '.join(args)} --help imports {line[6:]}"
