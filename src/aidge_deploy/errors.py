@@ -8,10 +8,7 @@ happen after something was captured carry ``log_path`` so the evidence is never 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from aidge_deploy.results import DeployResult
+from typing import Any
 
 
 class DeployError(Exception):
@@ -157,7 +154,8 @@ class ReportError(DeployError):
     ``DeployResult`` (its figures are not lost with the bundle).
     """
 
-    result: DeployResult | None = None
+    #: a ``DeployResult`` (typed Any: errors is a leaf module and imports nothing of ours)
+    result: Any = None
 
 
 __all__ = [
