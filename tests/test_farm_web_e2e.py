@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from browser import screenshot
+from envparts import needs
 from farmkit import ADMIN, ALICE, BIN, BOB, Farm, make_farm, needs_farm, qemu_available
 from farmweb import browser_login, job_state, wait_for
 
@@ -29,7 +30,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.qemu,
     pytest.mark.browser,
-    pytest.mark.skipif(not qemu_available(), reason="QEMU or the Arm toolchain is missing"),
+    needs(qemu_available(), "QEMU or the Arm toolchain is missing"),
 ]
 
 BOARDS = {"an386-a": "mps2-an386", "an386-b": "mps2-an386", "an547-a": "mps3-an547"}
