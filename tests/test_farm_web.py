@@ -167,6 +167,7 @@ def _job_urls(job_id: int) -> list[str]:
             f"/jobs/{job_id}/files/{n}"
             for n in ("log.txt", "result.json", "bundle.zip", "bundle.tar.gz")
         ),
+        f"/compare?base={job_id}&cand={job_id}",
     ]
 
 

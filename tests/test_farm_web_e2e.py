@@ -64,6 +64,7 @@ def _submit_page(page: Any, farm: Farm, archive: Path, destination: str) -> int:
     page.check("input[name=kind][value=archive]")
     page.set_input_files("input[name=file]", str(archive))
     page.select_option("select[name=destination]", destination)
+    screenshot(page, "farm_submit")
     page.click("#submit-button")
     page.wait_for_url("**/jobs/*")
     return int(page.url.rsplit("/", 1)[1])

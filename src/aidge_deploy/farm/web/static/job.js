@@ -32,6 +32,8 @@
     if (job.board) board.textContent = job.board;
     const agent = document.getElementById("job-agent");
     if (job.agent) agent.textContent = job.agent;
+    const started = job.times.building;
+    if (started) document.getElementById("job-started").textContent = when(started);
     const queue = document.getElementById("queue-position");
     if (queue && job.queue_position !== undefined) queue.textContent = job.queue_position + " job(s) of this target ahead";
     const items = [];
