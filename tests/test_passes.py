@@ -31,7 +31,12 @@ def _per_layer_run(counter_pass: CounterPass) -> PassResult:
         LayerCounters(i, name, {c: float(100 * i + len(c)) for c in counter_pass.names})
         for i, name in enumerate(LAYERS)
     )
-    return PassResult(counter_pass, layers=layers, basis="median over 5 iterations per layer")
+    totals = {
+        c: float(sum(100 * i + len(c) for i in range(len(LAYERS)))) for c in counter_pass.names
+    }
+    return PassResult(
+        counter_pass, layers=layers, totals=totals, basis="median over 5 iterations per layer"
+    )
 
 
 def test_large_selection_is_split_by_group_and_limit() -> None:
@@ -83,9 +88,34 @@ def test_merged_table_has_every_counter_for_every_layer() -> None:
             assert value == 100 * layer.index + len(name)
     assert profile.provenance is Provenance.SILICON
     assert profile.measured == sel.names and not profile.unavailable
-    # totals default to the sum over layers when a pass gives none
     assert profile.totals["INST_RETIRED"] == sum(100 * i + len("INST_RETIRED") for i in range(3))
     assert {p.name for p in profile.passes} == {p.name for p in passes}
+
+
+def test_a_sum_of_per_layer_medians_is_never_a_per_inference_total() -> None:
+    """Issue 9 item 4: a pass with per-layer values only used to publish their sum."""
+    sel = select_counters("CPU_CYCLES", "armv8m-pmu")
+    (only,) = plan_passes(sel, 4)
+    run = _per_layer_run(only)
+    profile = merge_passes(sel, [PassResult(only, layers=run.layers, basis=run.basis)])
+    assert "CPU_CYCLES" not in profile.totals
+    assert "per-layer values only" in profile.unavailable["CPU_CYCLES"]
+    assert profile.measurements()[0].value is None
+
+
+def test_per_inference_total_is_the_reduction_of_per_iteration_sums() -> None:
+    """median(a) + median(b) is no inference's count; median(a_i + b_i) is."""
+    (only,) = plan_passes(select_counters("CPU_CYCLES", "armv8m-pmu"), 4)
+    conv = [{"CPU_CYCLES": v} for v in (10.0, 10.0, 30.0)]
+    fc = [{"CPU_CYCLES": v} for v in (30.0, 10.0, 10.0)]
+    result = pass_result_from_samples(only, [("conv", conv), ("fc", fc)], "median")
+    assert [lc.values["CPU_CYCLES"] for lc in result.layers] == [10.0, 10.0]
+    assert result.totals["CPU_CYCLES"] == 40.0  # sums 40, 20, 40: not 10 + 10
+    assert "per-iteration sums" in result.basis
+    mean = pass_result_from_samples(only, [("conv", conv), ("fc", fc)], "mean")
+    assert mean.basis.startswith("mean over 3 iterations")  # it used to say "median" always
+    short = pass_result_from_samples(only, [("conv", conv[:2]), ("fc", fc[:2])], "trimmed")
+    assert short.basis.startswith("median (trimmed asked")
 
 
 def test_unavailable_counter_becomes_a_metric_with_reason_never_zero() -> None:

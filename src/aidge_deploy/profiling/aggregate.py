@@ -10,16 +10,14 @@ The reduction itself is the one the user chose (``DeployConfig.aggregation``).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from aidge_deploy import stats
 from aidge_deploy.config import Aggregation
-
-#: a trimmed mean drops one minimum and one maximum, so it needs at least this many samples
-TRIMMED_MIN_SAMPLES = 3
+from aidge_deploy.stats import TRIMMED_MIN_SAMPLES
 
 
 class RejectReason(StrEnum):
@@ -72,17 +70,11 @@ class Aggregate:
 
 
 def _reduce(values: Sequence[float], method: Aggregation) -> tuple[float, Aggregation]:
-    if method == Aggregation.MEAN:
-        return statistics.fmean(values), method
-    if method == Aggregation.TRIMMED:
-        if len(values) < TRIMMED_MIN_SAMPLES:
-            return statistics.median(values), Aggregation.MEDIAN
-        ordered = sorted(values)
-        return statistics.fmean(ordered[1:-1]), method
-    return float(statistics.median(values)), Aggregation.MEDIAN
+    value, used = stats.reduce(values, method.value)
+    return value, Aggregation(used)
 
 
-def _sample_problem(value: float, counter_bits: int | None) -> RejectReason | None:
+def sample_problem(value: float, counter_bits: int | None) -> RejectReason | None:
     if not math.isfinite(value):
         return RejectReason.NOT_FINITE
     if value < 0:
@@ -121,7 +113,7 @@ def aggregate_samples(
     kept: list[float] = []
     rejected: dict[RejectReason, int] = {}
     for value in values:
-        problem = _sample_problem(value, counter_bits)
+        problem = sample_problem(value, counter_bits)
         if problem is None and check_frozen and value == 0.0:
             problem = RejectReason.FROZEN
         if problem is None:
@@ -161,7 +153,7 @@ def aggregate_rows(
                 rejected[RejectReason.FROZEN] = rejected.get(RejectReason.FROZEN, 0) + 1
                 continue
             value = float(row[name])
-            problem = _sample_problem(value, counter_bits)
+            problem = sample_problem(value, counter_bits)
             if problem is None:
                 kept.append(value)
             else:
@@ -176,4 +168,5 @@ __all__ = [
     "RejectReason",
     "aggregate_rows",
     "aggregate_samples",
+    "sample_problem",
 ]

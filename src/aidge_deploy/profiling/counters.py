@@ -72,6 +72,10 @@ class Counter:
     slots: int
     description: str
     aliases: tuple[str, ...] = ()
+    #: what the counter measures, when another figure measures the same thing (the
+    #: emulator's instruction count and the firmware's instruction-exact counter are both
+    #: "instructions"): a report charts one quantity once
+    quantity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ class Catalogue:
     curated_presets: Mapping[CounterDomain, Mapping[str, tuple[str, ...]]]
     provenance: Mapping[CounterDomain, Provenance]
     domain_descriptions: Mapping[CounterDomain, str] = field(default_factory=dict)
+    #: width of the domain's counters (32: the Armv8-M PMU; 64: perf_event, the plugin)
+    counter_bits: Mapping[CounterDomain, int] = field(default_factory=dict)
 
     @cached_property
     def lookup_tables(self) -> Mapping[CounterDomain, Mapping[str, Counter]]:
@@ -153,6 +159,7 @@ def parse_catalogue(doc: Mapping[str, Any]) -> Catalogue:
                 slots=int(entry["slots"]),
                 description=entry["description"],
                 aliases=tuple(entry.get("aliases", ())),
+                quantity=entry.get("quantity"),
             )
         )
     presets = {
@@ -168,6 +175,9 @@ def parse_catalogue(doc: Mapping[str, Any]) -> Catalogue:
         ),
         domain_descriptions=MappingProxyType(
             {CounterDomain(d): str(v.get("description", "")) for d, v in domains.items()}
+        ),
+        counter_bits=MappingProxyType(
+            {CounterDomain(d): int(v["counter_bits"]) for d, v in domains.items()}
         ),
     )
 

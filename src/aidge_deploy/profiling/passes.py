@@ -16,7 +16,12 @@ from types import MappingProxyType
 from aidge_deploy.config import Aggregation
 from aidge_deploy.errors import CaptureError, ConfigError
 from aidge_deploy.metrics import Metric, Provenance, is_time_unit
-from aidge_deploy.profiling.aggregate import aggregate_rows
+from aidge_deploy.profiling.aggregate import (
+    TRIMMED_MIN_SAMPLES,
+    aggregate_rows,
+    aggregate_samples,
+    sample_problem,
+)
 from aidge_deploy.profiling.counters import Counter, CounterDomain, CounterSelection, load_catalogue
 from aidge_deploy.results import LayerFigure
 
@@ -131,6 +136,10 @@ def pass_result_from_samples(
     order. Wrapped and frozen samples are rejected first; a counter left with no valid
     sample in some layer is reported unavailable (with that layer and the rejection),
     since a table with a hole in it would not be every counter for every layer.
+
+    The per-inference total of a counter is the same reduction applied to the per-iteration
+    sums over the layers (iterations where every layer has a valid sample) — never a sum of
+    per-layer medians, which is no inference's count.
     """
     method = Aggregation(method)
     wanted = counter_pass.names
@@ -138,6 +147,7 @@ def pass_result_from_samples(
     unavailable: dict[str, str] = {}
     rejected = 0
     iterations = 0
+    used: set[str] = set()  # the reductions really applied (a short trimmed mean is a median)
     for index, (name, rows) in enumerate(layers):
         aggregates = aggregate_rows(rows, method, counter_bits=counter_bits)
         iterations = max(iterations, len(rows))
@@ -153,16 +163,72 @@ def pass_result_from_samples(
             else:
                 values[counter] = agg.value
                 rejected += agg.n_rejected
+                used.add(agg.method_used.value)
         reduced.append(LayerCounters(index, name, MappingProxyType(values)))
     counted = [c for c in wanted if c not in unavailable]
     final = tuple(
         LayerCounters(lc.index, lc.name, MappingProxyType({c: lc.values[c] for c in counted}))
         for lc in reduced
     )
-    basis = f"{method.value} over {iterations} iterations per layer"
+    totals: dict[str, float] = {}
+    for counter in counted:
+        sums = _iteration_sums(layers, counter, counter_bits) if layers else []
+        agg = aggregate_samples(sums, method) if sums else None
+        if agg is None or agg.value is None:
+            unavailable[counter] = "no iteration has a valid sample in every layer"
+        else:
+            totals[counter] = agg.value
+            used.add(agg.method_used.value)
+    applied = " and ".join(sorted(used)) or method.value
+    if applied != method.value:
+        applied += f" ({method.value} asked; it needs at least {TRIMMED_MIN_SAMPLES} samples)"
+    basis = (
+        f"{applied} over {iterations} iterations per layer; per inference: the same of the "
+        "per-iteration sums over the layers"
+    )
     if rejected:
         basis += f" ({rejected} wrapped or frozen samples rejected)"
-    return PassResult(counter_pass=counter_pass, layers=final, unavailable=unavailable, basis=basis)
+    return PassResult(
+        counter_pass=counter_pass,
+        layers=tuple(
+            LayerCounters(lc.index, lc.name, MappingProxyType({c: lc.values[c] for c in totals}))
+            for lc in final
+        ),
+        totals=totals,
+        unavailable=unavailable,
+        basis=basis,
+    )
+
+
+def _frozen(row: Mapping[str, float]) -> bool:
+    return bool(row) and all(float(v) == 0.0 for v in row.values())
+
+
+def _iteration_sums(
+    layers: Sequence[tuple[str, Sequence[Mapping[str, float]]]],
+    counter: str,
+    counter_bits: int | None,
+) -> list[float]:
+    """Per iteration, the sum of ``counter`` over every layer; an iteration where some layer's
+    sample would be rejected (``aggregate_rows``' rules) or is missing is left out."""
+    n = min(len(rows) for _, rows in layers)
+    all_frozen = [all(_frozen(row) for row in rows) for _, rows in layers]
+    sums: list[float] = []
+    for i in range(n):
+        total = 0.0
+        for (_, rows), layer_all_frozen in zip(layers, all_frozen, strict=True):
+            row = rows[i]
+            value = row.get(counter)
+            if (
+                value is None
+                or (_frozen(row) and not layer_all_frozen)
+                or sample_problem(float(value), counter_bits) is not None
+            ):
+                break
+            total += float(value)
+        else:
+            sums.append(total)
+    return sums
 
 
 @dataclass(frozen=True)
@@ -189,6 +255,14 @@ class CounterProfile:
     totals: Mapping[str, float]
     unavailable: Mapping[str, str]
     passes: tuple[PassSummary, ...]
+    #: counter -> the quantity it measures (``Counter.quantity``, else its own name)
+    quantities: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def counter_bits(self) -> Mapping[str, int | None]:
+        """Width of each requested counter (the wrap rule applies in that width)."""
+        bits = load_catalogue().counter_bits.get(self.domain)
+        return dict.fromkeys(self.requested, bits)
 
     @property
     def measured(self) -> tuple[str, ...]:
@@ -265,7 +339,7 @@ def merge_passes(selection: CounterSelection, results: Sequence[PassResult]) -> 
     counter a pass could not count joins ``unavailable`` with the pass's reason.
     """
     catalogue = load_catalogue()
-    provenance = catalogue.provenance.get(selection.domain, Provenance.HOST)
+    provenance = catalogue.provenance[selection.domain]  # every domain declares one
     unavailable: dict[str, str] = dict(selection.unavailable)
     totals: dict[str, float] = {}
     per_layer: dict[int, dict[str, float]] = {}
@@ -296,7 +370,12 @@ def merge_passes(selection: CounterSelection, results: Sequence[PassResult]) -> 
             if name in result.totals:
                 totals[name] = float(result.totals[name])
             elif result.layers:
-                totals[name] = sum(float(layer.values[name]) for layer in result.layers)
+                # a sum of per-layer reductions is no inference's count: not published
+                unavailable.setdefault(
+                    name,
+                    f"pass {result.counter_pass.name} reported per-layer values only, "
+                    "no per-inference total",
+                )
             else:
                 unavailable.setdefault(name, f"pass {result.counter_pass.name} reported no value")
         summaries.append(
@@ -328,6 +407,7 @@ def merge_passes(selection: CounterSelection, results: Sequence[PassResult]) -> 
         requested=requested,
         units=MappingProxyType({c.name: c.unit for c in selection.requested}),
         descriptions=MappingProxyType({c.name: c.description for c in selection.requested}),
+        quantities=MappingProxyType({c.name: c.quantity or c.name for c in selection.requested}),
         layers=layers,
         totals=MappingProxyType(totals),
         unavailable=MappingProxyType({k: v for k, v in unavailable.items() if k not in totals}),

@@ -6,7 +6,8 @@ cycle-counter read ``aidge_qemu_cycles`` (the profiling build reads it right bef
 right after every layer). The i-th pair of reads inside a forward brackets layer i, so the
 difference of the two snapshots is that layer's count (plus the few instructions of the
 read itself — the same instrumentation overhead the firmware's own cycle figures carry).
-Warm-up forwards are dropped, the rest reduced per layer by the configured aggregation.
+Warm-up forwards are dropped, the rest reduced per layer by the configured aggregation, and
+the per-inference total is the same reduction of the per-forward sums over the layers.
 Under a fixed ``-icount`` shift everything is deterministic: two runs give equal counts.
 
 A pass is the QEMU board target's own boot, flash and capture with the plugin loaded
@@ -19,12 +20,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aidge_deploy.config import Aggregation
 from aidge_deploy.elf import ElfReadError, read_elf
 from aidge_deploy.errors import CaptureError, ConfigError, DeployError
+from aidge_deploy.profiling.aggregate import aggregate_samples
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult, pass_result_from_samples
 from aidge_deploy.profiling.qemu_plugin import CATALOGUE_NAMES, PluginTrace, plugin_path
@@ -117,11 +119,13 @@ def pass_result_from_trace(
     icount_shift: int | None,
 ) -> PassResult:
     """The pass's counts: per layer when the firmware read its cycle counter around each
-    layer, else per whole inference (median), warm-up forwards dropped."""
+    layer, else per whole inference; warm-up forwards dropped, the rest reduced by the run's
+    aggregation, and the per-inference total is the same reduction of the per-forward sums
+    over the layers (never a sum of per-layer medians)."""
     wanted = {plug: cat for plug, cat in CATALOGUE_NAMES.items() if cat in counter_pass.names}
-    basis = (
-        f"median over the timed inferences ({warmup} warm-up dropped), QEMU plugin, "
-        f"icount shift {icount_shift}; emulated, not cycle-accurate"
+    emulator = (
+        f"QEMU plugin, icount shift {icount_shift}, {warmup} warm-up inference(s) dropped; "
+        "emulated, not cycle-accurate"
     )
     if symbols.cycles is not None and layer_names:
         rows = per_forward_layer_rows(trace, len(layer_names), warmup, wanted)
@@ -129,18 +133,9 @@ def pass_result_from_trace(
             counter_pass,
             list(zip(layer_names, rows, strict=True)),
             aggregation,
-            counter_bits=None,
+            counter_bits=None,  # the plugin's counters are 64-bit: no wrap rule
         )
-        totals = {
-            c: sum(lc.values.get(c, 0.0) for lc in result_pass.layers) for c in counter_pass.names
-        }
-        return PassResult(
-            counter_pass=counter_pass,
-            layers=result_pass.layers,
-            totals=totals,
-            unavailable=result_pass.unavailable,
-            basis=basis,
-        )
+        return replace(result_pass, basis=f"{result_pass.basis}; {emulator}")
     # no per-layer profiling in this build: whole forwards only
     starts = [s for s in trace.snapshots if s.boundary == 0][warmup:]
     per_forward = [b.minus(a) for a, b in itertools.pairwise(starts)]
@@ -149,11 +144,20 @@ def pass_result_from_trace(
             counter_pass,
             unavailable=dict.fromkeys(counter_pass.names, "fewer than two timed inferences ran"),
         )
-    per_forward.sort(key=lambda d: d["instructions"])
-    median = per_forward[len(per_forward) // 2]
+    totals: dict[str, float] = {}
+    unavailable: dict[str, str] = {}
+    described = ""
+    for plug, cat in wanted.items():
+        agg = aggregate_samples([float(d[plug]) for d in per_forward], aggregation)
+        described = agg.describe()
+        if agg.value is None:
+            unavailable[cat] = f"no valid sample ({described})"
+        else:
+            totals[cat] = agg.value
     return PassResult(
         counter_pass=counter_pass,
-        totals={cat: float(median[plug]) for plug, cat in wanted.items()},
-        basis="per inference, forward entry to next forward entry (loop overhead included); "
-        + basis,
+        totals=totals,
+        unavailable=unavailable,
+        basis="per inference, forward entry to next forward entry (loop overhead included), "
+        f"{described}; {emulator}",
     )
