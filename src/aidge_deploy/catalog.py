@@ -1,7 +1,8 @@
 """Views over the registries for ``aidge-deploy targets`` and ``doctor``.
 
 Hardware facts are read from the ``aidge_core.hw_model`` objects attached to the deploy
-targets; nothing is re-declared here.
+targets (``hwfacts``: each in the unit it is declared in, with its source); nothing is
+re-declared here. The local host's memory is this machine's, read from the OS.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib.metadata
 from dataclasses import dataclass
 from typing import Any
 
+from aidge_deploy.hwfacts import HW_MODEL, THIS_MACHINE, clock_fact, memory_facts
 from aidge_deploy.modelexport import load_plugins
 from aidge_deploy.registry import ToolCheck, registered_targets
 
@@ -24,51 +26,56 @@ class TargetRow:
     memories: str
     build_system: str
     description: str
+    #: where the clock and memory figures come from
+    sources: str = HW_MODEL
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
+def _hardware_facts(hw: Any, this_machine: bool | None) -> tuple[str, str, str, str, str, str]:
+    """kind, cpu, clock, memories, build system and sources of one hardware model.
 
-
-def _hardware_facts(hw: Any) -> tuple[str, str, str, str, str]:
+    ``this_machine``: True reads the local host's memory from the OS, False names it
+    without a number (for the generated docs, which must not depend on the machine),
+    None keeps the hardware model's figures (a remote or embedded target).
+    """
     pe = getattr(hw, "main_pe", None)
     cpu = type(pe).__name__ if pe is not None else "-"
     arch = getattr(pe, "arch", None) or getattr(hw, "arch", None)
     if arch:
         cpu = f"{cpu} ({arch})"
-    freq = getattr(pe, "frequency_hz", None)
-    clock = f"{freq / 1e6:g} MHz" if freq else "-"
-    try:
-        mems = dict(getattr(hw, "memories", {}) or {})
-    except Exception:
-        mems = {}
-    memories = (
-        ", ".join(
-            f"{name} {_fmt_bytes(getattr(m, 'capacity', 0) or 0)}" for name, m in mems.items()
-        )
-        or "-"
-    )
+    clock = clock_fact(hw)
+    clock_text = clock.text if clock.value is not None else "-"
+    facts = memory_facts(hw, this_machine=bool(this_machine))
+    memories = ", ".join(f"{f.name} {f.text}" for f in facts) or "-"
+    sources = sorted({f.source for f in (clock, *facts)})
+    if this_machine is False:
+        memories = "this machine's memory (read when listed)"
+        sources = [HW_MODEL, THIS_MACHINE]
     build_system = getattr(hw, "build_system", None)
     build = getattr(build_system, "name", str(build_system or "-"))
     kind = "mcu" if getattr(hw, "hal_board", None) is not None else "linux"
-    return kind, cpu, clock, memories, str(build).lower()
+    return kind, cpu, clock_text, memories, str(build).lower(), ", ".join(sources)
 
 
-def target_rows() -> list[TargetRow]:
+def target_rows(*, this_machine: bool = True) -> list[TargetRow]:
+    """Every registered pair with its hardware facts (``this_machine``: read the local host
+    target's memory from the OS; False for pages that must not depend on the machine)."""
     load_plugins()
     rows = []
     for (target, backend), cls in registered_targets().items():
+        local_host = target == "host" and backend == "local"
         try:
             hw = cls.hardware_target_class()
-            kind, cpu, clock, memories, build = _hardware_facts(hw)
+            kind, cpu, clock, memories, build, sources = _hardware_facts(
+                hw, this_machine if local_host else None
+            )
         except Exception as exc:  # a hardware class that needs arguments
             kind, cpu, clock, memories, build = "?", f"({type(exc).__name__})", "-", "-", "-"
+            sources = HW_MODEL
         if getattr(cls, "emulated", False):
             kind = "emulated mcu"
-        rows.append(TargetRow(target, backend, kind, cpu, clock, memories, build, cls.description))
+        rows.append(
+            TargetRow(target, backend, kind, cpu, clock, memories, build, cls.description, sources)
+        )
     return rows
 
 

@@ -25,12 +25,14 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 def targets_page() -> str:
     rows = [
         [r.target, r.backend, r.kind, r.cpu, r.clock, r.memories, r.build_system, r.description]
-        for r in target_rows()
+        for r in target_rows(this_machine=False)
     ]
     return (
         HEADER
         + "# Deploy targets\n\nEvery registered `(target, backend)` pair, with the hardware facts read from "
-        "`aidge_core.hw_model`.\n\n"
+        "`aidge_core.hw_model`, each in the unit it is declared in (an STM32 flash of "
+        "1,000,000 bytes is 1 MB, not 977 KiB). The local host's memory is this machine's, "
+        "read from the operating system by `aidge-deploy targets`.\n\n"
         + _table(
             ["target", "backend", "kind", "CPU", "clock", "memories", "build", "mechanics"], rows
         )

@@ -116,22 +116,31 @@ def targets() -> None:
     from rich.table import Table
 
     from aidge_deploy.catalog import target_rows
+    from aidge_deploy.hwfacts import HW_MODEL
 
     table = Table(title="Registered deploy targets")
     for col in ("target", "backend", "kind", "cpu", "clock", "memories", "build", "mechanics"):
         table.add_column(col)
+    sources: set[str] = set()
     for row in target_rows():
+        mark = "" if row.sources == HW_MODEL else " *"
+        sources.add(row.sources)
         table.add_row(
             row.target,
             row.backend,
             row.kind,
             row.cpu,
             row.clock,
-            row.memories,
+            row.memories + mark,
             row.build_system,
             row.description,
         )
     console.print(table)
+    console.print(
+        f"[dim]clock and memories from {HW_MODEL}, in the units they are declared in; "
+        "* memory of this machine, read from the operating system[/dim]",
+        highlight=False,
+    )
 
 
 app.command(name="doctor")(doctor_cmd.doctor)

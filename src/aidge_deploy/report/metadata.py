@@ -17,6 +17,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from aidge_deploy.hwfacts import clock_fact, memory_facts
+
 log = logging.getLogger("aidge_deploy")
 
 #: the packages whose versions define the Aidge side of a result
@@ -94,30 +96,34 @@ def _enum_text(value: Any) -> str | None:
     return str(getattr(value, "name", value)).lower()
 
 
-def hardware_facts(hardware_target: Any) -> dict[str, Any]:
+def hardware_facts(hardware_target: Any, *, this_machine: bool = False) -> dict[str, Any]:
     """Name, CPU, clock and memories of an ``aidge_core.hw_model`` device (best effort:
-    hardware classes differ in which attributes they define)."""
+    hardware classes differ in which attributes they define), each memory and the clock in
+    the unit it is declared in and with its source (``hwfacts``); ``this_machine`` (the
+    local host target) reports this machine's real memory."""
     if hardware_target is None:
         return {}
     pe = getattr(hardware_target, "main_pe", None)
+    clock = clock_fact(hardware_target)
     facts: dict[str, Any] = {
         "name": str(getattr(hardware_target, "name", "") or type(hardware_target).__name__),
         "class": type(hardware_target).__name__,
         "cpu": type(pe).__name__ if pe is not None else None,
         "arch": _enum_text(getattr(pe, "arch", None) or getattr(hardware_target, "arch", None)),
-        "clock_hz": getattr(pe, "frequency_hz", None),
+        "clock_hz": clock.value,
+        "clock": clock.as_dict(),
         "build_system": _enum_text(getattr(hardware_target, "build_system", None)),
         "hal_board": _enum_text(getattr(hardware_target, "hal_board", None)),
         "memories": [],
     }
-    try:
-        memories = dict(getattr(hardware_target, "memories", {}) or {})
-    except Exception:  # a hardware class whose property needs more setup
-        memories = {}
-    for name, mem in memories.items():
-        capacity = getattr(mem, "capacity", None)
+    for fact in memory_facts(hardware_target, this_machine=this_machine):
         facts["memories"].append(
-            {"name": str(name), "capacity_bytes": int(capacity) if capacity else None}
+            {
+                "name": fact.name,
+                "capacity_bytes": fact.value,
+                "text": fact.text,
+                "source": fact.source,
+            }
         )
     return facts
 
