@@ -237,7 +237,9 @@ def register_api_targets() -> None:
                 "__module__": __name__,
                 "__qualname__": f"{cls.__name__}Api",
                 "timing_provenance": cls.timing_provenance,
+                "counter_provenance": cls.counter_provenance,
                 "cycle_metric": cls.cycle_metric,
+                "cycle_counter_bits": cls.cycle_counter_bits,
                 "description": ApiDeployTarget.description,
             },
         )

@@ -28,6 +28,7 @@ from aidge_deploy.results import (
     Metric,
     TimingSeries,
 )
+from aidge_deploy.timing import TimingInfo
 
 FORMAT = "aidge-deploy-result/1"
 
@@ -119,6 +120,7 @@ def encode_result(result: DeployResult) -> dict[str, Any]:
         "layers": [_enc(layer) for layer in result.layers],
         "measurements": [_enc(m) for m in result.measurements],
         "stage_durations_ms": dict(result.stage_durations_ms),
+        "timing": None if result.timing is None else _enc(result.timing),
     }
 
 
@@ -148,6 +150,7 @@ def decode_result(data: dict[str, Any]) -> DeployResult:
         layers=tuple(_layer(x) for x in data.get("layers", [])),
         measurements=tuple(_build(Metric, m) for m in data.get("measurements", [])),
         stage_durations_ms=dict(data.get("stage_durations_ms") or {}),
+        timing=None if data.get("timing") is None else _build(TimingInfo, data["timing"]),
     )
 
 
