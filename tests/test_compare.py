@@ -66,8 +66,8 @@ def test_same_model_same_target_is_comparable(bundles: dict[str, Path]) -> None:
     assert comparison.comparable
     assert {d.name for d in comparison.differences} <= {"export_hash"}  # same export: none
     keys = [t.key for t in comparison.totals]
-    assert keys[0] == "latency" and "flash_bytes" in keys
-    flash = next(t for t in comparison.totals if t.key == "flash_bytes")
+    assert keys[0] == "latency" and "image_bytes" in keys  # a host program has no flash
+    flash = next(t for t in comparison.totals if t.key == "image_bytes")
     assert flash.delta == 0  # the same cached binary
     time_deltas = comparison.layer_deltas["time"]
     assert len(time_deltas) == 4
@@ -92,7 +92,7 @@ def test_loose_threshold_passes(bundles: dict[str, Path], tmp_path: Path) -> Non
                 "max_regression_abs": 1.0,
             },
             "layers/*/time": {"direction": "smaller", "max_regression_abs": 1.0},
-            "flash_bytes": {"direction": "smaller", "max_regression_pct": 0, "unit": "B"},
+            "image_bytes": {"direction": "smaller", "max_regression_pct": 0, "unit": "B"},
         },
     )
     result = _run(str(bundles["a"]), str(bundles["b"]), "--thresholds", str(path))
@@ -225,7 +225,7 @@ def test_evaluate_worst_check_decides(bundles: dict[str, Path]) -> None:
         {
             "schema_version": 1,
             "metrics": {
-                "flash_bytes": {"direction": "smaller", "max_regression_pct": 0},
+                "image_bytes": {"direction": "smaller", "max_regression_pct": 0},
                 "no_such_metric": {"direction": "smaller", "missing": "warn"},
             },
         }
@@ -233,4 +233,4 @@ def test_evaluate_worst_check_decides(bundles: dict[str, Path]) -> None:
     evaluation = evaluate(comparison, thresholds)
     assert evaluation.verdict == Verdict.WARN and evaluation.exit_code == EXIT_WARN
     statuses = {c.key: c.status for c in evaluation.checks}
-    assert statuses == {"flash_bytes": Verdict.PASS, "no_such_metric": Verdict.WARN}
+    assert statuses == {"image_bytes": Verdict.PASS, "no_such_metric": Verdict.WARN}

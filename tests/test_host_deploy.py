@@ -216,7 +216,11 @@ def test_layers_carry_macs_and_parameters_from_the_export(export_factory) -> Non
     assert by_name["_1_Transpose_0"].macs == 0
     conv = by_name["_0_PadConvAct_0"]
     assert conv.macs and conv.macs % (4 * 4 * 4) == 0  # weights x (4 x 4 output positions)
-    assert fc.ns_per_mac is not None and fc.ns_per_mac > 0
+    from aidge_deploy.profiling.layer_table import TIME_PER_MAC, layer_table
+
+    row = next(r for r in layer_table(result).rows if r.name == "_3_FC_0")
+    per_mac = row.cells[TIME_PER_MAC]
+    assert per_mac.value is not None and per_mac.value > 0 and per_mac.resolution
 
 
 @pytest.mark.xfail(

@@ -74,7 +74,7 @@ def test_a_layer_of_one_and_a_half_ticks_is_flagged() -> None:
     assert layer.coarse and not layer.below_resolution
     tiny = Metric("reshape", 0.0, "ms", Provenance.SILICON, resolution=1.0)
     assert tiny.below_resolution and tiny.coarse
-    assert tiny.formatted() == "0 ms"  # printed as read, flagged by the caller, never dropped
+    assert tiny.formatted() == "<1 ms"  # a 0-tick reading: less than a tick, not 0
     fine = Metric("fc", 25.0, "ms", Provenance.SILICON, resolution=1.0)
     assert not fine.coarse
 
@@ -91,6 +91,7 @@ def test_values_print_to_their_resolution() -> None:
     assert format_figure(0.123456789, "ms", 1e-3) == "0.123 ms"
     assert format_figure(42.57344, "ms", 4e-5) == "42.57344 ms"
     assert format_figure(1.5, "ms", 1.0) == "2 ms"
+    assert format_figure(0.18, "ms", 1.0) == "<1 ms"  # it used to print 0.180000
     assert Metric("t", 68.1, "ms", Provenance.SILICON, resolution=0.1).formatted() == "68.1 ms"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from aidge_deploy.cli.main import app
 from aidge_deploy.report import verify_bundle
 from aidge_deploy.report.schemas import SchemaName, schema_errors
 from envparts import needs
-from test_report_html import _chromium
+from test_report_html import _chromium, assert_no_quantity_charted_twice, screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -53,9 +52,8 @@ def _check_bundle(bundle: Path, tmp_path: Path) -> list[dict[str, str]]:
         assert schema_errors(schema, json.loads((bundle / name).read_text())) == [], name
     dom = _chromium(tmp_path, "--dump-dom", (bundle / "report.html").as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert (
-        re.search(r'data-chart="layer-time"', dom.stdout) and dom.stdout.count('class="bar"') >= 4
-    )
+    assert 'data-layer-table="1"' in dom.stdout and dom.stdout.count('class="bar"') >= 4
+    assert_no_quantity_charted_twice(dom.stdout)
     with (bundle / "profile_results.csv").open() as fh:
         return list(csv.DictReader(fh))
 
@@ -75,6 +73,8 @@ def test_host_profile_with_software_counters(tiny_cnn: Path, tmp_path: Path) -> 
         assert name in metrics, sorted(metrics)
         assert metrics[name]["value"] and metrics[name]["value"] > 0
         assert metrics[name]["provenance"] == "host" and metrics[name]["unit"]
+    assert metrics["task-clock"]["unit"] == "ns" and metrics["task-clock"]["resolution"] == 1.0
+    screenshot(tmp_path, bundle / "report.html", "report_host_counters.png")
 
 
 @pytest.mark.qemu
@@ -114,6 +114,13 @@ def test_emulated_profile_multi_pass_merged_and_deterministic(
 @pytest.mark.qemu
 @needs(shutil.which("qemu-system-arm") is not None, "qemu-system-arm is not installed")
 def test_emulated_profile_cli_bundle(tiny_cnn: Path, tmp_path: Path) -> None:
+    """The report of ``profile --counters emulated`` in Chromium (screenshot kept)."""
     bundle = _profile(tiny_cnn, tmp_path, "--target", "mps2-an386", "--counters", "emulated")
     rows = _check_bundle(bundle, tmp_path)
     assert rows and all(row["provenance"] == "emulated" for row in rows)
+    page = (bundle / "report.html").read_text()
+    # the firmware's instruction count and the plugin's are one quantity: charted once
+    assert 'data-key="emulated_instructions"' in page and 'data-key="emu-instructions"' in page
+    assert page.count('data-quantity="instructions"') == 1
+    assert "estimated at 25 MHz, CPI = 1" in page
+    screenshot(tmp_path, bundle / "report.html", "report_emulated_counters.png")

@@ -376,7 +376,8 @@ def test_mlperf_contract_transcript() -> None:
     assert (mlperf.nb_inferences, mlperf.nb_warmup, mlperf.lap_us) == (3, 1, (3889, 5626))
     assert mlperf.latency_us == pytest.approx((5626 - 3889) / 3)
     assert mlperf.results == (0.009, 0.001, 0.0, 0.015, 0.118, 0.0, 0.0, 0.0, 0.182, 0.674)
-    assert result.timings_ms == pytest.approx((mlperf.latency_us / 1000,))
+    # one mean over 3 inferences is not a one-sample latency series (issue 9 item 4)
+    assert result.timings_ms is None
 
 
 def test_mlperf_tolerates_echo_and_rejects_broken_runs() -> None:

@@ -124,9 +124,14 @@ def test_summary_figures_carry_unit_and_provenance(
     assert latency["unit"] == "ms" and latency["provenance"] == "host"
     assert latency["aggregate"]["n_used"] == len(result.timings or [])
     assert summary["latency"]["samples"] == list(result.timings or [])
-    assert summary["metrics"]["flash_bytes"]["unit"] == "B"
+    # a host program is a file: its loadable size is no "flash", and sizes are static facts
+    assert "flash_bytes" not in summary["metrics"]
+    assert summary["metrics"]["image_bytes"]["unit"] == "B"
+    for key in ("image_bytes", "static_data_bytes", "activation_memory", "macs", "params"):
+        assert summary["metrics"][key]["provenance"] == "static", key
+    assert latency["resolution"] == 1e-6  # steady_clock printed to 1 ns
     for metric in summary["metrics"].values():
-        assert metric["unit"] and metric["provenance"] in ("silicon", "host", "emulated")
+        assert metric["unit"] and metric["provenance"] in ("host", "static")
     assert [layer["name"] for layer in summary["layers"]] == [layer.name for layer in result.layers]
     for layer in summary["layers"]:
         assert layer["metrics"]["time"]["unit"] == "ms"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -14,7 +15,8 @@ from aidge_deploy.config import DeployConfig
 from aidge_deploy.profiling.validity import assess
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.summary import build_summary
-from aidge_deploy.results import DeployResult, LayerFigure, Provenance, TimingSeries
+from aidge_deploy.results import DeployResult
+from captured import result_from_capture
 from envparts import missing
 from test_report_bundle import deploy_with_report
 
@@ -48,34 +50,7 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _emulated_summary() -> dict[str, Any]:
-    """A summary of the real QEMU mps2-an386 capture in aidge_contract.md (uart-benchmark)."""
-    result = DeployResult(
-        output=None,
-        metrics={
-            "provenance": Provenance.EMULATED.value,
-            "cycles": [14037, 14036, 14044, 14038, 14044],
-            "cycles_name": "instructions",
-            "cycles_unit": "instructions",
-            "binary": {
-                "flash_bytes": 3_900_000,
-                "flash_capacity": 4 * 1024 * 1024,
-                "ram_bytes": 40_000,
-                "ram_capacity": 4 * 1024 * 1024,
-            },
-        },
-        memory_peak_bytes=None,
-        timings=TimingSeries([0.6, 0.5, 0.6, 0.5, 0.6]),
-        protocol="aidge-uart-benchmark/v1",
-        target="mps2_an386",
-        backend="local",
-        layers=(
-            LayerFigure("_0_ConvAct_0", 0.18, {"instructions": 4310}),
-            LayerFigure("_1_Transpose_0", 0.22, {"instructions": 5291}),
-            LayerFigure("_2_Reshape_0", 0.0, {"instructions": 281}),
-            LayerFigure("_3_FC_0", 0.16, {"instructions": 3867}),
-        ),
-    )
+def _summary(result: DeployResult) -> dict[str, Any]:
     return build_summary(
         result,
         run_id=_ID,
@@ -84,10 +59,33 @@ def _emulated_summary() -> dict[str, Any]:
             "model_hash": _HASH,
             "io_signature": _HASH,
             "export_hash": _HASH,
-            "target": "mps2_an386",
+            "target": str(result.target),
         },
         validity=assess(result),
     )
+
+
+def _emulated_summary() -> dict[str, Any]:
+    """The real mps2-an386 benchmark capture, assembled by the QEMU board target itself."""
+    return _summary(result_from_capture("qemu", "mps2-an386_benchmark"))
+
+
+def _silicon_summary() -> dict[str, Any]:
+    """The contract's UART benchmark capture read as a probe board's (1 ms HAL tick)."""
+    return _summary(
+        result_from_capture("contract", "mps2-an386_benchmark_profiling", target="stm32h743")
+    )
+
+
+def chart_quantities(page: str) -> list[str]:
+    """The ``data-quantity`` of every chart of a page, in order."""
+    return re.findall(r'<svg[^>]*class="chart"[^>]*data-quantity="([^"]*)"', page)
+
+
+def assert_no_quantity_charted_twice(page: str) -> None:
+    quantities = chart_quantities(page)
+    assert quantities, "no chart on the page"
+    assert len(quantities) == len(set(quantities)), quantities
 
 
 def test_page_is_self_contained_and_escapes_names() -> None:
@@ -97,47 +95,149 @@ def test_page_is_self_contained_and_escapes_names() -> None:
     assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
     # nothing is fetched: no external URL in any src/href, no <link> or <script src>
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
-    assert "<link" not in page and "<script" not in page
+    assert "<link" not in page and not re.search(r"<script[^>]+src", page)
+    assert page.count("<script>") == 1  # the inline table sorter
 
 
-def test_emulated_figures_are_labelled_as_instruction_counts() -> None:
-    page = render_html(_emulated_summary(), {})
+def test_emulated_report_labels_counts_and_estimated_times() -> None:
+    summary = _emulated_summary()
+    page = render_html(summary, {})
     assert 'data-provenance="emulated"' in page
-    assert page.count("emulated instruction counts, not cycles") >= 2  # banner and badges
+    assert "emulated instruction counts, not cycles" in page
+    assert "estimated at 25 MHz, CPI = 1" in page
     assert "measured on target silicon" not in page
-    assert 'data-chart="layer-instructions"' in page
-    assert "timer.resolution_coarse" in page  # the 1 ms tick versus 0.18 ms layers
-    assert 'data-validity="degraded"' in page
+    # the provenance legend, once, naming exactly the provenances on the page
+    assert page.count("data-provenance-legend") == 1
+    assert re.findall(r'data-legend="(\w+)"', page) == ["emulated", "estimated"]
+    # one per-layer table with the share of time and the instruction counts as columns
+    assert page.count('data-layer-table="1"') == 1
+    assert 'data-key="share"' in page and 'data-key="emulated_instructions"' in page
+    # the estimated time is instructions ÷ clock: charted once, as instructions
+    assert 'data-chart="layer-emulated_instructions"' in page
+    assert 'data-chart="layer-time"' not in page
+    assert_no_quantity_charted_twice(page)
+    assert 'data-validity="valid"' in page
+
+
+def test_same_quantity_under_two_names_is_charted_once() -> None:
+    """Issue 9 item 7: "emulated_instructions" and "emu-instructions" are one quantity."""
+    result = result_from_capture("qemu", "mps2-an386_benchmark")
+    layers = tuple(
+        dataclasses.replace(
+            layer,
+            counters={
+                **layer.counters,
+                "emu-instructions": layer.counters["emulated_instructions"] + 17,
+                "emu-loads": 100.0 + i,
+            },
+        )
+        for i, layer in enumerate(result.layers)
+    )
+    metrics = {
+        **result.metrics,
+        "counter_units": {"emu-instructions": "instructions", "emu-loads": "events"},
+        "counter_quantities": {
+            **result.metrics["counter_quantities"],
+            "emu-instructions": "instructions",
+            "emu-loads": "emu-loads",
+        },
+        "counter_provenance": {
+            **result.metrics["counter_provenance"],
+            "emu-instructions": "emulated",
+            "emu-loads": "emulated",
+        },
+    }
+    summary = _summary(dataclasses.replace(result, layers=layers, metrics=metrics))
+    assert summary["charted_columns"] == ["emulated_instructions", "emu-loads"]
+    page = render_html(summary, {})
+    assert_no_quantity_charted_twice(page)
+    assert 'data-key="emu-instructions"' in page  # still a column of the table
+
+
+def test_silicon_report_flags_layers_near_the_timer_step() -> None:
+    summary = _silicon_summary()
+    assert summary["timing"]["layer_resolution_ms"] == 1.0
+    page = render_html(summary, {})
+    assert "&lt;1 step" in page  # the Reshape layer read 0 ms of a 1 ms tick
+    reshape = next(layer for layer in summary["layers"] if "Reshape" in layer["name"])
+    assert reshape["metrics"]["time"]["below_resolution"] is True
+    assert reshape["metrics"]["share"]["value"] is None  # no ratio of a sub-tick reading
+    assert "timer.resolution_coarse" in page and 'data-validity="degraded"' in page
+    assert 'data-chart="layer-time"' in page  # silicon times are measured: charted
+    assert_no_quantity_charted_twice(page)
+
+
+def test_latency_histogram_has_enough_bins_to_be_a_distribution() -> None:
+    page = render_html(_emulated_summary(), {})
+    hist = re.search(r'<svg[^>]*data-chart="latency-histogram"[^>]*data-bars="(\d+)"', page)
+    assert hist is not None and int(hist.group(1)) >= 12
+
+
+def screenshot(tmp_path: Path, page: Path, name: str) -> Path:
+    """A full-page screenshot of ``page`` in Chromium, kept under ``test-artifacts/``."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / name
+    shot.unlink(missing_ok=True)
+    done = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2800", page.as_uri())
+    assert done.returncode == 0 and shot.stat().st_size > 20_000, done.stderr[-2000:]
+    return shot
+
+
+def rendered_dom(tmp_path: Path, page: Path) -> str:
+    """The DOM after Chromium ran the page (its script included): no script error allowed."""
+    dom = _chromium(tmp_path, "--enable-logging=stderr", "--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "Uncaught" not in dom.stderr, dom.stderr[-2000:]
+    return dom.stdout
+
+
+@pytest.mark.browser
+def test_layer_table_sorts_in_chromium(tmp_path: Path) -> None:
+    """Click the time column twice: layers by decreasing, then increasing time."""
+    page = render_html(_silicon_summary(), {})
+    probe = (
+        "<script>var th=document.querySelector('th[data-key=time]');th.click();"
+        "var a=[].map.call(document.querySelectorAll('table.layers tbody tr'),"
+        "function(r){return r.cells[1].textContent}).join(',');th.click();"
+        "var b=[].map.call(document.querySelectorAll('table.layers tbody tr'),"
+        "function(r){return r.cells[1].textContent}).join(',');"
+        "document.body.setAttribute('data-first',a);document.body.setAttribute('data-second',b);"
+        "</script></body>"
+    )
+    path = tmp_path / "sort.html"
+    path.write_text(page.replace("</body>", probe))
+    html = rendered_dom(tmp_path, path)
+    first = re.search(r'data-first="([^"]*)"', html)
+    second = re.search(r'data-second="([^"]*)"', html)
+    assert first is not None and second is not None
+    by_time = sorted(
+        _silicon_summary()["layers"], key=lambda layer: -layer["metrics"]["time"]["value"]
+    )
+    assert first.group(1).split(",")[0] == by_time[0]["name"]
+    assert second.group(1).split(",") == list(reversed(first.group(1).split(",")))
 
 
 @pytest.mark.browser
 @pytest.mark.slow
 def test_real_bundle_report_renders_with_charts(export_factory: Any, tmp_path: Path) -> None:
+    """A host profile's report in Chromium (screenshot kept): table, charts, histogram."""
     ctx = deploy_with_report(
         export_factory("benchmark"), DeployConfig(report_dir=tmp_path / "bundle"), tmp_path / "w"
     )
     report = tmp_path / "bundle" / "report.html"
-    dom = _chromium(tmp_path, "--dump-dom", report.as_uri())
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    html = dom.stdout
+    html = rendered_dom(tmp_path, report)
     n_layers = len(ctx.deploy_result.layers)
     layer_chart = re.search(r'<svg[^>]*data-chart="layer-time"[^>]*>(.*?)</svg>', html, re.S)
     assert layer_chart is not None
     assert layer_chart.group(1).count('class="bar"') == n_layers == 4
+    table = re.search(r'<table[^>]*data-layer-table="1"[^>]*>(.*?)</table>', html, re.S)
+    assert table is not None and table.group(1).count("<tr") == n_layers + 1
     histogram = re.search(r'<svg[^>]*data-chart="latency-histogram"[^>]*>(.*?)</svg>', html, re.S)
     assert histogram is not None
     counts = [int(v) for v in re.findall(r'class="bar" data-value="(\d+)"', histogram.group(1))]
-    assert sum(counts) == len(ctx.deploy_result.timings or [])
+    assert sum(counts) == len(ctx.deploy_result.timings or []) and len(counts) >= 12
     memory = re.search(r'<svg[^>]*data-chart="memory"[^>]*>(.*?)</svg>', html, re.S)
     assert memory is not None and memory.group(1).count('class="bar"') >= 3
-    assert "measured on the host" in html
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    for name, page in (("report_host.png", report), ("report_emulated.png", None)):
-        if page is None:
-            page = tmp_path / "emulated.html"
-            page.write_text(render_html(_emulated_summary(), {}))
-        shot = ARTIFACTS / name
-        shot.unlink(missing_ok=True)
-        done = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri())
-        assert done.returncode == 0 and shot.stat().st_size > 20_000, done.stderr[-2000:]
+    assert "measured on the host" in html and "Program image" in html
+    assert_no_quantity_charted_twice(html)
+    screenshot(tmp_path, report, "report_host.png")

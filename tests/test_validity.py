@@ -16,9 +16,9 @@ from aidge_deploy.profiling.validity import (
     Severity,
     ValidityStatus,
     assess,
-    timer_resolution_for,
 )
 from aidge_deploy.results import DeployResult, LayerFigure, Metric, Provenance, TimingSeries
+from aidge_deploy.timing import TimingInfo, protocol_timing
 
 UART = "aidge-uart-benchmark/v1"
 HOST = "aidge-stdout-benchmark/v1"
@@ -33,16 +33,29 @@ def _result(
     layers: tuple[LayerFigure, ...] = (),
     binary: dict[str, Any] | None = None,
     measurements: tuple[Metric, ...] = (),
+    timing: TimingInfo | None = None,
+    app: dict[str, Any] | None = None,
 ) -> DeployResult:
+    emulated = provenance == Provenance.EMULATED
+    name = "emulated_instructions" if emulated else "cycles"
+    bits = None if emulated else 32
+    if timing is None and provenance != Provenance.EMULATED:
+        timing = protocol_timing(
+            protocol,
+            provenance,
+            timings,
+            app or {"nb_iterations": 5},
+            has_layer_times=any(layer.time_ms is not None for layer in layers),
+        )
     return DeployResult(
         output=None,
         metrics={
             "provenance": provenance.value,
             "cycles": cycles,
-            "cycles_name": "emulated_instructions"
-            if provenance == Provenance.EMULATED
-            else "cycles",
-            "cycles_unit": "instructions" if provenance == Provenance.EMULATED else "cycles",
+            "cycles_name": name,
+            "cycles_unit": "instructions" if emulated else "cycles",
+            "cycles_counter_bits": bits,
+            "counter_bits": {name: bits},
             "binary": binary,
         },
         memory_peak_bytes=None,
@@ -50,6 +63,7 @@ def _result(
         protocol=protocol,
         layers=layers,
         measurements=measurements,
+        timing=timing,
     )
 
 
@@ -77,31 +91,71 @@ def test_clean_host_run_is_valid() -> None:
     assert validity.issues == ()
 
 
-def test_emulated_uart_run_is_degraded_by_the_1ms_tick() -> None:
-    layers = (
-        LayerFigure("_0_ConvAct_0", 0.18, {"instructions": 4310}),
-        LayerFigure("_1_Transpose_0", 0.22, {"instructions": 5291}),
-        LayerFigure("_2_Reshape_0", 0.0, {"instructions": 281}),
-        LayerFigure("_3_FC_0", 0.16, {"instructions": 3867}),
-    )
+UART_LAYERS = (
+    LayerFigure("_0_ConvAct_0", 0.18, {"cycles": 4310}),
+    LayerFigure("_1_Transpose_0", 0.22, {"cycles": 5291}),
+    LayerFigure("_2_Reshape_0", 0.0, {"cycles": 281}),
+    LayerFigure("_3_FC_0", 0.16, {"cycles": 3867}),
+)
+
+
+def test_uart_run_is_degraded_by_the_1ms_tick_and_quotes_the_real_steps() -> None:
+    """Issue 9 item 2: the warning used to quote 1 ms for samples that step by 0.1 ms."""
     result = _result(
         protocol=UART,
-        provenance=Provenance.EMULATED,
+        provenance=Provenance.SILICON,
         timings=[0.6, 0.5, 0.6, 0.5, 0.6],
         cycles=[14037, 14036, 14044, 14038, 14044],
-        layers=layers,
+        layers=UART_LAYERS,
     )
+    assert result.timing is not None
+    assert result.timing.resolution_ms == pytest.approx(0.1)  # 1 ms tick / 10 forwards
+    assert result.timing.layer_resolution_ms == 1.0  # each call is timed by the tick itself
     validity = assess(result)
     assert validity.status == ValidityStatus.DEGRADED
-    assert set(validity.codes) == {IssueCode.TIMING_EMULATED, IssueCode.TIMER_RESOLUTION_COARSE}
+    coarse = [i for i in validity.issues if i.code == IssueCode.TIMER_RESOLUTION_COARSE]
+    layers_issue = next(i for i in coarse if i.subject != "latency")
+    assert "steps by 1 ms" in layers_issue.message and "4 of 4" in layers_issue.message
+    assert layers_issue.subject == "_2_Reshape_0"
+    latency_issue = next(i for i in coarse if i.subject == "latency")
+    assert "step by 0.1 ms" in latency_issue.message
+
+
+def test_a_one_and_a_half_ms_layer_from_a_1ms_timer_is_flagged() -> None:
+    """It used to pass: only layers shorter than one tick were reported."""
+    layers = (LayerFigure("conv", 1.5, {"cycles": 99}), LayerFigure("fc", 40.0, {"cycles": 9}))
+    validity = assess(
+        _result(protocol=UART, provenance=Provenance.SILICON, timings=[41.5] * 5, layers=layers)
+    )
     coarse = next(i for i in validity.issues if i.code == IssueCode.TIMER_RESOLUTION_COARSE)
-    assert "4 layer(s)" in coarse.message and coarse.subject == "_2_Reshape_0"
-    assert timer_resolution_for(UART) == 1.0
+    assert coarse.subject == "conv" and "1 of 2" in coarse.message and "0 less" in coarse.message
 
 
-def test_explicit_timer_resolution_overrides_the_protocol_default() -> None:
-    validity = assess(_result(timings=HOST_TIMINGS, layers=HOST_LAYERS), timer_resolution_ms=1e-4)
-    assert IssueCode.TIMER_RESOLUTION_COARSE in validity.codes  # Reshape takes 4.7e-5 ms
+def test_the_sample_step_is_detected_when_finer_than_the_protocol_says() -> None:
+    nominal = protocol_timing(UART, Provenance.SILICON, [0.6, 0.5, 0.7], {"nb_iterations": 5})
+    assert nominal is not None and nominal.resolution_ms == pytest.approx(0.1)
+    assert not nominal.detected
+    finer = protocol_timing(UART, Provenance.SILICON, [0.55, 0.6, 0.65], {"nb_iterations": 5})
+    assert finer is not None and finer.detected and finer.resolution_ms == pytest.approx(0.05)
+    host = protocol_timing(HOST, Provenance.HOST, HOST_TIMINGS, {})
+    assert host is not None and host.resolution_ms == 1e-6
+
+
+def test_emulated_counts_past_2_31_are_not_declared_wrapped() -> None:
+    """Issue 9 item 5: the 32-bit rule applied to 64-bit converted QEMU counts."""
+    long_run = [2**31 + 5, 2**31 + 7, 2**31 + 6]
+    emulated = assess(
+        _result(
+            provenance=Provenance.EMULATED,
+            protocol=UART,
+            cycles=long_run,
+            layers=(LayerFigure("a", None, {"emulated_instructions": 2**31 + 6}),),
+        )
+    )
+    assert IssueCode.COUNTER_OVERFLOW not in emulated.codes
+    assert IssueCode.SAMPLES_REJECTED not in emulated.codes
+    silicon = assess(_result(protocol=UART, provenance=Provenance.SILICON, cycles=long_run))
+    assert IssueCode.COUNTER_OVERFLOW in silicon.codes  # a DWT counter is 32 bits wide
 
 
 def test_wrapped_cycle_samples_are_rejected_and_reported() -> None:

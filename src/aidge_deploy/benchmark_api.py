@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aidge_deploy.errors import ProtocolError
+from aidge_deploy.legacy_results import legacy_results
 
 
 @dataclass
@@ -43,9 +44,12 @@ def build_results_from_uart_log(
 ) -> dict[str, Any]:
     """Parse a captured Cortex-M UART log into the results dict the exporter's charts use.
 
-    Keys: ``timings`` (ms per inference), ``accuracy``, ``predictions``, ``labels``,
-    ``validation_metric``, ``cycles``, ``layer_timings`` and ``layer_cycles`` (name -> value),
-    ``outputs`` and ``compare_timings``.
+    The dict of ``legacy_results`` (the same one ``deploy()`` returns as ``output``):
+    ``timings`` (ms per inference, empty when the log has none — an MLPerf session's mean is
+    not a series), ``accuracy`` (top-1 of the log's predictions, else None; an autoencoder's
+    MSE goes to ``validation_metrics``), ``predictions``, ``labels``, ``validation_metric``,
+    ``cycles``, ``layer_timings`` and ``layer_cycles`` (name -> value), ``outputs`` and
+    ``compare_timings``.
     """
     from aidge_deploy.protocols.uart import parse_uart_log_text
 
@@ -58,34 +62,20 @@ def build_results_from_uart_log(
             hint="Capture the board's UART output first (aidge-deploy run ...).",
         ) from exc
     parsed = parse_uart_log_text(text, tinymlbenchmark=tinymlbenchmark, log_path=path)
-    preds = list(parsed.predictions) if parsed.predictions is not None else list(predictions)
-    labels = list(validation_labels) if validation_labels is not None else []
-    accuracy: float | None = None
-    metric = "accuracy"
-    if validation_enabled and validation_inference_type == "autoencoder":
-        metric = "mse"
-        if parsed.validation_metrics:
-            accuracy = sum(parsed.validation_metrics) / len(parsed.validation_metrics)
-    elif validation_enabled and preds and labels:
-        n = min(len(preds), len(labels))
-        accuracy = (
-            sum(1 for p, lab in zip(preds[:n], labels[:n], strict=True) if int(p) == int(lab)) / n
-        )
-    timings: list[float] = list(parsed.timings_ms or ())
-    if parsed.mlperf is not None and not timings:
-        timings = [parsed.mlperf.latency_us / 1000.0]
-    return {
-        "timings": timings,
-        "accuracy": accuracy,
-        "predictions": preds,
-        "labels": labels,
-        "validation_metric": metric,
-        "cycles": list(parsed.cycles) if parsed.cycles is not None else None,
-        "layer_timings": dict(parsed.layer_times_ms) if parsed.layer_times_ms else None,
-        "layer_cycles": dict(parsed.layer_cycles) if parsed.layer_cycles else None,
-        "outputs": [o.tolist() for o in parsed.outputs] if parsed.outputs else None,
-        "compare_timings": None,
-    }
+    # ``predictions`` (the caller's, e.g. from a host run) are not the target's: accuracy and
+    # the returned predictions come from the log only
+    del predictions
+    return legacy_results(
+        timings_ms=parsed.timings_ms,
+        predictions=parsed.predictions,
+        labels=validation_labels if validation_enabled else None,
+        inference_type=validation_inference_type if validation_enabled else None,
+        validation_metrics=parsed.validation_metrics,
+        cycles=parsed.cycles,
+        layer_timings_ms=parsed.layer_times_ms,
+        layer_cycles=parsed.layer_cycles,
+        outputs=parsed.outputs,
+    )
 
 
 __all__ = ["BenchmarkApiConfig", "build_results_from_uart_log"]

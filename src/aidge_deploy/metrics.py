@@ -108,21 +108,29 @@ def format_figure(
 ) -> str:
     """One figure as people read it, by the rules of this module.
 
-    ``None`` -> ``unavailable (reason)``; a value with a resolution -> to that resolution;
-    a count -> an integer with thousands separators; anything else -> 4 significant digits.
+    ``None`` -> ``unavailable (reason)``; a value with a resolution -> to that resolution,
+    and below one step ``<step`` (never 0); a count -> an integer with thousands separators
+    (below 100, 3 significant digits: a mean of 0.25 events per inference is not 0);
+    anything else -> 4 significant digits.
     """
     if value is None:
         return f"unavailable ({unavailable_reason or 'not measured'})"
     number = float(value)
-    if resolution is not None:
+    if resolution is not None and abs(number) < resolution:
+        # below one step: a reading, not a measurement of the value — never printed as 0
+        text = f"<{resolution:,.{decimals_for(resolution)}f}"
+    elif resolution is not None:
         text = f"{number:,.{decimals_for(resolution)}f}"
+    elif is_count_unit(unit) and abs(number) >= 100:
+        text = f"{round(number):,}"  # a fraction of an instruction is an artefact, not data
     elif is_count_unit(unit):
-        text = f"{round(number):,}"
+        text = f"{number:.3g}"  # a small mean count (0.25 page faults per inference) stays
     elif number != 0 and (abs(number) >= 1e6 or abs(number) < 1e-3):
         text = f"{number:.4g}"
     else:
         text = f"{number:,.4g}" if abs(number) < 1000 else f"{number:,.0f}"
-    return f"{text} {unit}" if with_unit and unit else text
+    # "count" says nothing a bare integer does not (762 parameters, not "762 count")
+    return f"{text} {unit}" if with_unit and unit and unit != "count" else text
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.protocols.base import ProtocolResult
     from aidge_deploy.results import BuildResult, DeployContext, DeployResult, ExecutionResult
+    from aidge_deploy.timing import RunTimes
 
 
 @dataclass(frozen=True)
@@ -47,15 +48,37 @@ class DeployTarget(ABC):
     backend_name: ClassVar[str]
     hardware_target_class: ClassVar[type]
     description: ClassVar[str] = ""
-    #: what this target's timings are (silicon, host, emulated, ...): every concrete target
-    #: declares it — there is no default, registration refuses a target without one
+    #: what this target's times are (silicon, host, estimated, ...) and what its counts are
+    #: (silicon, host, emulated): every concrete target declares both — there is no
+    #: default, registration refuses a target without them
     timing_provenance: ClassVar[Provenance]
+    counter_provenance: ClassVar[Provenance]
     #: name and unit under which the program's "cycles" counter is reported
     cycle_metric: ClassVar[tuple[str, str]] = ("cycles", "cycles")
+    #: width of the hardware counter behind the program's "cycles" (32 for DWT CYCCNT);
+    #: None when the figure is not a wrapping hardware counter (no wrap rule applies)
+    cycle_counter_bits: ClassVar[int | None] = None
 
     def convert_cycles(self, value: float) -> float:
         """Map a raw counter value printed by the program to ``cycle_metric`` units."""
         return value
+
+    def run_times(self, parsed: ProtocolResult, app_config: Mapping[str, Any] | None) -> RunTimes:
+        """The run's times and how they were obtained (``timing.TimingInfo``).
+
+        Real targets report the program's own readings, with the step of the protocol's
+        timer; an emulated board overrides this to report instructions ÷ core clock.
+        """
+        from aidge_deploy.timing import RunTimes, protocol_timing
+
+        info = protocol_timing(
+            parsed.protocol,
+            self.timing_provenance,
+            parsed.timings_ms,
+            app_config,
+            has_layer_times=bool(parsed.layer_times_ms),
+        )
+        return RunTimes(info, parsed.timings_ms, parsed.layer_times_ms)
 
     def __init__(self, config: DeployConfig | None = None) -> None:
         from aidge_deploy.config import DeployConfig
@@ -164,14 +187,15 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
 
     def decorator(cls: T) -> T:
         key = (target.lower(), backend.lower())
-        declared = getattr(cls, "timing_provenance", None)
-        if not isinstance(declared, Provenance):
-            raise ConfigError(
-                f"Deploy target {cls.__qualname__} ({target}/{backend}) does not declare what "
-                f"its timings are (timing_provenance = {declared!r})",
-                hint="Set the class attribute timing_provenance to a Provenance "
-                f"({', '.join(p.value for p in Provenance)}).",
-            )
+        for attribute in ("timing_provenance", "counter_provenance"):
+            declared = getattr(cls, attribute, None)
+            if not isinstance(declared, Provenance):
+                raise ConfigError(
+                    f"Deploy target {cls.__qualname__} ({target}/{backend}) does not declare "
+                    f"what its figures are ({attribute} = {declared!r})",
+                    hint=f"Set the class attribute {attribute} to a Provenance "
+                    f"({', '.join(p.value for p in Provenance)}).",
+                )
         existing = _REGISTRY.get(key)
         if existing is not None and existing.__qualname__ != cls.__qualname__:
             raise ConfigError(

@@ -10,7 +10,6 @@ Aidge consumers read (see the field docs).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from aidge_core.export_utils import ExportArtifact
 
+from aidge_deploy import stats
 from aidge_deploy.metrics import Metric as Metric  # re-exported: the public home of results
 from aidge_deploy.metrics import Provenance as Provenance
+from aidge_deploy.timing import TimingInfo
 
 if TYPE_CHECKING:
     from aidge_deploy.power.result import PowerResult
@@ -94,18 +95,17 @@ class LatencyStats:
 
     @classmethod
     def of(cls, values: Iterable[float], unit: str = "ms") -> LatencyStats:
-        data = sorted(float(v) for v in values)
+        data = [float(v) for v in values]
         if not data:
             raise ValueError("no samples")
-        p90_index = max(0, int(np.ceil(0.9 * len(data))) - 1)
         return cls(
             n=len(data),
-            mean=statistics.fmean(data),
-            median=statistics.median(data),
-            p90=data[p90_index],
-            min=data[0],
-            max=data[-1],
-            std=statistics.pstdev(data) if len(data) > 1 else 0.0,
+            mean=stats.mean(data),
+            median=stats.median(data),
+            p90=stats.percentile(data, 90),
+            min=min(data),
+            max=max(data),
+            std=stats.std(data),
             unit=unit,
         )
 
@@ -122,13 +122,6 @@ class LayerFigure:
     params: int | None = None
     #: energy of one call of the layer (µJ), when the power monitor attributes it to layers
     energy_uj: float | None = None
-
-    @property
-    def ns_per_mac(self) -> float | None:
-        """Time per multiply-accumulate, when the layer has MACs and a time."""
-        if self.time_ms is None or not self.macs:
-            return None
-        return self.time_ms * 1e6 / self.macs
 
 
 @dataclass(frozen=True)
@@ -212,6 +205,8 @@ class DeployResult:
     farm_board: str | None = None
     #: the power run (``--power``), when one was requested
     power: PowerResult | None = None
+    #: what the run's times are: provenance, timer resolution, source, label
+    timing: TimingInfo | None = None
 
     @property
     def latency(self) -> LatencyStats | None:
@@ -255,6 +250,7 @@ class DeployResult:
                 for layer in self.layers
             ],
             "measurements": [m.as_dict() for m in self.measurements],
+            "timing": None if self.timing is None else self.timing.as_dict(),
             "output": _json_safe(output),
             "log_path": str(self.log_path) if self.log_path else None,
             "stage_durations_ms": self.stage_durations_ms,

@@ -29,23 +29,28 @@ if TYPE_CHECKING:
 _VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
 
 
-def _num(value: float | None) -> str:
+def _num(value: float | None, d: MetricDelta) -> str:
+    """A figure by the printing rules of ``metrics`` (to its resolution, counts as integers)."""
+    from aidge_deploy.metrics import format_figure, is_count_unit
     from aidge_deploy.report.svg import fmt_number
 
-    return "—" if value is None else fmt_number(value)
+    if value is None:
+        return "—"
+    if d.resolution is None and not is_count_unit(d.unit):
+        return fmt_number(value)
+    return format_figure(value, d.unit, d.resolution, with_unit=False)
 
 
 def _delta_cells(d: MetricDelta) -> tuple[str, str, str, str]:
-    from aidge_deploy.report.svg import fmt_number
 
     delta = d.delta
     pct = d.pct
     color = "" if not delta else ("red" if delta > 0 else "green")
-    delta_text = "—" if delta is None else f"{'+' if delta > 0 else ''}{fmt_number(delta)}"
+    delta_text = "—" if delta is None else f"{'+' if delta > 0 else ''}{_num(delta, d)}"
     pct_text = "—" if pct is None else f"{pct:+.1f}%"
     if color:
         delta_text, pct_text = f"[{color}]{delta_text}[/]", f"[{color}]{pct_text}[/]"
-    return _num(d.base), _num(d.cand), delta_text, pct_text
+    return _num(d.base, d), _num(d.cand, d), delta_text, pct_text
 
 
 def _print_comparison(comparison: Comparison, top: int) -> None:

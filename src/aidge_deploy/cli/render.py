@@ -10,7 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from aidge_deploy.errors import DeployError
+from aidge_deploy.metrics import COARSE_STEPS, Metric, Provenance, format_figure
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
+from aidge_deploy.report.format import time_text
 
 if TYPE_CHECKING:  # results imports numpy and aidge_core: not at --help time
     from aidge_deploy.results import DeployResult
@@ -18,11 +20,13 @@ if TYPE_CHECKING:  # results imports numpy and aidge_core: not at --help time
 console = Console(log_path=False)
 err_console = Console(stderr=True)
 
-#: provenance value -> how the result line labels it
+#: what a run is, by the provenance of its counts
 _PROVENANCE_LABEL = {
-    "silicon": "measured on target",
-    "host": "measured on host",
-    "emulated": "EMULATED (QEMU icount, CPI=1 instruction counts, not cycle-accurate)",
+    Provenance.SILICON.value: "measured on target",
+    Provenance.HOST.value: "measured on host",
+    Provenance.EMULATED.value: "EMULATED (QEMU): instruction counts, not cycles; times estimated",
+    Provenance.ESTIMATED.value: "estimated by a model",
+    Provenance.STATIC.value: "static facts of the build",
 }
 
 
@@ -55,64 +59,95 @@ def progress_display(enabled: bool = True) -> Iterator[ProgressCallback]:
         yield callback
 
 
+def _flagged(cell: Metric | None) -> str:
+    """A per-layer cell as printed: to its resolution, flagged when the timer is coarse."""
+    if cell is None:
+        return "-"
+    if cell.value is None:
+        return "n/a"
+    text = cell.formatted(with_unit=False)
+    if cell.below_resolution:
+        return f"{text}*"
+    return f"{text}~" if cell.coarse else text
+
+
+def _latency(result: DeployResult) -> None:
+    latency = result.latency
+    timing = result.timing
+    if latency is None or timing is None or timing.resolution_ms is None:
+        return
+    res = timing.resolution_ms
+    table = Table(
+        title=f"Latency per inference (ms, {timing.label}; step {time_text(res, res)})",
+        title_justify="left",
+    )
+    for col in ("n", "mean", "median", "p90", "min", "max", "std"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        str(latency.n),
+        *(
+            format_figure(getattr(latency, k), "ms", res, with_unit=False)
+            for k in ("mean", "median", "p90", "min", "max", "std")
+        ),
+    )
+    console.print(table)
+
+
+def _layers(result: DeployResult) -> None:
+    from aidge_deploy.profiling.layer_table import MACS, PARAMS, TIME, layer_table
+
+    table_view = layer_table(result)
+    if not table_view.rows:
+        return
+    # MACs and parameters are static facts of the export: in the report, not on the terminal
+    columns = [c for c in table_view.columns if c.key not in (MACS, PARAMS)]
+    cells = [[_flagged(row.cells.get(c.key)) for c in columns] for row in table_view.rows]
+    table = Table(title="Per-layer profile", title_justify="left")
+    table.add_column("layer", overflow="fold")
+    for i, column in enumerate(columns):
+        # one word per header line, so the numbers (never wrapped) set the column widths
+        header = "\n".join([*column.title.split(), f"({column.unit})"])
+        width = max(len(row[i]) for row in cells)
+        table.add_column(header, justify="right", no_wrap=True, min_width=width)
+    for row, texts in zip(table_view.rows, cells, strict=True):
+        table.add_row(row.name, *texts)
+    console.print(table)
+    time_column = table_view.column(TIME)
+    if time_column is not None and time_column.resolution is not None:
+        console.print(
+            f"[dim]times per call, {result.timing.label if result.timing else ''}, to the "
+            f"timer's step ({time_text(time_column.resolution, time_column.resolution)}); "
+            f"~ fewer than {COARSE_STEPS} steps, * less than one (no share, no time/MAC)[/dim]",
+            highlight=False,
+        )
+
+
+def _headline(result: DeployResult) -> None:
+    """The run's headline figures, each with its provenance (instructions first on an
+    emulated board: the count is the primary figure, the time an estimate from it)."""
+    cycles = result.metric(str(result.metrics.get("cycles_name") or "cycles"))
+    for metric in (cycles, result.metric("latency"), result.metric("mlperf_latency")):
+        if metric is None:
+            continue
+        console.print(
+            f"[bold]{metric.name.replace('_', ' ')}[/bold]: {metric.formatted()} "
+            f"[dim]({metric.description}; {metric.provenance.value})[/dim]",
+            highlight=False,
+        )
+
+
 def print_result(result: DeployResult) -> None:
-    prov = str(result.metrics.get("provenance", "host"))
+    prov = Provenance(result.metrics["provenance"]).value  # declared by the target
     console.print(
         f"[bold]Target[/bold] {result.target} ({result.backend}) · protocol {result.protocol} · "
         f"[italic]{_PROVENANCE_LABEL.get(prov, prov)}[/italic]",
         highlight=False,
     )
-    latency = result.latency
-    if latency is not None:
-        table = Table(title=f"Latency per inference ({latency.unit})", title_justify="left")
-        for col in ("n", "mean", "median", "p90", "min", "max", "std"):
-            table.add_column(col, justify="right")
-        table.add_row(
-            str(latency.n),
-            *(f"{getattr(latency, k):.6f}" for k in ("mean", "median", "p90", "min", "max", "std")),
-        )
-        console.print(table)
-    cycles_name = str(result.metrics.get("cycles_name", "cycles")).replace("_", " ")
-    if result.metrics.get("cycles"):
-        values = result.metrics["cycles"]
-        console.print(
-            f"{cycles_name} per inference (median of {len(values)}): {sorted(values)[len(values) // 2]}"
-        )
-    if result.layers:
-        counter_names: list[str] = []
-        for layer in result.layers:
-            counter_names += [c for c in layer.counters if c not in counter_names]
-        table = Table(title="Per-layer profile", title_justify="left")
-        table.add_column("layer")
-        table.add_column("time (ms/call)", justify="right")
-        for name in counter_names:
-            table.add_column(name.replace("_", " "), justify="right")
-        total = sum(layer.time_ms or 0.0 for layer in result.layers)
-        table.add_column("share", justify="right")
-        with_macs = any(layer.macs for layer in result.layers)
-        if with_macs:
-            table.add_column("MACs", justify="right")
-            table.add_column("ns/MAC", justify="right")
-        for layer in result.layers:
-            share = f"{(layer.time_ms or 0) / total:.0%}" if total > 0 else "-"
-            table.add_row(
-                layer.name,
-                "-" if layer.time_ms is None else f"{layer.time_ms:.6f}",
-                *(
-                    f"{layer.counters[c]:.0f}" if c in layer.counters else "-"
-                    for c in counter_names
-                ),
-                share,
-                *(
-                    (
-                        str(layer.macs or 0),
-                        "-" if layer.ns_per_mac is None else f"{layer.ns_per_mac:.3g}",
-                    )
-                    if with_macs
-                    else ()
-                ),
-            )
-        console.print(table)
+    if result.timing is not None:
+        console.print(f"[dim]times: {result.timing.source}[/dim]", highlight=False)
+    _headline(result)
+    _latency(result)
+    _layers(result)
     if result.accuracy is not None:
         console.print(f"[bold]Accuracy on target:[/bold] {result.accuracy:.2%}")
     if isinstance(result.output, list):
@@ -123,16 +158,23 @@ def print_result(result: DeployResult) -> None:
                 f"output[{index}] ({len(values)} values): {preview}{more}", highlight=False
             )
     if result.memory_peak_bytes is not None:
-        per = ", ".join(f"mem_{i}={v} B" for i, v in enumerate(result.memory_peak_bytes))
-        console.print(f"[bold]Activation memory:[/bold] {int(result.memory_peak_bytes)} B ({per})")
+        per = ", ".join(f"mem_{i}={v:,} B" for i, v in enumerate(result.memory_peak_bytes))
+        console.print(
+            f"[bold]Activation memory (planned, static):[/bold] {int(result.memory_peak_bytes):,} B"
+            f" ({per})"
+        )
     rss = result.metrics.get("peak_rss_bytes")
     if rss:
-        console.print(f"[bold]Peak RSS:[/bold] {rss / 1024:.0f} KiB")
+        console.print(f"[bold]Peak RSS:[/bold] {rss / 1024:,.0f} KiB")
     binary = result.metrics.get("binary")
     if binary:
-        console.print(
-            f"[bold]Binary:[/bold] flash {binary['flash_bytes']} B, RAM {binary['ram_bytes']} B"
-        )
+        if binary.get("flash_capacity") is not None:
+            what = f"flash {binary['flash_bytes']:,} B, static RAM {binary['ram_bytes']:,} B"
+        else:
+            what = (
+                f"program image {binary['flash_bytes']:,} B, static data {binary['ram_bytes']:,} B"
+            )
+        console.print(f"[bold]Binary (static):[/bold] {what}")
     if result.log_path is not None:
         console.print(f"[dim]Log: {result.log_path}[/dim]", highlight=False, soft_wrap=True)
     if result.power is not None:

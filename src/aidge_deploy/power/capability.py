@@ -97,18 +97,20 @@ class RepeatedRunPower(PowerCapableTarget):
     def power_clean_latency(
         self, ctx: DeployContext, parsed: ProtocolResult
     ) -> tuple[float, Provenance, float]:
-        from statistics import median
+        from aidge_deploy import stats
 
-        from aidge_deploy.profiling.validity import timer_resolution_for
-
-        if not parsed.timings_ms:
+        # the target's own times: its timer's step and provenance (an emulated board's are
+        # instructions ÷ core clock, estimated)
+        run_times = getattr(self, "run_times")  # noqa: B009 (DeployTarget's method)
+        times = run_times(parsed, ctx.artifact.manifest.application_config)
+        info = times.info
+        if not times.timings_ms or info is None or info.resolution_ms is None:
             raise ConfigError(
                 "The profile run printed no timings: no clean latency to plan N from",
-                hint="Deploy a benchmark export.",
+                hint="Deploy a benchmark export (with profiling, on an emulated board).",
             )
-        resolution_ms = timer_resolution_for(ctx.artifact.manifest.protocol) or 1e-6
-        provenance: Provenance = getattr(self, "timing_provenance", Provenance.HOST)
-        return median(parsed.timings_ms) / 1e3, provenance, resolution_ms / 1e3
+        latency_ms = stats.median(times.timings_ms)
+        return latency_ms / 1e3, info.provenance, info.resolution_ms / 1e3
 
     def power_repeat_duration(self, execution: ExecutionResult) -> float | None:
         # a program run costs its start-up and I/O too: plan repeats on its wall time

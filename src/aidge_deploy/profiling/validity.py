@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from aidge_deploy.config import Aggregation
+from aidge_deploy.metrics import COARSE_STEPS
 from aidge_deploy.profiling.aggregate import (
     TRIMMED_MIN_SAMPLES,
     Aggregate,
@@ -23,8 +24,6 @@ from aidge_deploy.profiling.aggregate import (
 )
 from aidge_deploy.results import DeployResult, Provenance
 
-#: hardware cycle counters (DWT CYCCNT, Arm PMU) are 32 bits wide
-COUNTER_BITS = 32
 #: the per-layer sum may differ from the end-to-end figure by this fraction before it is "far"
 LAYER_SUM_TOLERANCE = 0.5
 #: flash or RAM use above this fraction of the capacity is reported
@@ -33,18 +32,6 @@ NEAR_CAPACITY = 0.9
 MIN_SAMPLES = 3
 #: the power window may differ from N x clean latency by this fraction
 POWER_WINDOW_TOLERANCE = 0.10
-
-#: timer tick of each output protocol, in ms: what a single time reading can resolve.
-#: UART programs read ``HAL_GetTick()`` (1 ms); host programs print ``steady_clock``
-#: intervals with 6 decimals of a millisecond; MLPerf laps are in microseconds.
-TIMER_RESOLUTION_MS: Mapping[str, float] = MappingProxyType(
-    {
-        "aidge-uart-benchmark/v1": 1.0,
-        "aidge-uart-validation/v1": 1.0,
-        "aidge-stdout-benchmark/v1": 1e-6,
-        "mlperf-tiny-uart/v1": 1e-3,
-    }
-)
 
 
 class Severity(StrEnum):
@@ -97,8 +84,8 @@ ISSUE_SPECS: Mapping[IssueCode, IssueSpec] = MappingProxyType(
     {
         IssueCode.COUNTER_OVERFLOW: IssueSpec(
             Severity.ERROR,
-            "A 32-bit counter wrapped (a value of at least 2^31 or a negative delta) and no "
-            "usable reading is left for the figure.",
+            "A hardware counter wrapped (in its own width: a value of at least 2^31 for a "
+            "32-bit counter, or a negative delta) and no usable reading is left for the figure.",
         ),
         IssueCode.COUNTER_UNAVAILABLE: IssueSpec(
             Severity.WARNING,
@@ -120,12 +107,14 @@ ISSUE_SPECS: Mapping[IssueCode, IssueSpec] = MappingProxyType(
         ),
         IssueCode.TIMER_RESOLUTION_COARSE: IssueSpec(
             Severity.WARNING,
-            "The timer ticks more slowly than a measured layer takes, so that layer's time is "
-            "quantisation noise; prefer its cycle count.",
+            f"A time spans fewer than {COARSE_STEPS} steps of the timer that measured it, so "
+            "its quantisation alone moves it by more than 10 %; below one step it is noise. "
+            "Prefer its cycle count.",
         ),
         IssueCode.TIMING_EMULATED: IssueSpec(
             Severity.INFO,
-            "Timings come from an emulator: emulated instruction counts, not cycles.",
+            "The run is emulated: counts are emulated instructions (not cycles) and times are "
+            "estimated from them at the core clock with CPI = 1.",
         ),
         IssueCode.MEMORY_NEAR_CAPACITY: IssueSpec(
             Severity.WARNING,
@@ -206,11 +195,6 @@ class Validity:
         return {"status": self.status.value, "issues": [i.as_dict() for i in self.issues]}
 
 
-def timer_resolution_for(protocol: str | None) -> float | None:
-    """The timer tick (ms) behind a protocol's time readings, if the protocol reports times."""
-    return TIMER_RESOLUTION_MS.get(protocol or "")
-
-
 def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
@@ -250,15 +234,18 @@ def _sample_issues(name: str, agg: Aggregate, unit: str) -> list[Issue]:
 def _layer_counter_issues(result: DeployResult, requested: Sequence[str]) -> list[Issue]:
     issues: list[Issue] = []
     seen: dict[str, int] = {}
+    widths = result.metrics.get("counter_bits") or {}
     for layer in result.layers:
         for counter, value in layer.counters.items():
             seen[counter] = seen.get(counter, 0) + 1
             v = float(value)
-            if v < 0 or v >= 2 ** (COUNTER_BITS - 1):
+            bits = widths.get(counter)
+            if v < 0 or (bits is not None and v >= 2 ** (bits - 1)):
                 issues.append(
                     Issue(
                         IssueCode.COUNTER_OVERFLOW,
-                        f"layer {layer.name}: {counter} = {_fmt(v)} is a wrapped 32-bit reading",
+                        f"layer {layer.name}: {counter} = {_fmt(v)} is a wrapped "
+                        f"{bits or ''}{'-bit ' if bits else ''}reading",
                         f"{layer.name}/{counter}",
                     )
                 )
@@ -307,27 +294,66 @@ def _layer_sum_issue(
     )
 
 
+def _coarse_issues(result: DeployResult, latency: Aggregate | None) -> list[Issue]:
+    """Times spanning few steps of their timer, quoting the timer's real step."""
+    timing = result.timing
+    if timing is None:
+        return []
+    issues: list[Issue] = []
+    step = timing.layer_resolution_ms
+    times = [
+        (layer.name, float(layer.time_ms)) for layer in result.layers if layer.time_ms is not None
+    ]
+    if step is not None and times:
+        coarse = [(name, t) for name, t in times if t < COARSE_STEPS * step]
+        if coarse:
+            name, fastest = min(coarse, key=lambda item: item[1])
+            below = sum(1 for _, t in coarse if t < step)
+            issues.append(
+                Issue(
+                    IssueCode.TIMER_RESOLUTION_COARSE,
+                    f"the per-layer timer steps by {_fmt(step)} ms: {len(coarse)} of "
+                    f"{len(times)} layer(s) span fewer than {COARSE_STEPS} steps ({below} less "
+                    f"than one; e.g. {name}: {_fmt(fastest)} ms)",
+                    name,
+                )
+            )
+    step = timing.resolution_ms
+    value = latency.value if latency is not None else None
+    if step is not None and value is not None and value < COARSE_STEPS * step:
+        issues.append(
+            Issue(
+                IssueCode.TIMER_RESOLUTION_COARSE,
+                f"the latency samples step by {_fmt(step)} ms and the latency is "
+                f"{_fmt(value)} ms: fewer than {COARSE_STEPS} steps",
+                "latency",
+            )
+        )
+    return issues
+
+
 def assess(
     result: DeployResult,
     *,
     aggregation: Aggregation | str = Aggregation.MEDIAN,
     requested_counters: Sequence[str] = (),
-    timer_resolution_ms: float | None = None,
 ) -> Validity:
     """Check one deploy result and return its validity with every issue found.
 
-    ``timer_resolution_ms`` defaults to the tick of the result's protocol
-    (``TIMER_RESOLUTION_MS``); ``requested_counters`` are exact counter names the caller
-    asked for and expects to see reported.
+    ``requested_counters`` are exact counter names the caller asked for and expects to
+    see reported. Time resolutions come from ``result.timing``; counter widths from the
+    result's ``counter_bits`` (the wrap rule applies in each counter's own width).
     """
     method = Aggregation(aggregation)
     issues: list[Issue] = []
     provenance = str(result.metrics.get("provenance", ""))
     if provenance == Provenance.EMULATED.value:
+        label = result.timing.label if result.timing is not None else ""
         issues.append(
             Issue(
                 IssueCode.TIMING_EMULATED,
-                "timings and counters come from QEMU: emulated instruction counts, not cycles",
+                "counts come from QEMU: emulated instructions, not cycles"
+                + (f"; times are {label}" if label else ""),
             )
         )
     latency: Aggregate | None = None
@@ -338,35 +364,21 @@ def assess(
     cycles: Aggregate | None = None
     raw_cycles = result.metrics.get("cycles")
     if raw_cycles:
-        cycles = aggregate_samples(raw_cycles, method, counter_bits=COUNTER_BITS)
+        bits = result.metrics.get("cycles_counter_bits")
+        cycles = aggregate_samples(raw_cycles, method, counter_bits=bits)
         issues += _sample_issues(cycles_name, cycles, cycles_name)
     issues += _layer_counter_issues(result, requested_counters)
 
-    resolution = (
-        timer_resolution_ms
-        if timer_resolution_ms is not None
-        else timer_resolution_for(result.protocol)
-    )
     times = [(layer.name, layer.time_ms) for layer in result.layers if layer.time_ms is not None]
     if times:
         layer_sum = sum(float(t) for _, t in times)
+        slack = len(times) * (result.timing.layer_resolution_ms or 0.0) if result.timing else 0.0
         issue = _layer_sum_issue(
-            "times", layer_sum, latency.value if latency else None, "ms", resolution or 0.0
+            "times", layer_sum, latency.value if latency else None, "ms", slack
         )
         if issue is not None:
             issues.append(issue)
-        if resolution is not None:
-            fine = [(name, float(t)) for name, t in times if float(t) < resolution]
-            if fine:
-                name, fastest = min(fine, key=lambda item: item[1])
-                issues.append(
-                    Issue(
-                        IssueCode.TIMER_RESOLUTION_COARSE,
-                        f"the timer resolves {_fmt(resolution)} ms but {len(fine)} layer(s) "
-                        f"take less (e.g. {name}: {_fmt(fastest)} ms)",
-                        name,
-                    )
-                )
+    issues += _coarse_issues(result, latency)
     layer_cycles = [
         float(layer.counters[cycles_name])
         for layer in result.layers
@@ -406,7 +418,6 @@ def _memory_issues(binary: Any) -> list[Issue]:
 __all__ = [
     "ISSUE_SPECS",
     "POWER_WINDOW_TOLERANCE",
-    "TIMER_RESOLUTION_MS",
     "Issue",
     "IssueCode",
     "IssueSpec",
@@ -414,5 +425,4 @@ __all__ = [
     "Validity",
     "ValidityStatus",
     "assess",
-    "timer_resolution_for",
 ]

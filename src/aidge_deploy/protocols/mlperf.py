@@ -217,9 +217,9 @@ def _result(
         latency_us=latency_us,
         results=results,
     )
+    # one mean over nb inferences, not a series of per-inference samples: no ``timings_ms``
     return ProtocolResult(
         protocol=MLPERF_TINY_UART_V1,
-        timings_ms=(latency_us / 1000.0,),
         mlperf=mlperf,
         notices=tuple(notices),
     )

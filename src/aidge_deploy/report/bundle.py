@@ -214,7 +214,6 @@ def write_bundle(
     log_path: Path | None = None,
     stage_durations_ms: Mapping[str, float] | None = None,
     profile_format: ProfileFormat | str = ProfileFormat.CSV,
-    timer_resolution_ms: float | None = None,
     requested_counters: Sequence[str] = (),
     toolchain: Mapping[str, str | None] | None = None,
     graph_id: str | None = None,
@@ -242,7 +241,9 @@ def write_bundle(
     timestamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
     identity = {**model_identity(artifact).as_dict(), "target": str(result.target)}
-    hardware = meta.hardware_facts(hardware_target)
+    hardware = meta.hardware_facts(
+        hardware_target, this_machine=result.target == "host" and result.backend == "local"
+    )
     if toolchain is None:
         build_system = hardware.get("build_system") or artifact.manifest.build_system
         toolchain = meta.toolchain_versions(
@@ -257,7 +258,6 @@ def write_bundle(
         result,
         aggregation=config.aggregation,
         requested_counters=requested_counters,
-        timer_resolution_ms=timer_resolution_ms,
     )
     summary = build_summary(
         result,

@@ -57,6 +57,8 @@ TOTAL_KEYS = (
     "accuracy",
     "flash_bytes",
     "ram_bytes",
+    "image_bytes",
+    "static_data_bytes",
     "activation_memory",
     "peak_rss",
 )
@@ -117,6 +119,8 @@ class Figure:
     value: float | None
     unit: str
     provenance: str
+    #: the step of the timer behind a time (None: a count, a size, an untimed figure)
+    resolution: float | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,8 @@ class MetricDelta:
     unit: str
     base: float | None
     cand: float | None
+    #: the coarser of the two figures' resolutions (what a difference can resolve)
+    resolution: float | None = None
 
     @property
     def delta(self) -> float | None:
@@ -147,6 +153,7 @@ class MetricDelta:
             "cand": self.cand,
             "delta": self.delta,
             "pct": self.pct,
+            "resolution": self.resolution,
         }
 
 
@@ -272,13 +279,19 @@ def figures(summary: Mapping[str, Any]) -> dict[str, Figure]:
     for name, metric in (summary.get("metrics") or {}).items():
         value = metric.get("value")
         out[name] = Figure(
-            None if value is None else float(value), str(metric["unit"]), str(metric["provenance"])
+            None if value is None else float(value),
+            str(metric["unit"]),
+            str(metric["provenance"]),
+            metric.get("resolution"),
         )
     for layer in summary.get("layers") or []:
         for key, fig in layer["metrics"].items():
             value = fig.get("value")
             out[f"{LAYER_PREFIX}{layer['name']}/{key}"] = Figure(
-                None if value is None else float(value), str(fig["unit"]), str(fig["provenance"])
+                None if value is None else float(value),
+                str(fig["unit"]),
+                str(fig["provenance"]),
+                fig.get("resolution"),
             )
     return out
 
@@ -294,7 +307,10 @@ def _differences(base: BundleManifest, cand: BundleManifest) -> tuple[DimensionD
 
 def _delta(key: str, fb: Figure | None, fc: Figure | None) -> MetricDelta:
     unit = (fb or fc).unit if (fb or fc) is not None else ""  # type: ignore[union-attr]
-    return MetricDelta(key, unit, fb.value if fb else None, fc.value if fc else None)
+    steps = [f.resolution for f in (fb, fc) if f is not None and f.resolution is not None]
+    return MetricDelta(
+        key, unit, fb.value if fb else None, fc.value if fc else None, max(steps, default=None)
+    )
 
 
 def compare_bundles(base_dir: Path, cand_dir: Path) -> Comparison:

@@ -3,8 +3,9 @@
 It is rendered from the bundle's own ``summary.json`` and ``run_metadata.json`` documents,
 so what the page shows is exactly what the files say. Charts are inline SVG (``report.svg``),
 styles are inline, and no resource is fetched: the page opens from a CI artifact or an
-e-mail attachment. Provenance is stated next to every figure; emulated figures are labelled
-as emulated instruction counts, never as cycles.
+e-mail attachment. The provenance legend is given once at the top and every figure carries
+its chip; emulated figures are labelled as emulated instruction counts, never as cycles, and
+times estimated from them say so. Figures print to the resolution of their timer.
 """
 
 from __future__ import annotations
@@ -13,23 +14,21 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from aidge_deploy.metrics import Provenance
+from aidge_deploy.report.format import figure_text, fmt_bytes, time_text, time_unit_for
+from aidge_deploy.report.html_layers import SORT_SCRIPT, layers_section
 from aidge_deploy.report.power_html import power_section
-from aidge_deploy.report.svg import (
-    PALETTE,
-    bar_chart,
-    capacity_bars,
-    fmt_bytes,
-    fmt_number,
-    histogram,
-    time_scale,
-)
+from aidge_deploy.report.svg import PALETTE, bar_chart, capacity_bars, histogram
 
+#: the legend: what each provenance means (shown once, at the top of the page)
 PROVENANCE_LABELS: Mapping[str, str] = {
-    "silicon": "measured on target silicon",
-    "host": "measured on the host",
-    "emulated": "EMULATED — emulated instruction counts, not cycles",
-    "estimated": "ESTIMATED — the output of a model, not a measurement",
-    "static": "static — a fact of the build",
+    Provenance.SILICON.value: "measured on target silicon",
+    Provenance.HOST.value: "measured on the host",
+    Provenance.EMULATED.value: "counted by an emulator (QEMU): emulated instruction counts, "
+    "not cycles",
+    Provenance.ESTIMATED.value: "the output of a model (e.g. a time at N MHz with CPI = 1), "
+    "not a measurement",
+    Provenance.STATIC.value: "a fact of the build or the model (ELF sizes, MACs), not of a run",
 }
 _STATUS_COLORS = {"valid": "#1f8a4c", "degraded": "#b7791f", "invalid": "#c0392b"}
 _SEVERITY_COLORS = {"error": "#c0392b", "warning": "#b7791f", "info": "#2f6fb5"}
@@ -45,7 +44,19 @@ section{background:#fff;border-radius:10px;box-shadow:0 1px 3px rgba(20,30,60,.0
 h2{font-size:17px;margin:0 0 12px;font-weight:600}
 h3{font-size:14px;margin:16px 0 6px;font-weight:600;color:#39425a}
 .badge{display:inline-block;border-radius:999px;padding:2px 10px;font-size:12px;font-weight:600;color:#fff;margin-right:6px;vertical-align:middle}
-.prov-silicon{background:#1f8a4c}.prov-host{background:#2f6fb5}.prov-emulated{background:#8e44ad}.prov-estimated{background:#b9770e}.prov-static{background:#566573}
+.prov-silicon{background:#1f8a4c}.prov-host{background:#2f6fb5}.prov-emulated{background:#8e44ad}
+.prov-estimated{background:#c56a1b}.prov-static{background:#6b7488}
+.prov{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:6px;vertical-align:middle}
+.legend{display:flex;flex-wrap:wrap;gap:6px 18px;font-size:13px;margin:0 0 18px;background:#fff;border-radius:10px;padding:10px 16px;box-shadow:0 1px 3px rgba(20,30,60,.08)}
+.legend b{margin-right:4px}
+table.layers td{vertical-align:middle}
+table.sortable th[data-sort]{cursor:pointer;user-select:none}
+table.sortable th[data-dir=asc]::after{content:" ▲"}table.sortable th[data-dir=desc]::after{content:" ▼"}
+.cbar{height:4px;background:#eef1f6;border-radius:2px;margin-top:3px}
+.cbar i{display:block;height:4px;border-radius:2px}
+.flag{font-size:10px;color:#b7791f;text-decoration:none;border-bottom:1px dotted #b7791f;margin-left:4px}
+td.na{color:#8a90a0}
+.u{font-weight:400;color:#6b7488}
 .banner{border-left:5px solid #8e44ad;background:#f5ecfa;padding:10px 14px;border-radius:6px;margin:0 0 18px;font-weight:600;color:#5b2a72}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:12px}
 .card{background:#f7f9fc;border:1px solid #e3e8f0;border-radius:8px;padding:12px 14px}
@@ -67,33 +78,43 @@ code{background:#eef1f6;padding:1px 5px;border-radius:4px;font-size:12px}
 
 def _prov_badge(provenance: str) -> str:
     label = PROVENANCE_LABELS.get(provenance, provenance)
-    return f'<span class="badge prov-{escape(provenance)}">{escape(label)}</span>'
+    return f'<span class="badge prov-{escape(provenance)}" title="{escape(label)}">{escape(provenance)}</span>'
 
 
-def _value_text(value: Any, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "B":
-        return fmt_bytes(float(value))
-    if unit == "ratio":
-        return f"{float(value):.2%}"
-    if unit == "ms":
-        factor, shown = time_scale(abs(float(value)))
-        return f"{fmt_number(float(value) * factor)} {shown}"
-    return f"{fmt_number(float(value))} {unit}"
+def _chip(provenance: str) -> str:
+    return f'<span class="prov prov-{escape(provenance)}" title="{escape(provenance)}"></span>'
+
+
+def _legend(summary: Mapping[str, Any]) -> str:
+    """What each provenance chip means: once, for the whole page."""
+    items = "".join(
+        f'<span data-legend="{escape(p)}">{_chip(p)}<b>{escape(p)}</b>'
+        f"{escape(PROVENANCE_LABELS.get(p, p))}</span>"
+        for p in summary.get("provenances") or [summary["provenance"]]
+    )
+    return f'<div class="legend" data-provenance-legend="1">{items}</div>'
 
 
 def _cards(summary: Mapping[str, Any]) -> str:
     metrics = summary["metrics"]
     cycles = summary.get("cycles_name", "cycles")
-    order = [
+    heads = [
         ("latency", "Latency / inference"),
-        (cycles, f"{cycles} / inference"),
+        (cycles, f"{cycles.replace('_', ' ')} / inference"),
+    ]
+    if summary["provenance"] == Provenance.EMULATED.value:
+        heads.reverse()  # the instruction count is an emulated run's primary figure
+    order = [
+        *heads,
         ("mlperf_latency", "MLPerf latency"),
         ("accuracy", "Accuracy"),
         ("flash_bytes", "Flash"),
         ("ram_bytes", "Static RAM"),
+        ("image_bytes", "Program image"),
+        ("static_data_bytes", "Static data"),
         ("activation_memory", "Activation memory"),
+        ("macs", "MACs / inference"),
+        ("params", "Parameters"),
         ("peak_rss", "Peak RSS"),
     ]
     cards = []
@@ -101,11 +122,17 @@ def _cards(summary: Mapping[str, Any]) -> str:
         metric = metrics.get(key)
         if metric is None:
             continue
-        prov = PROVENANCE_LABELS.get(metric["provenance"], metric["provenance"])
+        text = figure_text(
+            metric["value"],
+            metric["unit"],
+            metric.get("resolution"),
+            unavailable_reason=metric.get("unavailable_reason"),
+        )
         cards.append(
-            f'<div class="card" data-metric="{escape(key)}"><div class="k">{escape(title)}</div>'
-            f'<div class="v">{escape(_value_text(metric["value"], metric["unit"]))}</div>'
-            f'<div class="p">{escape(metric.get("description") or "")}<br>{escape(prov)}</div></div>'
+            f'<div class="card" data-metric="{escape(key)}"><div class="k">'
+            f"{_chip(metric['provenance'])}{escape(title)}</div>"
+            f'<div class="v">{escape(text)}</div>'
+            f'<div class="p">{escape(metric.get("description") or "")}</div></div>'
         )
     if not cards:
         return '<p class="muted">This run reported no headline figure.</p>'
@@ -133,98 +160,47 @@ def _validity(summary: Mapping[str, Any]) -> str:
     return head + f'<ul class="issues">{"".join(items)}</ul>'
 
 
-def _layers(summary: Mapping[str, Any]) -> str:
-    columns = summary["layer_columns"]
-    layers = summary["layers"]
-    if not layers:
-        return (
-            "<h2>Per-layer profile</h2><p class='muted'>No per-layer figures: export with "
-            "profiling enabled to get them.</p>"
-        )
-    charts = []
-    for i, col in enumerate(columns):
-        items = [
-            (layer["name"], (layer["metrics"].get(col["key"]) or {}).get("value"))
-            for layer in layers
-        ]
-        unit = col["unit"]
-        if unit == "ms":
-            peak = max((v for _, v in items if v is not None), default=0.0)
-            factor, unit = time_scale(peak)
-            items = [(name, None if v is None else v * factor) for name, v in items]
-        title = "Time per call" if col["key"] == "time" else col["key"]
-        charts.append(
-            f"<h3>{escape(title)} ({escape(unit)}) "
-            f"{_prov_badge(col['provenance'])}</h3>"
-            + bar_chart(
-                items,
-                unit=unit,
-                chart_id=f"layer-{col['key']}",
-                color=PALETTE[i % len(PALETTE)],
-            )
-        )
-    scales: dict[str, tuple[float, str]] = {}
-    for c in columns:
-        if c["unit"] == "ms":
-            peak = max(
-                (
-                    f["value"]
-                    for layer in layers
-                    if (f := layer["metrics"].get(c["key"])) and f["value"] is not None
-                ),
-                default=0.0,
-            )
-            scales[c["key"]] = time_scale(peak)
-        else:
-            scales[c["key"]] = (1.0, c["unit"])
-    head = "".join(
-        f'<th class="num">{escape(c["key"])} ({escape(scales[c["key"]][1])})</th>' for c in columns
-    )
-    rows = []
-    for layer in layers:
-        cells = "".join(
-            f'<td class="num">{escape(fmt_number(f["value"] * scales[c["key"]][0])) if (f := layer["metrics"].get(c["key"])) and f["value"] is not None else "—"}</td>'
-            for c in columns
-        )
-        rows.append(f"<tr><td>{layer['index']}</td><td>{escape(layer['name'])}</td>{cells}</tr>")
-    table = f"<table><tr><th>#</th><th>layer</th>{head}</tr>{''.join(rows)}</table>"
-    return "<h2>Per-layer profile</h2>" + "".join(charts) + "<h3>Table</h3>" + table
-
-
 def _latency(summary: Mapping[str, Any]) -> str:
     latency = summary.get("latency")
     if not latency:
-        return (
-            "<h2>Latency</h2><p class='muted'>No per-inference timings (output or "
-            "validation-only export).</p>"
+        mlperf = summary["metrics"].get("mlperf_latency")
+        why = (
+            "an MLPerf Tiny session prints one mean over its inferences (see the MLPerf "
+            "latency figure), not a series"
+            if mlperf
+            else "no per-inference timings (output or validation-only export)"
         )
+        return f"<h2>Latency</h2><p class='muted'>No distribution: {escape(why)}.</p>"
     agg = summary["metrics"].get("latency", {})
+    res = latency.get("resolution")
     markers: list[tuple[str, float]] = [("median", latency["median"]), ("mean", latency["mean"])]
     if agg.get("value") is not None and summary["aggregation"] != "median":
         markers.append((summary["aggregation"], agg["value"]))
-    factor, unit = (
-        time_scale(float(latency["max"])) if latency["unit"] == "ms" else (1.0, latency["unit"])
-    )
+    unit = time_unit_for(float(latency["max"]))
+    factor = {"ms": 1.0, "µs": 1e3, "ns": 1e6}[unit]
     chart = histogram(
         [s * factor for s in latency["samples"]],
         unit=unit,
         chart_id="latency-histogram",
+        quantity="latency",
+        resolution=None if res is None else res * factor,
         markers=[(name, v * factor) for name, v in markers],
     )
-    keys = ("n", "mean", "median", "p90", "min", "max", "std")
-    head = "".join(
-        f'<th class="num">{k}{"" if k == "n" else f" ({escape(unit)})"}</th>' for k in keys
+    keys = ("mean", "median", "p90", "min", "max", "std")
+    head = '<th class="num">n</th>' + "".join(
+        f'<th class="num">{k} ({escape(unit)})</th>' for k in keys
     )
-    cells = "".join(
-        f'<td class="num">{escape(fmt_number(float(latency[k]) * (1 if k == "n" else factor)))}</td>'
+    cells = f'<td class="num">{int(latency["n"])}</td>' + "".join(
+        f'<td class="num">{escape(time_text(float(latency[k]), res, unit, with_unit=False))}</td>'
         for k in keys
     )
-    agg_text = escape(agg.get("description", ""))
+    step = "" if res is None else f" The timer steps by {escape(time_text(res, res))}."
     return (
-        f"<h2>Latency distribution {_prov_badge(latency['provenance'])}</h2>{chart}"
+        f"<h2>{_chip(latency['provenance'])}Latency distribution "
+        f"<span class='muted'>({escape(str(latency.get('label') or ''))})</span></h2>{chart}"
         f"<table><tr>{head}</tr><tr>{cells}</tr></table>"
-        f"<p class='muted'>Unit: {escape(unit)} per inference. Headline figure: "
-        f"{agg_text}.</p>"
+        f"<p class='muted'>{escape(unit)} per inference, {int(latency['n'])} samples.{step} "
+        f"Headline figure: {escape(agg.get('description', ''))}.</p>"
     )
 
 
@@ -232,9 +208,12 @@ def _memory(summary: Mapping[str, Any]) -> str:
     mem = summary["memory"]
     rows: list[tuple[str, int | None, int | None]] = []
     if mem.get("flash_bytes") is not None:
-        rows.append(("Flash (program)", mem["flash_bytes"], mem.get("flash_capacity")))
+        rows.append(("Flash (firmware)", mem["flash_bytes"], mem.get("flash_capacity")))
+    if mem.get("image_bytes") is not None:
+        rows.append(("Program image (ELF loadable)", mem["image_bytes"], None))
     if mem.get("ram_bytes") is not None:
-        rows.append(("Static RAM (data+bss)", mem["ram_bytes"], mem.get("ram_capacity")))
+        what = "Static RAM (data+bss)" if mem.get("kind") == "firmware" else "Static data"
+        rows.append((what, mem["ram_bytes"], mem.get("ram_capacity")))
     if mem.get("activation_bytes") is not None:
         rows.append(("Activation memory", mem["activation_bytes"], mem.get("ram_capacity")))
     if mem.get("peak_rss_bytes") is not None:
@@ -243,10 +222,14 @@ def _memory(summary: Mapping[str, Any]) -> str:
         return "<h2>Memory</h2><p class='muted'>No memory figure for this run.</p>"
     note = (
         "Bars are the share of the target's capacity (green &lt; 70%, amber &lt; 90%, red "
-        "above). Figures without a capacity (host programs) are scaled to each other."
+        "above). Figures without a capacity (host programs) are scaled to each other. "
+        "Sizes and planned activation memory are static facts of the build; peak RSS is "
+        "measured."
     )
     return (
-        "<h2>Memory</h2>" + capacity_bars(rows, chart_id="memory") + f"<p class='muted'>{note}</p>"
+        "<h2>Memory</h2>"
+        + capacity_bars(rows, chart_id="memory", quantity="memory")
+        + f"<p class='muted'>{note}</p>"
     )
 
 
@@ -262,16 +245,18 @@ def _run(summary: Mapping[str, Any], metadata: Mapping[str, Any]) -> str:
     target = metadata.get("target", {})
     hw = target.get("hardware", {}) or {}
     memories = ", ".join(
-        f"{m['name']} {fmt_bytes(m['capacity_bytes']) if m.get('capacity_bytes') else '?'}"
+        f"{m['name']} {m.get('text') or fmt_bytes(m['capacity_bytes'])} ({m.get('source')})"
+        if m.get("capacity_bytes")
+        else f"{m['name']} unavailable"
         for m in hw.get("memories", [])
     )
-    clock = hw.get("clock_hz")
+    clock = (hw.get("clock") or {}).get("text") if hw.get("clock_hz") else None
     target_pairs = [
         ("target", target.get("name")),
         ("backend", target.get("backend")),
         ("hardware model", hw.get("name")),
         ("CPU", " ".join(str(x) for x in (hw.get("cpu"), hw.get("arch")) if x) or None),
-        ("clock", f"{clock / 1e6:g} MHz" if clock else None),
+        ("clock", f"{clock} ({(hw.get('clock') or {}).get('source')})" if clock else None),
         ("memories", memories or None),
         ("protocol", summary.get("protocol")),
         ("aggregation", summary.get("aggregation")),
@@ -290,7 +275,14 @@ def _run(summary: Mapping[str, Any], metadata: Mapping[str, Any]) -> str:
     durations = [(k, float(v)) for k, v in (metadata.get("stage_durations_ms") or {}).items()]
     stage_chart = (
         "<h3>Stage durations</h3>"
-        + bar_chart(durations, unit="ms", chart_id="stage-durations", color=PALETTE[5])
+        + bar_chart(
+            durations,
+            unit="ms",
+            chart_id="stage-durations",
+            quantity="stage duration",
+            color=PALETTE[5],
+            resolution=1e-3,  # stage durations are kept to the microsecond
+        )
         if durations
         else ""
     )
@@ -313,12 +305,19 @@ def render_html(
     provenance = summary["provenance"]
     title = f"aidge-deploy report — {summary.get('target') or 'unknown target'}"
     banner = ""
-    if provenance == "emulated":
+    if provenance == Provenance.EMULATED.value:
         cyc = summary.get("cycles_name", "instructions")
+        label = (summary.get("timing") or {}).get("label")
+        times = (
+            f"Times are {escape(label)}: estimates from those counts, not measurements. "
+            if label
+            else ""
+        )
         banner = (
-            '<div class="banner" data-provenance="emulated">EMULATED run: every timing and '
-            f"counter ({escape(cyc)}) on this page comes from QEMU — emulated instruction "
-            "counts, not cycles. Compare emulated figures only with emulated figures.</div>"
+            '<div class="banner" data-provenance="emulated">EMULATED run: the counts on this '
+            f"page ({escape(cyc)} and the emulated counters) come from QEMU — emulated "
+            f"instruction counts, not cycles. {times}Compare emulated figures only with "
+            "emulated figures.</div>"
         )
     file_list = "".join(f"<li><code>{escape(f)}</code></li>" for f in files)
     files_section = (
@@ -336,13 +335,13 @@ def render_html(
         f"<header><h1>{escape(title)}</h1><div class='sub'>{_prov_badge(provenance)} "
         f"backend {escape(str(summary.get('backend')))} · protocol "
         f"{escape(str(summary.get('protocol')))} · {escape(str(summary['timestamp']))}</div></header>"
-        f"<main>{banner}"
+        f"<main>{_legend(summary)}{banner}"
         f"<section>{_cards(summary)}</section>"
         f"<section>{_validity(summary)}</section>"
-        f"<section>{_layers(summary)}</section>"
+        f"<section>{layers_section(summary)}</section>"
         f"<section>{_latency(summary)}</section>"
         f"<section>{_memory(summary)}</section>"
         + (f"<section>{power}</section>" if (power := power_section(summary, _prov_badge)) else "")
         + f"<section>{_run(summary, metadata)}</section>"
-        f"{files_section}</main></body></html>\n"
+        f"{files_section}</main><script>{SORT_SCRIPT}</script></body></html>\n"
     )

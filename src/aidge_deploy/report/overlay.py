@@ -32,11 +32,13 @@ def build_overlays(summary: Mapping[str, Any], graph_id: str) -> dict[str, str]:
     """File name -> JSON text, one overlay per per-layer figure of the summary."""
     out: dict[str, str] = {}
     for column in summary["layer_columns"]:
+        if column.get("derived"):
+            continue  # shares, MACs, ratios: colour the graph by what was measured
         key = column["key"]
         results = {
             layer["name"]: {"value": layer["metrics"][key]["value"]}
             for layer in summary["layers"]
-            if key in layer["metrics"]
+            if key in layer["metrics"] and layer["metrics"][key]["value"] is not None
         }
         if not results:
             continue

@@ -1,9 +1,11 @@
 """The figures of one run, as ``summary.json`` and ``profile_results.{csv,json}`` hold them.
 
-Every figure becomes ``{value, unit, provenance, ...}``: a latency measured on the host, a
-cycle count read on silicon and an instruction count from an emulator must never be
-mistaken for one another, in a file any more than in the API. Headline figures are reduced
-with the user's aggregation after rejecting impossible samples (``profiling.aggregate``).
+Every figure becomes ``{value, unit, provenance, resolution, ...}``: a latency measured on
+the host, a cycle count read on silicon, an instruction count from an emulator, a time
+estimated from it and a size read from the ELF must never be mistaken for one another, in a
+file any more than in the API. Headline figures are the result's own ``Metric`` objects
+(reduced once, in Assemble); per-layer figures come from ``profiling.layer_table``, the
+table the terminal prints too.
 """
 
 from __future__ import annotations
@@ -12,21 +14,17 @@ import csv
 import io
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from aidge_deploy.config import Aggregation
-from aidge_deploy.profiling.aggregate import Aggregate, aggregate_samples
-from aidge_deploy.profiling.validity import COUNTER_BITS, Validity, timer_resolution_for
+from aidge_deploy.profiling.layer_table import layer_table
+from aidge_deploy.profiling.validity import Validity
 from aidge_deploy.results import DeployResult, LatencyStats, Metric, Provenance
 
 SCHEMA_VERSION = 1
 SUMMARY_SCHEMA = "aidge-deploy/summary"
 PROFILE_SCHEMA = "aidge-deploy/profile-results"
-
-#: key of the per-layer time figure
-LAYER_TIME = "time"
 
 
 class ProfileFormat(StrEnum):
@@ -34,20 +32,12 @@ class ProfileFormat(StrEnum):
     JSON = "json"
 
 
-@dataclass(frozen=True)
-class LayerColumn:
-    """One per-layer figure: its key, unit and provenance."""
-
-    key: str
-    unit: str
-    provenance: Provenance
-
-
 def result_provenance(result: DeployResult) -> Provenance:
-    try:
-        return Provenance(str(result.metrics.get("provenance", Provenance.HOST.value)))
-    except ValueError:
-        return Provenance.HOST
+    """What the run is (silicon, host, emulated): declared by its target, never assumed."""
+    raw = result.metrics.get("provenance")
+    if raw is None:
+        raise ValueError("the result does not say what its figures are (metrics['provenance'])")
+    return Provenance(str(raw))
 
 
 def cycles_name(result: DeployResult) -> str:
@@ -55,123 +45,74 @@ def cycles_name(result: DeployResult) -> str:
 
 
 def metric_entry(metric: Metric, **extra: Any) -> dict[str, Any]:
+    """A ``Metric`` as the summary stores it (plus the resolution flags of a time)."""
     entry = metric.as_dict()
     entry.pop("name")
+    if metric.resolution is not None and metric.value is not None:
+        entry["coarse"] = metric.coarse
+        entry["below_resolution"] = metric.below_resolution
     entry.update(extra)
     return entry
 
 
-#: per-layer energy of one call (power monitors that attribute energy to layers)
-LAYER_ENERGY = "energy"
-
-
-def layer_columns(result: DeployResult) -> list[LayerColumn]:
-    prov = result_provenance(result)
-    columns: list[LayerColumn] = []
-    if any(layer.time_ms is not None for layer in result.layers):
-        columns.append(LayerColumn(LAYER_TIME, "ms", prov))
-    cyc = cycles_name(result)
-    units = dict(result.metrics.get("counter_units") or {})
-    units[cyc] = str(result.metrics.get("cycles_unit") or "cycles")
-    for layer in result.layers:
-        for counter in layer.counters:
-            if all(c.key != counter for c in columns):
-                # each counter in its own unit (cycles, instructions, ns, count)
-                columns.append(LayerColumn(counter, units.get(counter, "count"), prov))
-    if result.power is not None and any(layer.energy_uj is not None for layer in result.layers):
-        columns.append(LayerColumn(LAYER_ENERGY, "uJ", result.power.provenance))
-    for key, (attr, unit) in STATIC_COLUMNS.items():
-        if any(getattr(layer, attr, None) is not None for layer in result.layers):
-            # MACs and parameters are read from the export on the host; time per MAC
-            # inherits the provenance of the time it divides
-            columns.append(
-                LayerColumn(key, unit, prov if key == "time_per_mac" else Provenance.HOST)
-            )
-    return columns
-
-
-#: static per-layer figures from the export: key -> (attribute, unit)
-STATIC_COLUMNS = {
-    "macs": ("macs", "MAC"),
-    "params": ("params", "count"),
-    "time_per_mac": ("ns_per_mac", "ns/MAC"),
-}
-
-
-def _layer_value(layer: Any, key: str) -> float | None:
-    if key == LAYER_TIME:
-        return None if layer.time_ms is None else float(layer.time_ms)
-    if key == LAYER_ENERGY:
-        return None if layer.energy_uj is None else float(layer.energy_uj)
-    if key in STATIC_COLUMNS:
-        static = getattr(layer, STATIC_COLUMNS[key][0], None)
-        return None if static is None else float(static)
-    value = layer.counters.get(key)
-    return None if value is None else float(value)
-
-
-def _headline_metrics(
-    result: DeployResult,
-    aggregation: Aggregation,
-    latency: Aggregate | None,
-    cycles: Aggregate | None,
-) -> dict[str, dict[str, Any]]:
-    prov = result_provenance(result)
-    metrics: dict[str, dict[str, Any]] = {m.name: metric_entry(m) for m in result.measurements}
-    if latency is not None:
-        metrics["latency"] = metric_entry(
-            Metric(
-                "latency",
-                latency.value,
-                "ms",
-                prov,
-                f"latency per inference: {latency.describe()}",
-                None if latency.value is not None else "every sample was rejected",
-                resolution=timer_resolution_for(result.protocol),
-            ),
-            aggregate=latency.as_dict(),
-        )
-    if cycles is not None:
-        name = cycles_name(result)
-        metrics[name] = metric_entry(
-            Metric(
-                name,
-                cycles.value,
-                str(result.metrics.get("cycles_unit") or "cycles"),
-                prov,
-                f"{name.replace('_', ' ')} per inference: {cycles.describe()}",
-                None if cycles.value is not None else "every sample was a wrapped 32-bit reading",
-            ),
-            aggregate=cycles.as_dict(),
-        )
+def _binary_metrics(result: DeployResult) -> list[Metric]:
     binary = result.metrics.get("binary")
-    if isinstance(binary, Mapping):
-        for key, what in (("flash_bytes", "flash"), ("ram_bytes", "static RAM")):
-            if binary.get(key) is not None:
-                metrics[key] = metric_entry(
-                    Metric(
-                        key,
-                        int(binary[key]),
-                        "B",
-                        Provenance.HOST,
-                        f"{what} use of the built program, read from its ELF",
-                    )
-                )
+    if not isinstance(binary, Mapping):
+        return []
+    # flash exists on a microcontroller (its hardware model has a flash capacity); a host
+    # or Linux-board program is a file whose loadable bytes are not "flash"
+    mcu = binary.get("flash_capacity") is not None
+    pairs = (
+        (
+            ("flash_bytes", "flash_bytes", "flash use of the firmware (loadable bytes of its ELF)"),
+            ("ram_bytes", "ram_bytes", "static RAM of the firmware (data + bss of its ELF)"),
+        )
+        if mcu
+        else (
+            ("image_bytes", "flash_bytes", "loadable bytes of the program's ELF"),
+            ("static_data_bytes", "ram_bytes", "static data of the program (data + bss)"),
+        )
+    )
+    out = []
+    for name, key, what in pairs:
+        if binary.get(key) is not None:
+            out.append(Metric(name, int(binary[key]), "B", Provenance.STATIC, what))
+    return out
+
+
+def _headline_metrics(result: DeployResult) -> dict[str, dict[str, Any]]:
+    aggregates = result.metrics.get("aggregates") or {}
+    metrics: dict[str, dict[str, Any]] = {}
+    for m in (*result.measurements, *_binary_metrics(result)):
+        extra = {"aggregate": aggregates[m.name]} if m.name in aggregates else {}
+        metrics[m.name] = metric_entry(m, **extra)
     if result.accuracy is not None:
+        prov = Provenance(str(result.metrics.get("provenance")))
         metrics["accuracy"] = metric_entry(
-            Metric("accuracy", float(result.accuracy), "ratio", prov, "top-1 accuracy on target")
+            Metric(
+                "accuracy",
+                float(result.accuracy),
+                "ratio",
+                prov,
+                "top-1 accuracy of the predictions the target printed",
+            )
         )
     return metrics
 
 
-def _latency_block(result: DeployResult, latency: Aggregate | None) -> dict[str, Any] | None:
-    if not result.timings or latency is None:
+def _latency_block(result: DeployResult) -> dict[str, Any] | None:
+    timing = result.timing
+    if not result.timings or timing is None:
         return None
     stats = LatencyStats.of(result.timings)
     block: dict[str, Any] = dict(stats.__dict__)
-    block["provenance"] = result_provenance(result).value
+    block["provenance"] = timing.provenance.value
+    block["resolution"] = timing.resolution_ms
+    block["label"] = timing.label
     block["samples"] = [float(t) for t in result.timings]
-    block["aggregate"] = latency.as_dict()
+    aggregate = (result.metrics.get("aggregates") or {}).get("latency")
+    if aggregate is not None:
+        block["aggregate"] = aggregate
     return block
 
 
@@ -179,10 +120,13 @@ def _memory_block(result: DeployResult) -> dict[str, Any]:
     binary = result.metrics.get("binary")
     binary = binary if isinstance(binary, Mapping) else {}
     peaks = result.memory_peak_bytes
+    mcu = binary.get("flash_capacity") is not None
     return {
         "unit": "B",
-        "flash_bytes": binary.get("flash_bytes"),
+        "kind": "firmware" if mcu else "program",
+        "flash_bytes": binary.get("flash_bytes") if mcu else None,
         "flash_capacity": binary.get("flash_capacity"),
+        "image_bytes": None if mcu else binary.get("flash_bytes"),
         "ram_bytes": binary.get("ram_bytes"),
         "ram_capacity": binary.get("ram_capacity"),
         "text_bytes": binary.get("text_bytes"),
@@ -194,6 +138,43 @@ def _memory_block(result: DeployResult) -> dict[str, Any]:
     }
 
 
+def _layer_block(
+    result: DeployResult,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    table = layer_table(result)
+    columns = [
+        {
+            "key": c.key,
+            "title": c.title,
+            "unit": c.unit,
+            "provenance": c.provenance.value,
+            "quantity": c.quantity,
+            "resolution": c.resolution,
+            "derived": c.derived,
+        }
+        for c in table.columns
+    ]
+    layers = [
+        {
+            "index": row.index,
+            "name": row.name,
+            "metrics": {key: metric_entry(cell) for key, cell in row.cells.items()},
+        }
+        for row in table.rows
+    ]
+    return columns, layers, [c.key for c in table.charted()]
+
+
+def _provenances(summary: Mapping[str, Any]) -> list[str]:
+    """Every provenance a figure of the summary has, in vocabulary order (the legend)."""
+    used = {summary["provenance"]}
+    used |= {m["provenance"] for m in summary["metrics"].values()}
+    used |= {c["provenance"] for c in summary["layer_columns"]}
+    if summary.get("latency"):
+        used.add(summary["latency"]["provenance"])
+    return [p.value for p in Provenance if p.value in used]
+
+
 def build_summary(
     result: DeployResult,
     *,
@@ -203,27 +184,15 @@ def build_summary(
     validity: Validity,
     aggregation: Aggregation | str = Aggregation.MEDIAN,
 ) -> dict[str, Any]:
-    """The ``summary.json`` document of one run."""
+    """The ``summary.json`` document of one run.
+
+    Headline figures are the result's own ``Metric`` objects (reduced once, in Assemble,
+    with the run's aggregation), so the file says what the terminal says.
+    """
     method = Aggregation(aggregation)
-    latency = aggregate_samples(result.timings, method) if result.timings else None
     raw_cycles = result.metrics.get("cycles")
-    cycles = (
-        aggregate_samples(raw_cycles, method, counter_bits=COUNTER_BITS) if raw_cycles else None
-    )
-    columns = layer_columns(result)
-    layers = []
-    for index, layer in enumerate(result.layers):
-        figures = {}
-        for col in columns:
-            value = _layer_value(layer, col.key)
-            if value is not None:
-                figures[col.key] = {
-                    "value": value,
-                    "unit": col.unit,
-                    "provenance": col.provenance.value,
-                }
-        layers.append({"index": index, "name": layer.name, "metrics": figures})
-    return {
+    columns, layers, charted = _layer_block(result)
+    summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -232,22 +201,24 @@ def build_summary(
         "backend": result.backend,
         "protocol": result.protocol,
         "provenance": result_provenance(result).value,
+        "timing": None if result.timing is None else result.timing.as_dict(),
         "cycles_name": cycles_name(result),
         "aggregation": method.value,
         "identity": dict(identity),
-        "metrics": _headline_metrics(result, method, latency, cycles),
-        "latency": _latency_block(result, latency),
+        "metrics": _headline_metrics(result),
+        "latency": _latency_block(result),
         "cycles_samples": [float(c) for c in raw_cycles] if raw_cycles else None,
-        "layer_columns": [
-            {"key": c.key, "unit": c.unit, "provenance": c.provenance.value} for c in columns
-        ],
+        "layer_columns": columns,
         "layers": layers,
+        "charted_columns": charted,
         "memory": _memory_block(result),
         "stage_durations_ms": {k: float(v) for k, v in result.stage_durations_ms.items()},
         "notices": [str(n) for n in result.metrics.get("notices") or []],
         "validity": validity.as_dict(),
         "power": None if result.power is None else result.power.as_dict(),
     }
+    summary["provenances"] = _provenances(summary)
+    return summary
 
 
 def profile_results_csv(summary: Mapping[str, Any]) -> str:
@@ -260,7 +231,7 @@ def profile_results_csv(summary: Mapping[str, Any]) -> str:
         row: list[Any] = [layer["index"], layer["name"]]
         for col in columns:
             fig = layer["metrics"].get(col["key"])
-            row.append("" if fig is None else repr(fig["value"]))
+            row.append("" if fig is None or fig["value"] is None else repr(fig["value"]))
         row.append(summary["provenance"])
         writer.writerow(row)
     return buf.getvalue()

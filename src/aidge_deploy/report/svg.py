@@ -13,6 +13,9 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from aidge_deploy.metrics import format_figure
+from aidge_deploy.report.format import fmt_bytes
+
 PALETTE = ("#3b6fd8", "#d8843b", "#3ba86b", "#a85bd8", "#d83b5e", "#2fa3b5", "#8a8f3b")
 _FONT = 'font-family="system-ui, -apple-system, Segoe UI, sans-serif"'
 
@@ -31,22 +34,6 @@ def fmt_number(value: float) -> str:
     return f"{value:.4g}"
 
 
-def fmt_bytes(value: float) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.0f} B"
-
-
-def time_scale(max_ms: float) -> tuple[float, str]:
-    """Factor and unit that show millisecond figures as readable numbers (ms, µs or ns)."""
-    if max_ms >= 1.0:
-        return 1.0, "ms"
-    if max_ms >= 1e-3:
-        return 1e3, "µs"
-    return 1e6, "ns"
-
-
 def _truncate(label: str, limit: int = 28) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
@@ -56,17 +43,24 @@ def bar_chart(
     *,
     unit: str,
     chart_id: str,
+    quantity: str,
     color: str = PALETTE[0],
+    resolution: float | None = None,
     width: int = 1080,
 ) -> str:
-    """Horizontal bars, one per (label, value); ``None`` values are drawn as 'n/a'."""
+    """Horizontal bars, one per (label, value); ``None`` values are drawn as 'n/a'.
+
+    Values are labelled by the rules of ``metrics`` (to ``resolution``, counts as integers);
+    ``quantity`` names what is charted (``data-quantity``: a page charts each one once).
+    """
     label_w, value_w, row_h, top = 210, 180, 24, 8
     plot_w = width - label_w - value_w
     values = [v for _, v in items if v is not None and math.isfinite(v)]
     peak = max(values, default=0.0)
     height = top * 2 + row_h * max(1, len(items))
     parts = [
-        f'<svg class="chart" data-chart="{escape(chart_id)}" data-bars="{len(values)}" '
+        f'<svg class="chart" data-chart="{escape(chart_id)}" data-quantity="{escape(quantity)}" '
+        f'data-bars="{len(values)}" '
         f'viewBox="0 0 {width} {height}" width="100%" role="img" '
         f'aria-label="{escape(chart_id)} ({escape(unit)})" {_FONT} font-size="12">'
     ]
@@ -84,28 +78,56 @@ def bar_chart(
             parts.append(f'<text x="{label_w + 6}" y="{y + row_h / 2 + 4}" fill="#888">n/a</text>')
             continue
         w = 0.0 if peak <= 0 else max(1.0, plot_w * value / peak) if value > 0 else 0.0
+        text = format_figure(value, unit, resolution)
         parts.append(
             f'<rect class="bar" data-value="{value!r}" x="{label_w}" y="{y + 3}" '
             f'width="{w:.2f}" height="{row_h - 6}" fill="{color}" rx="3">'
-            f"<title>{escape(label)}: {escape(fmt_number(value))} {escape(unit)}</title></rect>"
+            f"<title>{escape(label)}: {escape(text)}</title></rect>"
         )
         parts.append(
             f'<text x="{label_w + plot_w + 8}" y="{y + row_h / 2 + 4}" fill="#222">'
-            f"{escape(fmt_number(value))} {escape(unit)}</text>"
+            f"{escape(text)}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _bins(samples: Sequence[float]) -> tuple[float, float, list[int]]:
+#: a histogram has at least this many bins (fewer is a bar chart, not a distribution) ...
+MIN_BINS = 12
+#: ... and at most this many
+MAX_BINS = 40
+
+
+def histogram_bins(
+    samples: Sequence[float], resolution: float | None = None
+) -> tuple[float, float, list[int]]:
+    """``(low edge, high edge, counts)`` of a histogram of ``samples``.
+
+    The number of bins follows Rice's rule (2·n^(1/3)), kept within [MIN_BINS, MAX_BINS].
+    When the samples are quantised to ``resolution`` and span fewer steps than that, every
+    step gets its own bin centred on it (bins never straddle two timer readings). The range
+    is widened around a single value so one bar does not fill the plot.
+    """
     lo, hi = min(samples), max(samples)
-    n_bins = max(1, min(30, math.ceil(math.sqrt(len(samples))) + 1))
+    rice = math.ceil(2 * len(samples) ** (1 / 3))
+    n_bins = max(MIN_BINS, min(MAX_BINS, rice))
+    if resolution is not None and resolution > 0:
+        steps = round((hi - lo) / resolution)
+        if steps + 1 <= MAX_BINS:
+            pad = max(0, (MIN_BINS - (steps + 1)) // 2)
+            lo_edge = lo - resolution * (pad + 0.5)
+            n_bins = steps + 1 + 2 * pad
+            counts = [0] * n_bins
+            for s in samples:
+                counts[min(n_bins - 1, max(0, int((s - lo_edge) / resolution)))] += 1
+            return lo_edge, lo_edge + n_bins * resolution, counts
     if hi <= lo:
-        return lo, hi, [len(samples)]
+        half = abs(lo) * 0.05 or 1.0
+        lo, hi = lo - half, hi + half
     counts = [0] * n_bins
     step = (hi - lo) / n_bins
     for s in samples:
-        counts[min(n_bins - 1, int((s - lo) / step))] += 1
+        counts[min(n_bins - 1, max(0, int((s - lo) / step)))] += 1
     return lo, hi, counts
 
 
@@ -114,6 +136,8 @@ def histogram(
     *,
     unit: str,
     chart_id: str,
+    quantity: str,
+    resolution: float | None = None,
     markers: Sequence[tuple[str, float]] = (),
     color: str = PALETTE[0],
     width: int = 1080,
@@ -123,13 +147,21 @@ def histogram(
     left, right, bottom = 50, 20, 40
     top = 16 + 14 * len(markers)  # marker labels sit above the plot, one line each
     plot_w, plot_h = width - left - right, height - top - bottom
-    lo, hi, counts = _bins(samples)
+    lo, hi, counts = histogram_bins(samples, resolution)
+
+    def text(value: float) -> str:
+        return (
+            format_figure(value, unit, resolution, with_unit=False)
+            if resolution
+            else (fmt_number(value))
+        )
+
     peak = max(counts)
     span = hi - lo
     bar_w = plot_w / len(counts)
     parts = [
-        f'<svg class="chart" data-chart="{escape(chart_id)}" data-bars="{len(counts)}" '
-        f'viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'<svg class="chart" data-chart="{escape(chart_id)}" data-quantity="{escape(quantity)}" '
+        f'data-bars="{len(counts)}" viewBox="0 0 {width} {height}" width="100%" role="img" '
         f'aria-label="{escape(chart_id)}" {_FONT} font-size="12">',
         f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
         f'stroke="#999"/>',
@@ -143,19 +175,23 @@ def histogram(
         h = plot_h * count / peak if peak else 0
         b_lo = lo + span * i / len(counts)
         b_hi = lo + span * (i + 1) / len(counts)
+        # on a timer's grid a bin is one reading (its centre); otherwise an interval
+        where = text((b_lo + b_hi) / 2) if resolution else f"{text(b_lo)}–{text(b_hi)}"
         parts.append(
             f'<rect class="bar" data-value="{count}" x="{left + i * bar_w + 1:.2f}" '
             f'y="{top + plot_h - h:.2f}" width="{max(1.0, bar_w - 2):.2f}" height="{h:.2f}" '
-            f'fill="{color}" opacity="0.85"><title>{escape(fmt_number(b_lo))}–'
-            f"{escape(fmt_number(b_hi))} {escape(unit)}: {count} sample(s)</title></rect>"
+            f'fill="{color}" opacity="0.85"><title>{escape(where)} {escape(unit)}: '
+            f"{count} sample(s)</title></rect>"
         )
+    first = lo + span / len(counts) / 2 if resolution else lo
+    last = hi - span / len(counts) / 2 if resolution else hi
     parts.append(
-        f'<text x="{left}" y="{height - 12}" fill="#555">{escape(fmt_number(lo))} '
+        f'<text x="{left}" y="{height - 12}" fill="#555">{escape(text(first))} '
         f"{escape(unit)}</text>"
     )
     parts.append(
         f'<text x="{left + plot_w}" y="{height - 12}" text-anchor="end" fill="#555">'
-        f"{escape(fmt_number(hi))} {escape(unit)}</text>"
+        f"{escape(text(last))} {escape(unit)}</text>"
     )
     for i, (name, value) in enumerate(markers):
         x = left + (plot_w * (value - lo) / span if span else plot_w / 2)
@@ -163,7 +199,7 @@ def histogram(
         parts.append(
             f'<line class="marker" x1="{x:.2f}" y1="{10 + 14 * i}" x2="{x:.2f}" '
             f'y2="{top + plot_h}" stroke="{color_m}" stroke-width="2" stroke-dasharray="4 3">'
-            f"<title>{escape(name)}: {escape(fmt_number(value))} {escape(unit)}</title></line>"
+            f"<title>{escape(name)}: {escape(text(value))} {escape(unit)}</title></line>"
         )
         # labels near the right edge are drawn to the left of their line, not clipped
         anchor = 'text-anchor="end"' if x > width - right - 80 else ""
@@ -180,6 +216,7 @@ def capacity_bars(
     rows: Sequence[tuple[str, int | None, int | None]],
     *,
     chart_id: str,
+    quantity: str = "memory",
     width: int = 1080,
 ) -> str:
     """One bar per (label, used bytes, capacity bytes or None): fill shows use of capacity.
@@ -193,9 +230,9 @@ def capacity_bars(
     scale_ref = max([r[1] or 0 for r in drawn if r[2] is None] or [0])
     height = top * 2 + row_h * max(1, len(rows))
     parts = [
-        f'<svg class="chart" data-chart="{escape(chart_id)}" data-bars="{len(drawn)}" '
-        f'viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="memory" '
-        f'{_FONT} font-size="12">'
+        f'<svg class="chart" data-chart="{escape(chart_id)}" data-quantity="{escape(quantity)}" '
+        f'data-bars="{len(drawn)}" viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="memory" {_FONT} font-size="12">'
     ]
     for i, (label, used, cap) in enumerate(rows):
         y = top + i * row_h

@@ -40,6 +40,8 @@ class BareMetalTarget(DeployTarget):
     """Make-built firmware whose results come back over a UART."""
 
     default_flash_method: ClassVar[str | None] = None
+    #: the Aidge firmware reads DWT->CYCCNT, a 32-bit counter, and prints uint32 deltas
+    cycle_counter_bits: ClassVar[int | None] = 32
 
     def __init__(self, config: DeployConfig | None = None) -> None:
         super().__init__(config)

@@ -23,6 +23,7 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
 
     default_flash_method: ClassVar[str | None] = "pyocd"
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
+    counter_provenance: ClassVar[Provenance] = Provenance.SILICON
     description: ClassVar[str] = "probe flash + UART"
     #: pyOCD target name of the part, when it differs from the hardware target name
     pyocd_part: ClassVar[str | None] = None

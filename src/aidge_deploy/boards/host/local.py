@@ -69,6 +69,7 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
     """Build with CMake in a content-keyed cache and run the program with a timeout."""
 
     timing_provenance: ClassVar[Provenance] = Provenance.HOST
+    counter_provenance: ClassVar[Provenance] = Provenance.HOST
     description: ClassVar[str] = "native build + run"
     _docker_location: LocalDocker | None = None
 

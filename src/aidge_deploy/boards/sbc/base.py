@@ -62,6 +62,7 @@ class SbcSshTarget(
 
     #: timings, RSS and counters are measured on the board (its OS clock, kernel and PMU)
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
+    counter_provenance: ClassVar[Provenance] = Provenance.SILICON
     description: ClassVar[str] = "SSH: build on the board (or cross-compile), run, peak RSS"
 
     def check_config(self) -> None:

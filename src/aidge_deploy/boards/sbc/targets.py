@@ -68,11 +68,13 @@ class K230SshDocker(SbcSshDockerTarget):
 @register_deploy_target("host", "ssh")
 class HostSsh(SbcSshTarget):
     timing_provenance = Provenance.HOST  # the "board" is this machine
+    counter_provenance = Provenance.HOST
 
 
 @register_deploy_target("host", "ssh_docker")
 class HostSshDocker(SbcSshDockerTarget):
     timing_provenance = Provenance.HOST
+    counter_provenance = Provenance.HOST
 
 
 __all__ = [

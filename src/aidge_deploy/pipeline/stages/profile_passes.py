@@ -58,5 +58,5 @@ class ProfilePassesStage:
         profile = merge_passes(selection, results)
         if profile.provenance != Provenance.EMULATED:
             # perf events are read where the program runs: this machine or the board's silicon
-            profile = replace(profile, provenance=target.timing_provenance)
+            profile = replace(profile, provenance=target.counter_provenance)
         ctx.counter_profile = profile

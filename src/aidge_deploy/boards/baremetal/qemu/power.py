@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from aidge_deploy.connections.local_process import run_process
 from aidge_deploy.errors import BuildError, ConfigError, PipelineError
 from aidge_deploy.power.capability import PowerCapableTarget, PowerRun, parse_bsp_terminal
@@ -27,7 +25,6 @@ from aidge_deploy.results import BuildResult, BuildStatus, DeployContext, Proven
 
 if TYPE_CHECKING:
     from aidge_deploy.power.protocol import PowerMonitor
-    from aidge_deploy.protocols.base import ProtocolResult
     from aidge_deploy.results import ExecutionResult
     from aidge_qemu_boards.boards import QemuBoard
 
@@ -68,20 +65,6 @@ class QemuPowerVariant(PowerCapableTarget):
         iterations = int(app.get("nb_iterations", 1))
         # the Cortex-M benchmark entry runs max(10, I) forwards per timed iteration
         return warmup + iterations * max(10, iterations)
-
-    def power_clean_latency(
-        self, ctx: DeployContext, parsed: ProtocolResult
-    ) -> tuple[float, Provenance, float]:
-        from aidge_qemu_boards.boards import ticks_to_instructions
-
-        if not parsed.cycles:
-            raise ConfigError(
-                "The profile run printed no cycle counts: no clean latency to plan N from",
-                hint="Export with profiling on (aidge-deploy profile does).",
-            )
-        instructions = ticks_to_instructions(self.board, float(np.median(parsed.cycles)))
-        # one emulated instruction at CPI = 1 is the step of this estimate
-        return instructions / self.board.cpu_hz, Provenance.ESTIMATED, 1.0 / self.board.cpu_hz
 
     def build_power_firmware(
         self, ctx: DeployContext, build: BuildResult, plan: PowerPlan

@@ -5,14 +5,16 @@ Makefile, flashed over the GDB remote protocol into a halted QEMU (the same prot
 OpenOCD and J-Link GDB servers speak), its UART is read with pyserial over a TCP socket, and
 it ends with the end keyword or a semihosting exit. QEMU has no cycle counter: under a fixed
 ``-icount`` shift the firmware's "cycles" are SysTick ticks of virtual time, converted here
-to **emulated instruction counts** (CPI = 1 model) and labelled emulated everywhere.
+to **emulated instruction counts** and labelled emulated everywhere. Times are those counts
+÷ the hardware model's core clock, labelled "estimated at N MHz, CPI = 1": QEMU's virtual
+clock (``2**shift`` ns per instruction) is an emulator setting, never reported as a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import aidge_qemu_boards
 from aidge_deploy.boards.baremetal.base import BareMetalTarget, which_check
@@ -24,6 +26,7 @@ from aidge_deploy.boards.baremetal.qemu.pmu import (
 from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
 from aidge_deploy.connections.qemu import FirmwareSession
 from aidge_deploy.connections.serial_capture import CaptureResult
+from aidge_deploy.errors import ConfigError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.capability import CounterCapableTarget
@@ -32,7 +35,11 @@ from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
 from aidge_deploy.registry import FlashableTarget, ToolCheck, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
+from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
 from aidge_qemu_boards.boards import QemuBoard, get_board, list_boards, ticks_to_instructions
+
+if TYPE_CHECKING:
+    from aidge_deploy.protocols.base import ProtocolResult
 
 __all__ = ["QemuBoardTarget", "aidge_qemu_boards"]
 
@@ -43,11 +50,17 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     board_name: ClassVar[str]
     emulated: ClassVar[bool] = True
     default_flash_method: ClassVar[str | None] = "gdb-remote"
-    timing_provenance: ClassVar[Provenance] = Provenance.EMULATED
+    #: times are instructions ÷ core clock: a model's output (CPI = 1), not a measurement
+    timing_provenance: ClassVar[Provenance] = Provenance.ESTIMATED
+    #: instruction counts are exact for the emulator: the primary emulated figure
+    counter_provenance: ClassVar[Provenance] = Provenance.EMULATED
     cycle_metric: ClassVar[tuple[str, str]] = ("emulated_instructions", "instructions")
     counter_domain: ClassVar[CounterDomain] = CounterDomain.EMULATED
     #: the plugin counts every emulated event in one run
     max_counters_per_pass: ClassVar[int] = 4
+    #: the BSP's counter is a 64-bit SysTick-derived count, converted to instructions: the
+    #: 32-bit DWT wrap rule does not apply to it
+    cycle_counter_bits: ClassVar[int | None] = None
 
     def __init__(self, config=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(config)
@@ -60,6 +73,73 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
 
     def convert_cycles(self, value: float) -> float:
         return ticks_to_instructions(self.board, value)
+
+    @property
+    def core_clock_hz(self) -> float:
+        """The core clock of the hardware model (``aidge_core.hw_model``), Hz."""
+        pe = getattr(self.hardware_target, "main_pe", None)
+        hz = getattr(pe, "frequency_hz", None)
+        if not hz:
+            raise ConfigError(
+                f"The hardware model of {self.target_name} has no core clock",
+                hint="Set frequency_hz on its processing element (aidge_core.hw_model).",
+            )
+        return float(hz)
+
+    def run_times(self, parsed: ProtocolResult, app_config: Mapping[str, Any] | None) -> RunTimes:
+        """Times are emulated instructions ÷ the board's core clock (CPI = 1), estimated.
+
+        The firmware's own timer runs on QEMU's virtual clock, where one instruction lasts
+        ``2**shift`` ns — an emulator setting, not a time. Where the firmware printed its
+        (instruction-exact) cycle counter, times come from it; otherwise its tick readings
+        are converted to instructions first, and keep the tick's coarser step.
+        """
+        hz = self.core_clock_hz
+        ms_per_instruction = 1e3 / hz
+        per_tick = self.board.ticks_per_instruction  # SysTick ticks per instruction
+        raw = super().run_times(parsed, app_config)
+        label = estimate_label(hz)
+        timings: tuple[float, ...] | None = None
+        resolution: float | None = None
+        sources: list[str] = []
+        if parsed.cycles:
+            timings = tuple(self.convert_cycles(c) * ms_per_instruction for c in parsed.cycles)
+            resolution = ms_per_instruction
+            sources.append("latency: emulated instructions per inference ÷ core clock")
+        elif raw.timings_ms and raw.info is not None and raw.info.resolution_ms is not None:
+            timings = tuple(t / per_tick for t in raw.timings_ms)
+            resolution = raw.info.resolution_ms / per_tick
+            sources.append(
+                "latency: the firmware's tick on QEMU's virtual clock converted to "
+                "instructions ÷ core clock"
+            )
+        layer_times: dict[str, float] | None = None
+        layer_resolution: float | None = None
+        if parsed.layer_cycles:
+            layer_times = {
+                name: self.convert_cycles(c) * ms_per_instruction
+                for name, c in parsed.layer_cycles.items()
+            }
+            layer_resolution = ms_per_instruction
+            sources.append("layers: emulated instructions per call ÷ core clock")
+        elif raw.layer_times_ms and raw.info is not None and raw.info.layer_resolution_ms:
+            layer_times = {n: t / per_tick for n, t in raw.layer_times_ms.items()}
+            layer_resolution = raw.info.layer_resolution_ms / per_tick
+            sources.append("layers: the firmware's tick converted to instructions ÷ core clock")
+        info = None
+        if timings is not None or layer_times is not None or raw.info is not None:
+            info = TimingInfo(
+                provenance=self.timing_provenance,
+                resolution_ms=resolution,
+                layer_resolution_ms=layer_resolution,
+                source="; ".join(sources)
+                or "the firmware's timer on QEMU's virtual clock, converted to instructions "
+                "÷ core clock",
+                label=label,
+                clock_hz=hz,
+                derived_from=self.cycle_metric[0] if parsed.layer_cycles else None,
+            )
+        return RunTimes(info, timings, layer_times, scale=1.0 / per_tick)
 
     def preflight(self) -> list[ToolCheck]:
         return [*super().preflight(), which_check("qemu-system-arm", "qemu-system-arm")]

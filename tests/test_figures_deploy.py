@@ -1,0 +1,100 @@
+"""Issue 9 acceptance on live deploys: every figure has a unit and a provenance, every time
+its timer's resolution — on the host, on an emulated board and on an SSH board — and on the
+three emulated boards a millisecond is instructions ÷ the core clock."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+
+import aidge_deploy
+from aidge_deploy.config import DeployConfig
+from aidge_deploy.metrics import Metric, Provenance, is_time_unit
+from aidge_deploy.profiling.layer_table import layer_table
+from aidge_deploy.results import DeployResult
+from boards import SshBoard
+from envparts import needs
+
+pytestmark = pytest.mark.slow
+
+BOARDS = ("mps2-an386", "mps3-an547", "netduinoplus2")
+needs_qemu = needs(shutil.which("qemu-system-arm") is not None, "qemu-system-arm is not installed")
+
+
+def every_metric(result: DeployResult) -> list[Metric]:
+    """Every ``Metric`` a deploy produced: its measurements and every per-layer cell."""
+    cells = [cell for row in layer_table(result).rows for cell in row.cells.values()]
+    return [*result.measurements, *cells]
+
+
+def assert_every_figure_is_labelled(result: DeployResult) -> None:
+    metrics = every_metric(result)
+    assert metrics, "the deploy produced no figure"
+    for metric in metrics:
+        where = f"{result.target}/{result.backend}: {metric.name}"
+        assert isinstance(metric, Metric), where
+        assert metric.unit, f"{where} has no unit"
+        assert isinstance(metric.provenance, Provenance), f"{where} has no provenance"
+        if metric.value is None:
+            assert metric.unavailable_reason, f"{where} is None without a reason"
+        elif is_time_unit(metric.unit):
+            assert metric.resolution is not None and metric.resolution > 0, (
+                f"{where} is a time without its timer's resolution"
+            )
+    if result.timings:
+        assert result.timing is not None and result.timing.resolution_ms
+    assert result.metrics["provenance"] in {p.value for p in Provenance}
+
+
+def test_every_host_figure_is_labelled(export_factory: Any) -> None:
+    result = aidge_deploy.deploy(
+        export_factory("benchmark"), DeployConfig(counters=("task-clock", "page-faults"))
+    )
+    assert_every_figure_is_labelled(result)
+    assert {m.provenance for m in result.measurements} <= {Provenance.HOST, Provenance.STATIC}
+    assert result.metric("task-clock") is not None
+
+
+@needs_qemu
+@pytest.mark.qemu
+def test_every_emulated_figure_is_labelled(export_factory: Any) -> None:
+    artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=3)
+    result = aidge_deploy.deploy(artifact, DeployConfig(counters=("emulated",)))
+    assert_every_figure_is_labelled(result)
+    kinds = {m.provenance for m in every_metric(result)}
+    assert kinds == {Provenance.EMULATED, Provenance.ESTIMATED, Provenance.STATIC}
+
+
+@pytest.mark.ssh
+def test_every_ssh_board_figure_is_labelled(ssh_board: SshBoard, export_factory: Any) -> None:
+    from test_sbc_deploy import board_config
+
+    config = board_config(ssh_board, counters=("task-clock",))
+    result = aidge_deploy.deploy(
+        export_factory("benchmark", target="raspberrypi", nb_iterations=5), config
+    )
+    assert_every_figure_is_labelled(result)
+    measured = {m.provenance for m in result.measurements} - {Provenance.STATIC}
+    assert measured == {Provenance.SILICON}  # measured on the board
+
+
+@needs_qemu
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", BOARDS)
+def test_emulated_ms_is_instructions_over_the_core_clock(board: str, export_factory: Any) -> None:
+    result = aidge_deploy.deploy(
+        export_factory("benchmark", target=board, nb_iterations=4), DeployConfig()
+    )
+    from aidge_deploy.registry import get_deploy_target
+
+    hz = get_deploy_target(board).hardware_target.main_pe.frequency_hz
+    cycles = result.metrics["cycles"]  # instructions per inference (rounded), emulated
+    assert result.timings is not None and cycles
+    assert list(result.timings) == pytest.approx([n / hz * 1e3 for n in cycles], abs=1e3 / hz)
+    for layer in result.layers:
+        assert layer.time_ms == pytest.approx(layer.counters["emulated_instructions"] / hz * 1e3)
+    latency = result.metric("latency")
+    assert latency is not None and latency.provenance is Provenance.ESTIMATED
+    assert f"estimated at {hz / 1e6:g} MHz, CPI = 1" in latency.description
