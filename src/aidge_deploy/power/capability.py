@@ -45,12 +45,25 @@ class PowerCapableTarget(ABC):
     def power_inferences_per_repeat(self, ctx: DeployContext) -> int:
         """Inferences one repeat (one call of the entry point / one program run) performs."""
 
-    @abstractmethod
     def power_clean_latency(
         self, ctx: DeployContext, parsed: ProtocolResult
     ) -> tuple[float, Provenance, float]:
         """Per-inference latency (s) of the clean profile run, its provenance and the
-        resolution (s) of the timer behind it."""
+        resolution (s) of the timer behind it: the target's own times (``run_times``)."""
+        from aidge_deploy import stats
+
+        # the target's own times: its timer's step and provenance (an emulated board's are
+        # instructions ÷ core clock, estimated)
+        run_times = getattr(self, "run_times")  # noqa: B009 (DeployTarget's method)
+        times = run_times(parsed, ctx.artifact.manifest.application_config)
+        info = times.info
+        if not times.timings_ms or info is None or info.resolution_ms is None:
+            raise ConfigError(
+                "The profile run printed no timings: no clean latency to plan N from",
+                hint="Deploy a benchmark export (with profiling, on an emulated board).",
+            )
+        latency_ms = stats.median(times.timings_ms)
+        return latency_ms / 1e3, info.provenance, info.resolution_ms / 1e3
 
     def power_repeat_duration(self, execution: ExecutionResult) -> float | None:
         """Wall time (s) of one repeat when it is more than its inferences (a whole program
@@ -93,24 +106,6 @@ class RepeatedRunPower(PowerCapableTarget):
             )
         # the C++ benchmark entry runs W warm-up then I timed forwards
         return int(app.get("nb_warmup", 0)) + int(app.get("nb_iterations", 1))
-
-    def power_clean_latency(
-        self, ctx: DeployContext, parsed: ProtocolResult
-    ) -> tuple[float, Provenance, float]:
-        from aidge_deploy import stats
-
-        # the target's own times: its timer's step and provenance (an emulated board's are
-        # instructions ÷ core clock, estimated)
-        run_times = getattr(self, "run_times")  # noqa: B009 (DeployTarget's method)
-        times = run_times(parsed, ctx.artifact.manifest.application_config)
-        info = times.info
-        if not times.timings_ms or info is None or info.resolution_ms is None:
-            raise ConfigError(
-                "The profile run printed no timings: no clean latency to plan N from",
-                hint="Deploy a benchmark export (with profiling, on an emulated board).",
-            )
-        latency_ms = stats.median(times.timings_ms)
-        return latency_ms / 1e3, info.provenance, info.resolution_ms / 1e3
 
     def power_repeat_duration(self, execution: ExecutionResult) -> float | None:
         # a program run costs its start-up and I/O too: plan repeats on its wall time
