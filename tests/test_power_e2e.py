@@ -105,7 +105,9 @@ def test_emulated_energy_per_inference_and_layer(tiny_cnn: Path, tmp_path: Path)
     dom = _chromium(tmp_path, "--dump-dom", page)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-chart="power-trace"' in dom.stdout and 'class="gate-window"' in dom.stdout
-    assert "ESTIMATED" in dom.stdout and "Energy per layer (estimated by a model)" in dom.stdout
+    # the provenance legend names "estimated" once; the power figures carry its badge
+    assert 'data-legend="estimated"' in dom.stdout and "badge prov-estimated" in dom.stdout
+    assert "Energy per layer (estimated by a model)" in dom.stdout
     assert (
         "measured" not in re.sub(r".*<h2>Power", "", dom.stdout, flags=re.S).split("</section>")[0]
     )
