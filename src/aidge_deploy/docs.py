@@ -100,11 +100,39 @@ def flashers_page() -> str:
     )
 
 
+def power_page() -> str:
+    from aidge_deploy.power.energy_model import CLASS_COUNTERS, boards_with_models, energy_model_for
+    from aidge_deploy.power.source import MONITOR_DOCS
+    from aidge_deploy.profiling.validity import ISSUE_SPECS
+
+    monitors = [[f"`{syntax}`", what, prov] for syntax, what, prov in MONITOR_DOCS.values()]
+    models = []
+    for board in boards_with_models():
+        m = energy_model_for(board)
+        nj = ", ".join(f"{cls} {m.nj[cls]:g}" for cls in CLASS_COUNTERS)
+        models.append([board, m.core, nj, f"x/÷{m.uncertainty_factor:g}", " ".join(m.sources)])
+    codes = [
+        [f"`{code.value}`", spec.severity.value, spec.description]
+        for code, spec in ISSUE_SPECS.items()
+        if code.value.startswith("power.")
+    ]
+    return (
+        HEADER
+        + "# Power monitors\n\n`--power SOURCE` (`DeployConfig.power`).\n\n"
+        + _table(["source", "what it reads", "provenance"], monitors)
+        + "\n## Energy models of the emulated boards (nJ per event)\n\n"
+        + _table(["board", "core", "nJ per event class", "uncertainty", "sources"], models)
+        + "\n## Validity codes\n\n"
+        + _table(["code", "severity", "meaning"], codes)
+    )
+
+
 PAGES = {
     "targets.md": targets_page,
     "protocols.md": protocols_page,
     "counters.md": counters_page,
     "flashers.md": flashers_page,
+    "power.md": power_page,
 }
 
 

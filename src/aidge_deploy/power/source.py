@@ -35,6 +35,43 @@ _ARGUMENT: dict[PowerSourceKind, tuple[str | None, bool]] = {
     PowerSourceKind.REFERENCE: (None, False),
 }
 
+#: what each monitor is, for people (docs page, doctor): syntax, what it reads, provenance
+MONITOR_DOCS: dict[PowerSourceKind, tuple[str, str, str]] = {
+    PowerSourceKind.JOULESCOPE: (
+        "joulescope[:SERIAL]",
+        "JS220/JS110 through pyjoulescope_driver: current, voltage, GPI 0 gate; recorded to "
+        "JLS in the run folder and analysed like jls:",
+        "silicon",
+    ),
+    PowerSourceKind.JLS: (
+        "jls:FILE",
+        "a Joulescope capture file recorded elsewhere (pyjls), gated on its first gpi[N]",
+        "silicon",
+    ),
+    PowerSourceKind.HWMON: (
+        "hwmon[:NAME]",
+        "Linux hwmon sensors (INA219/226/228/3221, Jetson rails), chip name or rail label; "
+        "polled on the host or over SSH on the board, host-timed window",
+        "host / silicon (SSH board)",
+    ),
+    PowerSourceKind.RAPL: (
+        "rapl",
+        "powercap RAPL package energy counters of x86 hosts (wrap handled)",
+        "host / silicon (SSH board)",
+    ),
+    PowerSourceKind.EMULATED: (
+        "emulated",
+        "energy model of an emulated board's core driven by the emulated PMU counts, gated "
+        "by the power firmware's gate functions; per inference and per layer",
+        "estimated",
+    ),
+    PowerSourceKind.REFERENCE: (
+        "reference",
+        "the hardware model's reference current x supply voltage x N x clean latency",
+        "estimated",
+    ),
+}
+
 SOURCE_HELP = (
     "joulescope[:SERIAL], jls:FILE, hwmon[:NAME], rapl, emulated (QEMU boards) or reference"
 )
@@ -88,4 +125,4 @@ def parse_power_source(value: str | PowerSource) -> PowerSource:
     return PowerSource(kind, argument or None)
 
 
-__all__ = ["SOURCE_HELP", "PowerSource", "PowerSourceKind", "parse_power_source"]
+__all__ = ["MONITOR_DOCS", "SOURCE_HELP", "PowerSource", "PowerSourceKind", "parse_power_source"]
