@@ -20,7 +20,6 @@ from typing import Any
 from aidge_deploy.errors import CaptureError, PreflightError
 from aidge_deploy.power.jls import INSTALL_HINT
 from aidge_deploy.power.jls_monitor import capture_from_jls
-from aidge_deploy.power.monitors import MonitorCheck
 from aidge_deploy.power.protocol import (
     GateKind,
     MonitorCapabilities,
@@ -30,6 +29,7 @@ from aidge_deploy.power.protocol import (
     WindowRequest,
 )
 from aidge_deploy.power.source import PowerSource
+from aidge_deploy.registry import ToolCheck
 from aidge_deploy.results import Provenance
 
 #: host output rate: 100 kS/s keeps a 10 s window at 24 MB while edges stay within 10 µs
@@ -97,19 +97,17 @@ def list_devices(factory: DriverFactory | None = None) -> list[str]:
         driver.finalize()
 
 
-def joulescope_checks(
-    serial: str | None, factory: DriverFactory | None = None
-) -> list[MonitorCheck]:
+def joulescope_checks(serial: str | None, factory: DriverFactory | None = None) -> list[ToolCheck]:
     """Preflight/doctor: the driver is installed and the instrument is attached."""
     try:
         paths = list_devices(factory)
     except PreflightError as exc:
-        return [MonitorCheck("pyjoulescope_driver", False, exc.message, exc.hint)]
+        return [ToolCheck("pyjoulescope_driver", False, exc.message, exc.hint)]
     try:
         path = find_device(paths, serial)
     except PreflightError as exc:
-        return [MonitorCheck("joulescope", False, exc.message, exc.hint)]
-    return [MonitorCheck("joulescope", True, path)]
+        return [ToolCheck("joulescope", False, exc.message, exc.hint)]
+    return [ToolCheck("joulescope", True, path)]
 
 
 class JoulescopeMonitor(PowerMonitor):

@@ -7,26 +7,16 @@ that is absent fails before anything is built, saying what is missing and how to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.power.source import PowerSource, PowerSourceKind, parse_power_source
+from aidge_deploy.registry import ToolCheck
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.power.protocol import PowerMonitor
-
-
-@dataclass(frozen=True)
-class MonitorCheck:
-    """One Preflight/doctor finding about a monitor."""
-
-    name: str
-    ok: bool
-    detail: str
-    hint: str | None = None
 
 
 def _qemu_board(target: Any) -> Any:
@@ -68,7 +58,7 @@ def make_monitor(config: DeployConfig, target: Any) -> PowerMonitor:
     return sysfs_monitor(source, config, target)
 
 
-def preflight_checks(config: DeployConfig, target_cls: type) -> list[MonitorCheck]:
+def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
     """What the requested monitor needs, checked without building anything."""
     from aidge_deploy.power.capability import PowerCapableTarget
 
@@ -88,16 +78,16 @@ def preflight_checks(config: DeployConfig, target_cls: type) -> list[MonitorChec
                 f"--power emulated needs an emulated board with an energy model (not {config.target})",
                 hint=f"Boards with a model: {', '.join(boards_with_models())}.",
             )
-        return [MonitorCheck("emulated", True, f"energy model of {board}")]
+        return [ToolCheck("emulated", True, f"energy model of {board}")]
     if kind is PowerSourceKind.REFERENCE:
-        return [MonitorCheck("reference", True, "hardware model reference current")]
+        return [ToolCheck("reference", True, "hardware model reference current")]
     if kind is PowerSourceKind.JLS:
         from aidge_deploy.power.jls import INSTALL_HINT
 
         checks = [_import_check("pyjls", INSTALL_HINT)]
         path = Path(source.argument or "")
         checks.append(
-            MonitorCheck(
+            ToolCheck(
                 f"capture {path}",
                 path.is_file(),
                 "found" if path.is_file() else "no such file",
@@ -114,23 +104,23 @@ def preflight_checks(config: DeployConfig, target_cls: type) -> list[MonitorChec
     return sysfs_checks(source, config)
 
 
-def _import_check(module: str, hint: str) -> MonitorCheck:
+def _import_check(module: str, hint: str) -> ToolCheck:
     import importlib.util
 
     found = importlib.util.find_spec(module) is not None
-    return MonitorCheck(
+    return ToolCheck(
         module, found, "installed" if found else "not installed", None if found else hint
     )
 
 
-def discover_monitors(sysfs_root: Path = Path("/sys")) -> list[MonitorCheck]:
+def discover_monitors(sysfs_root: Path = Path("/sys")) -> list[ToolCheck]:
     """What ``doctor`` lists: every monitor kind and whether one is usable here."""
     from aidge_deploy.power.jls import INSTALL_HINT
     from aidge_deploy.power.joulescope import joulescope_checks
     from aidge_deploy.power.sysfs import discover_sysfs
 
-    found = [MonitorCheck("emulated", True, "energy models of the QEMU boards")]
-    found.append(MonitorCheck("reference", True, "hardware-model reference currents"))
+    found = [ToolCheck("emulated", True, "energy models of the QEMU boards")]
+    found.append(ToolCheck("reference", True, "hardware-model reference currents"))
     found.append(_import_check("pyjls", INSTALL_HINT))
     found += joulescope_checks(None)
     found += discover_sysfs(sysfs_root)
@@ -141,4 +131,4 @@ def parse_if_set(value: str | PowerSource | None) -> PowerSource | None:
     return None if value is None else parse_power_source(value)
 
 
-__all__ = ["MonitorCheck", "discover_monitors", "make_monitor", "preflight_checks"]
+__all__ = ["discover_monitors", "make_monitor", "preflight_checks"]

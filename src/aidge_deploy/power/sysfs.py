@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import CaptureError, ConfigError
-from aidge_deploy.power.monitors import MonitorCheck
 from aidge_deploy.power.source import PowerSource, PowerSourceKind
+from aidge_deploy.registry import ToolCheck
 from aidge_deploy.results import Provenance
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def sysfs_monitor(source: PowerSource, config: DeployConfig, target: Any) -> Pow
     raise ConfigError(f"{source} is not a sysfs monitor", hint="This is a bug.")
 
 
-def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[MonitorCheck]:
+def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[ToolCheck]:
     """Preflight: the sensor exists where the program will run (over SSH for boards)."""
     from aidge_deploy.power.hwmon import find_hwmon
     from aidge_deploy.power.rapl import find_rapl_zones
@@ -146,7 +146,7 @@ def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[MonitorCheck
     except Exception as exc:  # connection refused, unknown host key...
         message = getattr(exc, "message", str(exc))
         return [
-            MonitorCheck(
+            ToolCheck(
                 str(source),
                 False,
                 f"cannot reach the board's sysfs: {message}",
@@ -157,34 +157,34 @@ def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[MonitorCheck
         if source.kind is PowerSourceKind.HWMON:
             chips = find_hwmon(reader, source.argument)
             return [
-                MonitorCheck(str(source), True, f"{c.describe()} on {reader.where}") for c in chips
+                ToolCheck(str(source), True, f"{c.describe()} on {reader.where}") for c in chips
             ]
         zones = find_rapl_zones(reader)
-        return [MonitorCheck("rapl", True, f"{', '.join(z.name for z in zones)} on {reader.where}")]
+        return [ToolCheck("rapl", True, f"{', '.join(z.name for z in zones)} on {reader.where}")]
     except CaptureError as exc:
-        return [MonitorCheck(str(source), False, exc.message, exc.hint)]
+        return [ToolCheck(str(source), False, exc.message, exc.hint)]
     finally:
         reader.close()
 
 
-def discover_sysfs(root: Path) -> list[MonitorCheck]:
+def discover_sysfs(root: Path) -> list[ToolCheck]:
     """doctor: the hwmon power sensors and RAPL zones of this machine."""
     from aidge_deploy.power.hwmon import find_hwmon
     from aidge_deploy.power.rapl import find_rapl_zones
 
     reader = LocalSysfs(root)
-    found: list[MonitorCheck] = []
+    found: list[ToolCheck] = []
     try:
         found += [
-            MonitorCheck(f"hwmon:{c.name}", True, c.describe()) for c in find_hwmon(reader, None)
+            ToolCheck(f"hwmon:{c.name}", True, c.describe()) for c in find_hwmon(reader, None)
         ]
     except CaptureError as exc:
-        found.append(MonitorCheck("hwmon", False, exc.message, exc.hint))
+        found.append(ToolCheck("hwmon", False, exc.message, exc.hint))
     try:
         zones = find_rapl_zones(reader)
-        found.append(MonitorCheck("rapl", True, ", ".join(z.name for z in zones)))
+        found.append(ToolCheck("rapl", True, ", ".join(z.name for z in zones)))
     except CaptureError as exc:
-        found.append(MonitorCheck("rapl", False, exc.message, exc.hint))
+        found.append(ToolCheck("rapl", False, exc.message, exc.hint))
     return found
 
 

@@ -44,13 +44,19 @@ def _power_target(ctx: PipelineContext) -> PowerCapableTarget:
     return target
 
 
-class EnsureBoardPoweredStage:
-    """Open the monitor before the board is touched (it may be what powers the board)."""
+class _PowerStage:
+    """A power stage: a no-op unless ``config.power`` asks for a monitor."""
 
-    name = "EnsureBoardPowered"
+    name = ""
 
     def should_skip(self, ctx: PipelineContext) -> bool:
         return ctx.config.power is None
+
+
+class EnsureBoardPoweredStage(_PowerStage):
+    """Open the monitor before the board is touched (it may be what powers the board)."""
+
+    name = "EnsureBoardPowered"
 
     def run(self, ctx: PipelineContext) -> None:
         monitor = make_monitor(ctx.config, ctx.resolved_target)
@@ -58,11 +64,8 @@ class EnsureBoardPoweredStage:
         ctx.power_monitor = monitor
 
 
-class PlanPowerRunStage:
+class PlanPowerRunStage(_PowerStage):
     name = "PlanPowerRun"
-
-    def should_skip(self, ctx: PipelineContext) -> bool:
-        return ctx.config.power is None
 
     def run(self, ctx: PipelineContext) -> None:
         target = _power_target(ctx)
@@ -109,7 +112,7 @@ class PlanPowerRunStage:
         ctx.report(self.name, ProgressKind.STATUS, ctx.power_plan.basis)
 
 
-class BuildPowerFirmwareStage:
+class BuildPowerFirmwareStage(_PowerStage):
     name = "BuildPowerFirmware"
 
     def should_skip(self, ctx: PipelineContext) -> bool:
@@ -122,7 +125,7 @@ class BuildPowerFirmwareStage:
         )
 
 
-class FlashPowerFirmwareStage:
+class FlashPowerFirmwareStage(_PowerStage):
     name = "FlashPowerFirmware"
 
     def should_skip(self, ctx: PipelineContext) -> bool:
@@ -135,11 +138,8 @@ class FlashPowerFirmwareStage:
         target.flash_power_firmware(ctx.prepared_context, firmware, ctx.opened_power_monitor)
 
 
-class CapturePowerStage:
+class CapturePowerStage(_PowerStage):
     name = "CapturePower"
-
-    def should_skip(self, ctx: PipelineContext) -> bool:
-        return ctx.config.power is None
 
     def run(self, ctx: PipelineContext) -> None:
         target = _power_target(ctx)
@@ -158,11 +158,8 @@ class CapturePowerStage:
         ctx.power_run = target.run_power_window(ctx.prepared_context, build, plan, monitor)
 
 
-class CollectPowerTerminalStage:
+class CollectPowerTerminalStage(_PowerStage):
     name = "CollectPowerTerminal"
-
-    def should_skip(self, ctx: PipelineContext) -> bool:
-        return ctx.config.power is None
 
     def run(self, ctx: PipelineContext) -> None:
         target = _power_target(ctx)
