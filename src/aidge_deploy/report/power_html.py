@@ -42,8 +42,8 @@ def _trace_svg(trace: Mapping[str, Any]) -> str:
             f'<rect class="gate-window" data-window-start="{ws}" data-window-end="{we}" '
             f'x="{x(ws):.1f}" y="{_PAD / 2:.1f}" width="{max(x(we) - x(ws), 1):.1f}" '
             f'height="{_H - 1.5 * _PAD:.1f}" fill="#f1c40f" fill-opacity="0.18"/>'
-            f'<text x="{x(ws) + 4:.1f}" y="{_PAD / 2 + 12:.1f}" font-size="11" fill="#7d6608">'
-            "gate window</text>"
+            f'<text x="{x(we) - 4:.1f}" y="{_H - _PAD - 6:.1f}" font-size="11" '
+            'text-anchor="end" fill="#7d6608">gate window</text>'
         )
     points = " ".join(f"{x(t):.1f},{y(p):.1f}" for t, p in zip(times, power, strict=True))
     parts.append(f'<polyline fill="none" stroke="#c0392b" stroke-width="1.4" points="{points}"/>')
