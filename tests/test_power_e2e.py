@@ -5,6 +5,7 @@ RAPL stand-in tree (the host-timed window of a program run N times)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -77,6 +78,10 @@ def test_emulated_energy_per_inference_and_layer(tiny_cnn: Path, tmp_path: Path)
         assert row["metrics"]["energy"]["provenance"] == "estimated"
     # the window holds the N planned inferences and matches N x clean latency
     assert pa["inferences"] == pa["plan"]["inferences"] == pa["terminal"]["inferences"]
+    # the power variant is its own cache entry: the profile build is never modified in place
+    builds = Path(os.environ["AIDGE_DEPLOY_CACHE_DIR"]) / "builds"
+    power_elves = list(builds.glob("*/bin/*_power.elf"))
+    assert power_elves and all(re.search(r"-power\d+$", p.parents[1].name) for p in power_elves)
     assert pa["plan"]["inferences"] % pa["plan"]["inferences_per_repeat"] == 0
     assert not [i for i in pa["issues"] if i["code"].startswith("power.")], pa["issues"]
     # compare: energy thresholds apply to the headline and the per-layer energy

@@ -200,6 +200,72 @@ def build_export(
     )
 
 
+def build_variant(
+    base: BuildResult,
+    name: str,
+    command: Sequence[str],
+    artifact: str,
+    log_path: Path,
+    *,
+    digest: str,
+    shared: bool,
+    timeout_s: float = BUILD_TIMEOUT_S,
+) -> BuildResult:
+    """A second firmware of a built Make export (the BSP's power variant, ``name``).
+
+    ``command`` runs in a copy of the base build (objects and their times kept, so only
+    what differs recompiles) that becomes the cache entry ``<base>-<name>`` by the same
+    private-build-then-rename rule as ``build_export``; with ``shared`` False (an explicit
+    ``build_dir``) it runs in place. ``artifact`` is relative to the build folder.
+    """
+    root = base.build_dir
+    if root is None:
+        raise BuildError("The base build has no build folder", hint="This is a bug.")
+    final = root.parent / f"{root.name}-{name}" if shared else root
+    stamp = _read_stamp(final / STAMP_NAME)
+    if shared and stamp and stamp.get("export_hash") == digest and (final / artifact).is_file():
+        return dataclasses.replace(
+            base, artifact_path=final / artifact, status=BuildStatus.CACHED, build_dir=final
+        )
+    started = time.perf_counter()
+    work = final
+    if shared:
+        _sweep_stale(root.parent)
+        work = Path(tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{final.name}-", dir=root.parent))
+        shutil.copytree(root, work, symlinks=True, dirs_exist_ok=True)
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w", encoding="utf-8") as log:
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            waited = run_to_streams(
+                list(command), cwd=work, timeout_s=timeout_s, stdout=log, stderr=subprocess.STDOUT
+            )
+        if waited.timed_out or waited.returncode != 0 or not (work / artifact).is_file():
+            raise BuildError(
+                f"Building the {name} firmware failed ({' '.join(command[:2])}):\n"
+                + _tail(log_path, 25),
+                hint="The compiler's last lines are above; the full log is on disk.",
+                log_path=log_path,
+            )
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+        if shared:
+            _write_stamp(work / STAMP_NAME, digest, Path(artifact), log_path, text)
+            _publish(work, final)  # a run that finished first left an identical firmware
+    finally:
+        if work != final:
+            shutil.rmtree(work, ignore_errors=True)
+    return BuildResult(
+        artifact_path=final / artifact,
+        mem_peaks=base.mem_peaks,
+        status=BuildStatus.BUILT,
+        log=text,
+        log_path=log_path,
+        build_dir=final,
+        duration_s=time.perf_counter() - started,
+    )
+
+
 _PRIVATE_PREFIX = ".tmp-"
 _STALE_AFTER_S = 24 * 3600.0
 

@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aidge_deploy.connections.local_process import run_process
-from aidge_deploy.errors import BuildError, ConfigError, PipelineError
+from aidge_deploy.errors import ConfigError, PipelineError
 from aidge_deploy.power.capability import PowerCapableTarget, PowerRun, parse_bsp_terminal
 from aidge_deploy.power.result import PowerPlan, TerminalRecord
-from aidge_deploy.results import BuildResult, BuildStatus, DeployContext, Provenance
+from aidge_deploy.results import BuildResult, DeployContext, Provenance
 
 if TYPE_CHECKING:
     from aidge_deploy.power.protocol import PowerMonitor
@@ -69,31 +68,18 @@ class QemuPowerVariant(PowerCapableTarget):
     def build_power_firmware(
         self, ctx: DeployContext, build: BuildResult, plan: PowerPlan
     ) -> BuildResult:
-        root = build.build_dir or ctx.export_dir
-        log = ctx.log_dir / "power-build.log"
-        run = run_process(
+        from aidge_deploy.artifact import export_hash
+        from aidge_deploy.buildsys import build_variant
+
+        return build_variant(
+            build,
+            f"power{plan.repeats}",
             ["make", "power", f"POWER_REPEATS={plan.repeats}"],
-            cwd=root,
+            f"bin/{Path(self.board.elf_name).stem}_power.elf",
+            ctx.log_dir / "power-build.log",
+            digest=export_hash(ctx.artifact),
+            shared=self.config.build_dir is None,  # type: ignore[attr-defined]
             timeout_s=BUILD_TIMEOUT_S,
-            stdout_path=log,
-            stderr_path=ctx.log_dir / "power-build.stderr.log",
-        )
-        elf = root / "bin" / f"{Path(self.board.elf_name).stem}_power.elf"
-        if run.returncode != 0 or not elf.is_file():
-            raise BuildError(
-                f"Building the power firmware failed (make power exited with {run.returncode})",
-                hint="See the power build log; the export's BSP needs the power variant "
-                "(exports made by this version of aidge_qemu_boards have it).",
-                log_path=log,
-            )
-        return BuildResult(
-            artifact_path=elf,
-            mem_peaks=build.mem_peaks,
-            status=BuildStatus.BUILT,
-            log=log.read_text(errors="replace"),
-            log_path=log,
-            build_dir=root,
-            duration_s=run.duration_s,
         )
 
     def flash_power_firmware(
