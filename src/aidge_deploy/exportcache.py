@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +73,19 @@ def _own_sources_digest() -> str:
     """Digest of our code that shapes an export: the emulated boards' plug-in and BSPs, and
     ``modelexport`` (the sample inputs): a change there must not reuse older exports."""
     digest = hashlib.sha256()
-    roots = [Path(str(resources.files("aidge_qemu_boards")))]
-    files = [Path(str(resources.files("aidge_deploy").joinpath("modelexport.py")))]
+    # located without importing them (aidge_qemu_boards imports the Cortex-M exporter)
+    roots = [Path(p) for p in _package_dirs("aidge_qemu_boards")]
+    files = [Path(p) / "modelexport.py" for p in _package_dirs("aidge_deploy")]
     for root in roots:
         files += sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def _package_dirs(name: str) -> list[str]:
+    spec = importlib.util.find_spec(name)
+    return list(spec.submodule_search_locations or []) if spec is not None else []
 
 
 def export_key(request: ExportRequest) -> str:

@@ -211,8 +211,15 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
     return decorator
 
 
-def _load_builtin() -> None:
+def _load_builtin(until: Callable[[], bool] = lambda: False) -> None:
+    """Import the built-in target modules in order, stopping early once ``until()`` holds.
+
+    A host run needs only the host module: the boards' modules import asyncssh, the
+    emulated boards' plug-in and the probe flashers, seconds of start-up it does not use.
+    """
     for module in _BUILTIN_MODULES:
+        if until():
+            return
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -230,11 +237,13 @@ def registered_targets(load: bool = True) -> dict[tuple[str, str], type[DeployTa
 def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
     """The class registered for ``(target, backend)``; ``ConfigError`` says what to use instead:
     a close target name for a typo, the backends (and options) a known target needs."""
-    _load_builtin()
+    _load_builtin(until=lambda: (_canonical(target), backend.lower()) in _REGISTRY)
     key = (_canonical(target), backend.lower())
     cls = _REGISTRY.get(key)
     if cls is not None:
         return cls
+    _load_builtin()  # all of them, to say what exists
+    key = (_canonical(target), backend.lower())
     targets = sorted({t for t, _ in _REGISTRY})
     same_target = sorted(b for t, b in _REGISTRY if t == key[0])
     if same_target:
