@@ -29,6 +29,7 @@ import aidge_deploy
 from aidge_deploy import DeployConfig, RunControl, RunInterrupted
 from aidge_deploy.connections.local_process import run_process
 from boards import DockerBoard, SshBoard
+from envparts import missing
 
 pytestmark = [pytest.mark.slow]
 
@@ -301,8 +302,8 @@ def spinning_mcu_export(export_factory: Any, root: Path) -> Path:
 def test_signal_during_a_qemu_run_leaves_no_emulator(
     sig: signal.Signals, export_factory: Any, sleeper_dir: Path, cli: Any
 ) -> None:
-    if shutil.which("qemu-system-arm") is None and not os.environ.get("CI"):
-        pytest.skip("qemu-system-arm is not installed")
+    if shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None:
+        missing("qemu-system-arm or the Arm cross toolchain is not installed")
     proc = cli("run", str(spinning_mcu_export(export_factory, sleeper_dir)))
     watch = TreeWatch(proc.pid)
     watch.wait_for(named("qemu-system-arm"), "QEMU started")

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from aidge_deploy.boards.sbc.layout import RemoteLayout, eviction_command
+from envparts import missing
 
 pytestmark = [pytest.mark.slow]
 
@@ -69,8 +70,8 @@ def test_four_parallel_profiles_on_host(tiny_cnn: Path, tmp_path: Path) -> None:
 
 @pytest.mark.qemu
 def test_four_parallel_profiles_on_mps2_an386(tiny_cnn: Path, tmp_path: Path) -> None:
-    if shutil.which("qemu-system-arm") is None and not os.environ.get("CI"):
-        pytest.skip("qemu-system-arm is not installed")
+    if shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None:
+        missing("qemu-system-arm or the Arm cross toolchain is not installed")
     outputs = parallel_profiles(tiny_cnn, "mps2-an386", tmp_path / "cache", as_json=False)
     figures = []
     for out in outputs:
