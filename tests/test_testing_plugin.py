@@ -16,6 +16,7 @@ import pytest
 
 import modelzoo
 from envparts import needs
+from farmkit import ALICE, make_farm, needs_farm
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
 
@@ -329,3 +330,51 @@ def test_openmetrics_units_and_labels() -> None:
     assert json.dumps(sorted(families)) == json.dumps(
         ["aidge_cycles", "aidge_latency_seconds", "aidge_peak_rss_bytes"]
     )
+
+
+FARM_TESTS = """
+import pytest
+from aidge_deploy.testing import assert_budget
+
+@pytest.mark.aidge_targets("mps2-an386")
+def test_on_the_farm(aidge_run, aidge_board):
+    assert aidge_board.name == "farm-an386"
+    result = aidge_run({model!r}, iterations=3)
+    assert result.backend == "api" and result.farm_board == "an386-a"
+    assert result.metrics["provenance"] == "emulated"
+    assert_budget(result, "emulated_instructions", min=1)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+@needs_qemu
+@needs_farm()
+def test_lab_with_a_farm_reaches_its_boards_through_the_api_backend(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lab file with a ``farm:`` section: the test's board is a board of a real farm (the
+    farm's own test kit: labgrid coordinator, service and an agent with a QEMU board)."""
+    farm = make_farm(tmp_path / "farm")
+    try:
+        farm.start_agent("host-a", {"an386-a": "mps2-an386"})
+        model = modelzoo.tiny_cnn(tmp_path / "tiny.onnx")
+        pytester.makepyfile(test_farm=FARM_TESTS.format(model=str(model)))
+        lab = pytester.path / "lab.yaml"
+        lab.write_text(
+            "version: 1\n"
+            f"farm: {{url: {farm.url}/api, username: {ALICE[0]}, poll_interval: 0.5}}\n"
+            "boards:\n"
+            "  farm-an386: {target: mps2-an386, farm_board: an386-a}\n"
+        )
+        monkeypatch.setenv("AIDGE_DEPLOY_API_PASSWORD", ALICE[1])
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--aidge-lab={lab}", "--junitxml=farm.xml"
+        )
+        result.assert_outcomes(passed=1)
+        props = dict(_junit_cases(pytester.path / "farm.xml")[0][2])
+        assert props["aidge.mps2-an386.board"] == "farm-an386"
+        assert float(props["aidge.mps2-an386.emulated_instructions[instructions]"]) > 0
+        assert ALICE[1] not in (pytester.path / "farm.xml").read_text()
+    finally:
+        farm.stop_all()

@@ -141,3 +141,37 @@ def test_bad_inputs_are_clear_errors(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "15 values" in res.output
     res = runner.invoke(app, ["validate", str(model), "--targets", ""])
     assert res.exit_code == 2
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+@needs_qemu
+def test_dataset_accuracy_through_the_validation_protocol(tmp_path: Path) -> None:
+    model = modelzoo.conv_pool_classifier(tmp_path / "model.onnx", seed=5)
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, (4, 1, 1, 6, 6)).astype(np.float32)
+    predicted = [int(np.argmax(modelzoo.onnx_reference(model, s))) for s in x]
+    labels = [*predicted[:3], (predicted[3] + 1) % 5]  # three right, one wrong
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    np.savez(dataset / "part0.npz", x=x, y=np.array(labels))
+    res = runner.invoke(
+        app,
+        [
+            "validate",
+            str(model),
+            "--targets",
+            "host,mps2-an386",
+            "--dataset",
+            str(dataset),
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["reference_accuracy"] == pytest.approx(0.75)
+    accuracy = {a["target"]: a for a in doc["accuracy"]}
+    assert accuracy["mps2-an386"]["accuracy"] == pytest.approx(0.75)
+    assert accuracy["mps2-an386"]["samples"] == 4
+    assert accuracy["host"]["accuracy"] is None
+    assert "no interactive validation protocol" in accuracy["host"]["unavailable_reason"]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from aidge_deploy.errors import ConfigError, DeployError
-from aidge_deploy.lab import LabBoard, LabError, LabMap, Reach, load_lab
+from aidge_deploy.lab import LabBoard, LabError, LabMap, load_lab
 from aidge_deploy.results import DeployResult
 from aidge_deploy.testing.figures import Figure, headline_figures
 from aidge_deploy.testing.locks import BoardLease, lease
@@ -33,8 +33,6 @@ EXPORT_OPTIONS: Mapping[str, Any] = {
     "profiling": True,
     "inputs": None,
 }
-#: the farm password is read from here, never from the lab file
-FARM_PASSWORD_ENV = "AIDGE_DEPLOY_API_PASSWORD"
 
 
 def _emulated_targets() -> frozenset[str]:
@@ -223,9 +221,9 @@ class TestRuns:
         self.records.append(record)
         values: dict[str, Any] = {}
         if board is not None:
+            # a farm board: the api backend reads the password from the environment
+            # (AIDGE_DEPLOY_API_PASSWORD); the farm reserves the board for the job
             values.update(board.deploy_options(self.session.lab.farm if self.session.lab else None))
-            if board.reach is Reach.FARM and os.environ.get(FARM_PASSWORD_ENV):
-                values["api_password"] = os.environ[FARM_PASSWORD_ENV]
         values.update(options)
         values["target"] = target_name
         values.setdefault("report_dir", self.session.bundle_root / self.test_dir / label)
