@@ -8,7 +8,7 @@ import pytest
 
 from aidge_deploy.testing import assert_budget, assert_no_regression, assert_outputs_close
 
-TARGETS = ("host", "mps2-an386", "mps3-an547")
+TARGETS = ("host", "mps2-an386")
 
 
 @pytest.mark.aidge_targets(*TARGETS)
