@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -259,3 +260,65 @@ def test_help_does_not_import_aidge_core_or_matplotlib() -> None:
                               timeout=60, check=True)  # fmt: skip
         line = done.stdout.strip().splitlines()[-1]
         assert line == "HEAVY", f"aidge-deploy {' '.join(args)} --help imports {line[6:]}"
+
+
+# --------------------------------------------------------------------------- 80 columns
+
+
+def narrow(*args: str, cache: Path | None = None) -> str:
+    """``aidge-deploy ARGS`` in its own process on an 80-column terminal; its stdout."""
+    env = {**os.environ, "COLUMNS": "80", "LINES": "50"}
+    if cache is not None:
+        env["AIDGE_DEPLOY_CACHE_DIR"] = str(cache)
+    done = subprocess.run([sys.executable, "-m", "aidge_deploy.cli.main", *args],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in done.stdout.splitlines():
+        # paths are never broken over lines (they must stay copyable)
+        if not line.lstrip().startswith(("Export:", "Log:", "Report:")):
+            assert len(line) <= 80, f"wider than 80 columns: {line!r}"
+    return done.stdout
+
+
+def test_targets_shows_full_names_at_80_columns() -> None:
+    from aidge_deploy.registry import registered_targets
+
+    out = narrow("targets")
+    assert "…" not in out
+    first_cells = {line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")}
+    for target, backend in registered_targets():
+        assert target in first_cells, f"{target} is not shown in full"
+        assert backend in out
+
+
+@pytest.mark.parametrize("command", ["run", "profile"])
+def test_help_shows_full_option_names_at_80_columns(command: str) -> None:
+    import typer.main
+
+    from aidge_deploy.cli.main import app
+
+    out = narrow(command, "--help")
+    click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    for param in click_command.params:
+        for name in param.opts:
+            if name.startswith("--"):
+                assert re.search(rf"(^|[\s,]){re.escape(name)}([\s,/]|$)", out, re.M), name
+    assert "…" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+def test_per_layer_table_with_counters_stays_legible_at_80_columns(
+    tiny_cnn: Path, tmp_path: Path
+) -> None:
+    out = narrow("profile", str(tiny_cnn), "--target", "mps2-an386", "--iterations", "3",
+                 "--counters", "emulated", cache=tmp_path / "cache")  # fmt: skip
+    tables = out.split("Per-layer profile")[1:]
+    assert len(tables) >= 2, "the counters continue in a second table rather than wrap"
+    for table in tables:
+        rows = [line for line in table.splitlines() if line.startswith("│")]
+        names = [row.split("│")[1].strip() for row in rows]
+        assert names[:4] == ["_0_PadConvAct_0", "_1_Transpose_0", "_2_Reshape_0", "_3_FC_0"]
+        assert all("…" not in row for row in rows)
+    for word in ("loads", "stores", "branches-", "taken"):  # emu-loads etc., one part per line
+        assert re.search(rf"┃ +{word} ┃", out), word

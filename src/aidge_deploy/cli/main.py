@@ -24,6 +24,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # click's plain help: at 80 columns rich's option panels cut long option names
+    # ("--max-counters-per…"), click wraps the help text instead; it also spares --help
+    # the import of rich's markdown renderer
+    rich_markup_mode=None,
 )
 
 _state = {"verbose": False}
@@ -112,35 +116,10 @@ def profile(
 
 @app.command()
 def targets() -> None:
-    """List the registered (target, backend) pairs with hardware facts from the hardware model."""
-    from rich.table import Table
+    """List the registered targets: hardware facts (from the hardware model) and backends."""
+    from aidge_deploy.cli.listing import print_targets
 
-    from aidge_deploy.catalog import target_rows
-    from aidge_deploy.hwfacts import HW_MODEL
-
-    table = Table(title="Registered deploy targets")
-    for col in ("target", "backend", "kind", "cpu", "clock", "memories", "build", "mechanics"):
-        table.add_column(col)
-    sources: set[str] = set()
-    for row in target_rows():
-        mark = "" if row.sources == HW_MODEL else " *"
-        sources.add(row.sources)
-        table.add_row(
-            row.target,
-            row.backend,
-            row.kind,
-            row.cpu,
-            row.clock,
-            row.memories + mark,
-            row.build_system,
-            row.description,
-        )
-    console.print(table)
-    console.print(
-        f"[dim]clock and memories from {HW_MODEL}, in the units they are declared in; "
-        "* memory of this machine, read from the operating system[/dim]",
-        highlight=False,
-    )
+    print_targets()
 
 
 app.command(name="doctor")(doctor_cmd.doctor)

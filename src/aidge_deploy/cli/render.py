@@ -102,16 +102,31 @@ def _layers(result: DeployResult) -> None:
     # MACs and parameters are static facts of the export: in the report, not on the terminal
     columns = [c for c in table_view.columns if c.key not in (MACS, PARAMS)]
     cells = [[_flagged(row.cells.get(c.key)) for c in columns] for row in table_view.rows]
-    table = Table(title="Per-layer profile", title_justify="left")
-    table.add_column("layer", overflow="fold")
+    names = [row.name for row in table_view.rows]
+    layer_width = min(max(len("layer"), *(len(n) for n in names)), 40)
+    headers, widths = [], []
     for i, column in enumerate(columns):
-        # one word per header line, so the numbers (never wrapped) set the column widths
-        header = "\n".join([*column.title.split(), f"({column.unit})"])
-        width = max(len(row[i]) for row in cells)
-        table.add_column(header, justify="right", no_wrap=True, min_width=width)
-    for row, texts in zip(table_view.rows, cells, strict=True):
-        table.add_row(row.name, *texts)
-    console.print(table)
+        values = max(len(row[i]) for row in cells)
+        lines = _header_lines(column.title, column.unit, max(values, 8))
+        headers.append("\n".join(lines))
+        widths.append(max(values, *(len(line) for line in lines)))
+    # as many columns per table as the terminal holds; the rest in a continuation table
+    # (at 80 columns a table of counters wrapped its headers illegibly and dropped the names)
+    chunks: list[list[int]] = [[]]
+    room = console.width - (layer_width + 4)
+    for i, width in enumerate(widths):
+        if chunks[-1] and sum(widths[j] + 3 for j in chunks[-1]) + width + 3 > room:
+            chunks.append([])
+        chunks[-1].append(i)
+    for part, chunk in enumerate(chunks):
+        title = "Per-layer profile" + (f" (continued, {part + 1}/{len(chunks)})" if part else "")
+        table = Table(title=title, title_justify="left")
+        table.add_column("layer", no_wrap=layer_width < 40, overflow="fold", min_width=layer_width)
+        for i in chunk:
+            table.add_column(headers[i], justify="right", no_wrap=True, min_width=widths[i])
+        for name, texts in zip(names, cells, strict=True):
+            table.add_row(name, *(texts[i] for i in chunk))
+        console.print(table)
     time_column = table_view.column(TIME)
     if time_column is not None and time_column.resolution is not None:
         console.print(
@@ -120,6 +135,19 @@ def _layers(result: DeployResult) -> None:
             f"~ fewer than {COARSE_STEPS} steps, * less than one (no share, no time/MAC)[/dim]",
             highlight=False,
         )
+
+
+def _header_lines(title: str, unit: str, width: int) -> list[str]:
+    """A column header one word per line (numbers, never wrapped, set the widths); words
+    longer than ``width`` break after their hyphens (counter names: ``emu-branches-taken``)."""
+    lines: list[str] = []
+    for word in [*title.split(), f"({unit})"]:
+        if len(word) > width and "-" in word.strip("()"):
+            parts = word.split("-")
+            lines += [f"{p}-" for p in parts[:-1]] + [parts[-1]]
+        else:
+            lines.append(word)
+    return lines
 
 
 def _headline(result: DeployResult) -> None:
