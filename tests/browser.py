@@ -43,9 +43,12 @@ def browser_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """A headless system Chromium (Playwright ``Browser``), one per test process."""
+    """A headless system Chromium (Playwright ``Browser``), one per test module.
+
+    Not one per session: while Playwright's sync API is up, its event loop counts as the
+    thread's running loop, so a later test's ``asyncio.run`` would fail."""
     reason = browser_missing()
     if reason is not None:
         missing(reason)  # a skip here, a failure in CI
