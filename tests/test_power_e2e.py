@@ -198,7 +198,7 @@ def test_host_rapl_window(tiny_cnn: Path, tmp_path: Path) -> None:
         str(tmp_path / "ref"),
     )
     assert res.exit_code == 0, res.output
-    assert "unavailable (no reference values for this board)" in res.output
+    assert "unavailable" in res.output  # the table cell wraps at the terminal width
     ref = _summary(tmp_path / "ref")["power"]
     assert ref["unavailable_reason"] == "no reference values for this board"
     assert all(m["value"] is None for m in ref["metrics"] if m["name"] != "power_window_expected")
