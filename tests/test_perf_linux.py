@@ -6,10 +6,10 @@ the assertions about hardware events are skipped where ``perf stat`` says they a
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,11 +22,14 @@ from aidge_deploy.pipeline.runner import PipelineRunner
 from aidge_deploy.pipeline.stages.profile_passes import ProfilePassesStage
 from aidge_deploy.profiling.counters import load_catalogue
 from aidge_deploy.profiling.native import (
+    PerfRunReport,
     compile_command,
     parse_perf_run_report,
+    parse_probe,
     perf_run_argv,
+    perf_run_source,
 )
-from aidge_deploy.profiling.perf_linux import explain_errno, probe_available, run_with_counters
+from aidge_deploy.profiling.perf_linux import pass_figures, probe_available, run_with_counters
 from aidge_deploy.results import Provenance
 from envparts import missing, not_applicable
 
@@ -67,13 +70,29 @@ def test_probe_reports_hardware_events_unavailable_with_reason() -> None:
         reason = probed[name]
         assert reason, f"{name} reported available on a machine without a PMU"
         assert reason.split(":")[0] in {"ENOENT", "EOPNOTSUPP", "ENODEV", "EACCES", "EPERM"}
+        if reason.startswith("ENOENT"):
+            assert "no hardware PMU driver" in reason
 
 
-def test_errno_explanations_name_the_cause() -> None:
-    assert "qemu-user" in explain_errno(errno.ENOSYS)
-    assert "perf_event_paranoid" in explain_errno(errno.EACCES)
-    assert "seccomp" in explain_errno(errno.EPERM)
-    assert explain_errno(errno.ENOENT).startswith("ENOENT")
+def test_one_implementation_probe_and_run_agree_on_refusals(tmp_path: Path) -> None:
+    """The probe and a counted run are the same C code: same verdict, same reason."""
+    probed = probe_available()
+    run = run_with_counters(
+        ["/bin/true"],
+        _counters("task-clock", "instructions", "cycles"),
+        cwd=tmp_path,
+        timeout_s=60,
+        stdout_path=tmp_path / "o.log",
+        stderr_path=tmp_path / "e.log",
+    )
+    assert run.report is not None
+    for name in ("task-clock", "instructions", "cycles"):
+        if probed[name] is None:
+            assert name in run.report.counters
+        else:
+            assert run.report.unavailable[name] == probed[name]
+    assert "aidge_deploy.profiling.perf_linux" in sys.modules
+    assert not hasattr(sys.modules["aidge_deploy.profiling.perf_linux"], "perf_event_open")
 
 
 def test_counted_run_of_a_real_program(tmp_path: Path) -> None:
@@ -87,14 +106,19 @@ def test_counted_run_of_a_real_program(tmp_path: Path) -> None:
         stdout_path=tmp_path / "out.log",
         stderr_path=tmp_path / "err.log",
     )
+    report = run.report
+    assert report is not None
     assert run.run.returncode == 3 and not run.run.timed_out
-    assert run.readings["task-clock"].scaled and run.readings["task-clock"].scaled > 1e6  # > 1 ms
-    assert run.readings["page-faults"].raw > 0
-    assert run.readings["task-clock"].running_ratio == pytest.approx(1.0)
+    scaled = report.scaled("task-clock")
+    assert scaled is not None and scaled > 1e6  # > 1 ms
+    assert report.counters["page-faults"] > 0
+    assert report.running_ratio == pytest.approx(1.0)
+    # forked from the small launcher: the program's own peak RSS (a shell: a few MB)
+    assert run.run.peak_rss_bytes is not None and 0 < run.run.peak_rss_bytes < 32 * 2**20
     if not _hardware_events_supported():
-        assert "instructions" in run.unavailable and "instructions" not in run.readings
+        assert "instructions" in run.unavailable and "instructions" not in report.counters
     # counting starts at the program's exec: the launcher's own work is not in it
-    assert run.readings["task-clock"].time_enabled_ns <= run.run.duration_s * 1e9
+    assert report.time_enabled_ns <= run.run.duration_s * 1e9
 
 
 def test_counted_run_times_out_and_never_reports_a_program_that_did_not_start(
@@ -108,7 +132,7 @@ def test_counted_run_times_out_and_never_reports_a_program_that_did_not_start(
         stdout_path=tmp_path / "o.log",
         stderr_path=tmp_path / "e.log",
     )
-    assert hang.run.timed_out and hang.run.returncode is None
+    assert hang.run.timed_out and hang.run.returncode is None and hang.report is None
     missing = run_with_counters(
         [str(tmp_path / "no-such-program")],
         _counters("task-clock", "page-faults"),
@@ -117,8 +141,12 @@ def test_counted_run_times_out_and_never_reports_a_program_that_did_not_start(
         stdout_path=tmp_path / "o2.log",
         stderr_path=tmp_path / "e2.log",
     )
-    assert missing.run.returncode == 127
-    assert not missing.readings and "did not start" in missing.unavailable["task-clock"]
+    assert missing.run.returncode == 127 and missing.report is not None
+    assert not missing.report.counters and missing.report.running_ratio is None
+    assert "did not start" in missing.unavailable["task-clock"]
+    figures = pass_figures(missing.report, ["task-clock", "page-faults"], 12, "no report")
+    assert not figures.totals and not figures.running_ratio, "no made-up ratio"
+    assert figures.unavailable["task-clock"].startswith("NOTRUN")
 
 
 # ---------------------------------------------------------------- the perf_run C launcher
@@ -180,6 +208,17 @@ def test_perf_run_preserves_exit_code_and_reports_json(
         for r in parse_perf_run_report(missing.stderr).unavailable.values()
     )
     assert not parse_perf_run_report(missing.stderr).counters
+
+
+def test_perf_run_probe_mode(perf_run_native: Path) -> None:
+    done = subprocess.run(
+        [str(perf_run_native), "--probe", "-e", "task-clock=1:1", "-e", "no-such=99:0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0
+    probe = parse_probe(done.stderr)
+    assert probe.available == ("task-clock",)
+    assert probe.unavailable["no-such"].startswith("ENOENT: no such event")
 
 
 @pytest.mark.aarch64
@@ -254,10 +293,30 @@ def test_deploy_typo_in_counters_is_a_config_error(export_factory, pipeline_with
         aidge_deploy.deploy(export_factory("benchmark"), DeployConfig(counters=("task-clok",)))
 
 
-def test_multiplexed_reading_is_scaled_and_an_unscheduled_one_is_not_a_zero() -> None:
-    from aidge_deploy.profiling.perf_linux import CounterReading
+def _report(enabled: int, running: int, counters: dict[str, int], unavailable: dict[str, str]):  # type: ignore[no-untyped-def]
+    return PerfRunReport(
+        exit_code=0, signal=None, peak_rss_bytes=0, user_s=0.0, system_s=0.0, wall_s=0.0,
+        time_enabled_ns=enabled, time_running_ns=running,
+        counters=counters, unavailable=unavailable,
+    )  # fmt: skip
 
-    half = CounterReading("cycles", raw=100, time_enabled_ns=1000, time_running_ns=250)
-    assert half.scaled == pytest.approx(400.0) and half.running_ratio == pytest.approx(0.25)
-    never = CounterReading("cycles", raw=0, time_enabled_ns=1000, time_running_ns=0)
-    assert never.scaled is None
+
+def test_multiplexed_reading_is_scaled_and_an_unscheduled_one_is_not_a_zero() -> None:
+    half = _report(1000, 250, {"cycles": 100}, {})
+    assert half.scaled("cycles") == pytest.approx(400.0)
+    assert half.running_ratio == pytest.approx(0.25)
+    figures = pass_figures(half, ["cycles"], 4, "x")
+    assert figures.totals == {"cycles": pytest.approx(100.0)}
+    assert figures.running_ratio == {"cycles": pytest.approx(0.25)}
+    # never scheduled: the launcher lists the counter unavailable; nothing is scaled or made up
+    never = _report(1000, 0, {}, {"cycles": "NOTSCHED: never scheduled on the PMU"})
+    assert never.scaled("cycles") is None and never.running_ratio is None
+    figures = pass_figures(never, ["cycles"], 4, "x")
+    assert figures.unavailable == {"cycles": "NOTSCHED: never scheduled on the PMU"}
+    assert not figures.running_ratio
+
+
+def test_launcher_reports_never_scheduled_counters_as_unavailable(tmp_path: Path) -> None:
+    """perf_run.c: a group enabled but never on the PMU has no count and no ratio."""
+    source = perf_run_source().read_text()
+    assert '"NOTSCHED"' in source and "never_scheduled" in source

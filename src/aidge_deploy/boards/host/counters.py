@@ -17,7 +17,7 @@ from aidge_deploy.errors import ConfigError
 from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
-from aidge_deploy.profiling.perf_linux import probe_available, run_with_counters
+from aidge_deploy.profiling.perf_linux import pass_figures, probe_available, run_with_counters
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
@@ -83,19 +83,15 @@ class HostPerfCounters(CounterCapableTarget):
         error = describe_exit(counted.run, timeout)
         if error is not None:
             raise error
-        totals: dict[str, float] = {}
-        ratios: dict[str, float] = {}
-        for name, reading in counted.readings.items():
-            scaled = reading.scaled
-            if scaled is not None:
-                totals[name] = scaled / inferences
-                ratios[name] = reading.running_ratio
+        figures = pass_figures(
+            counted.report, counter_pass.names, inferences, "the launcher wrote no report"
+        )
         return PassResult(
             counter_pass=counter_pass,
             layers=(),
-            totals=totals,
-            unavailable=dict(counted.unavailable),
-            running_ratio=ratios,
+            totals=dict(figures.totals),
+            unavailable=dict(figures.unavailable),
+            running_ratio=dict(figures.running_ratio),
             basis=basis,
         )
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
-from aidge_deploy.connections.local_process import ProcessRun, run_process
+from aidge_deploy.connections.local_process import ProcessRun
 from aidge_deploy.errors import ExecutionError
 from aidge_deploy.power.capability import RepeatedRunPower
-from aidge_deploy.profiling.native import ensure_launcher, parse_perf_run_report
+from aidge_deploy.profiling.perf_linux import run_with_counters
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.registry import DeployTarget, ToolCheck, register_deploy_target
@@ -108,23 +108,14 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
             return docker.execute(ctx, build, timeout)
         # The program runs under the small perf_run launcher: forked from it, its ru_maxrss
         # is its own (a child of this big Python process would inherit our peak RSS).
-        report_path = ctx.log_dir / "run.launcher.json"
-        report_path.unlink(missing_ok=True)
-        run = run_process(
-            [str(ensure_launcher()), "-o", str(report_path), "--", str(build.artifact_path)],
+        run = run_with_counters(
+            [str(build.artifact_path)],
+            (),
             cwd=ctx.export_dir,
             timeout_s=timeout,
             stdout_path=ctx.log_dir / "run.log",
             stderr_path=ctx.log_dir / "run.stderr.log",
-        )
-        if not run.timed_out and report_path.is_file():
-            report = parse_perf_run_report(report_path.read_text(encoding="utf-8"))
-            run = dataclasses.replace(
-                run,
-                returncode=report.exit_code,
-                signal=report.signal,
-                peak_rss_bytes=report.peak_rss_bytes,
-            )
+        ).run
         error = describe_exit(run, timeout)
         if error is not None:
             raise error

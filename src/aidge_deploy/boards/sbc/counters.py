@@ -16,6 +16,7 @@ from aidge_deploy.boards.host.counters import executed_inferences
 from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult
+from aidge_deploy.profiling.perf_linux import pass_figures
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
@@ -40,7 +41,7 @@ class SbcPerfCounters(CounterCapableTarget):
         self, ctx: DeployContext, build: BuildResult, counter_pass: CounterPass
     ) -> PassResult:
         from aidge_deploy.boards.sbc.base import SbcSshTarget
-        from aidge_deploy.profiling.native import perf_run_argv
+        from aidge_deploy.profiling.native import event_specs
 
         if not isinstance(self, SbcSshTarget):
             raise TypeError("SbcPerfCounters is a mixin of SbcSshTarget")
@@ -53,9 +54,7 @@ class SbcPerfCounters(CounterCapableTarget):
             return PassResult(
                 counter_pass, unavailable=dict.fromkeys(counter_pass.names, str(reason))
             )
-        # the launcher's -e specs, as perf_run_argv spells them
-        argv = perf_run_argv("perf_run", counter_pass.counters, ["prog"])
-        events = [argv[i + 1] for i, word in enumerate(argv) if word == "-e"]
+        events = event_specs(counter_pass.counters)  # the launcher's -e specs
         _, report = self.run_program(
             ctx,
             build,
@@ -67,21 +66,13 @@ class SbcPerfCounters(CounterCapableTarget):
                 counter_pass,
                 unavailable=dict.fromkeys(counter_pass.names, "the launcher printed no report"),
             )
-        totals: dict[str, float] = {}
-        ratios: dict[str, float] = {}
-        unavailable = dict(report.unavailable)
-        for name in counter_pass.names:
-            if name in report.counters and report.time_running_ns > 0:
-                totals[name] = report.scaled(name) / inferences
-                ratios[name] = report.running_ratio
-            else:
-                unavailable.setdefault(name, "not counted in this run")
+        figures = pass_figures(report, counter_pass.names, inferences, "not counted in this run")
         if self.uses_container:
             basis += "; inside a container whose seccomp profile allows perf_event_open"
         return PassResult(
             counter_pass=counter_pass,
-            totals=totals,
-            unavailable={k: v for k, v in unavailable.items() if k in counter_pass.names},
-            running_ratio=ratios,
+            totals=dict(figures.totals),
+            unavailable=dict(figures.unavailable),
+            running_ratio=dict(figures.running_ratio),
             basis=basis,
         )

@@ -25,6 +25,7 @@ from aidge_deploy.toolcache import compile_cached, find_c_compiler
 #: prefix of the report line on stderr when no ``-o`` file is given
 REPORT_PREFIX = "AIDGE_PERF_RUN "
 REPORT_SCHEMA = "aidge-deploy.perf-run"
+PROBE_SCHEMA = "aidge-deploy.perf-probe"
 
 
 def perf_run_source() -> Path:
@@ -62,16 +63,30 @@ def perf_run_argv(
     argv = [launcher]
     if report is not None:
         argv += ["-o", report]
+    for spec in event_specs(counters):
+        argv += ["-e", spec]
+    return [*argv, "--", *program]
+
+
+def event_specs(counters: Sequence[Counter]) -> list[str]:
+    """The launcher's ``name=type:config`` specs of ``counters`` (perf_event ones only)."""
+    specs = []
     for counter in counters:
         if counter.event.perf_type is None or counter.event.perf_config is None:
             raise ValueError(f"{counter.name} is not a perf_event counter")
-        argv += ["-e", f"{counter.name}={counter.event.perf_type}:{counter.event.perf_config:#x}"]
-    return [*argv, "--", *program]
+        specs.append(f"{counter.name}={counter.event.perf_type}:{counter.event.perf_config:#x}")
+    return specs
 
 
 @dataclass(frozen=True)
 class PerfRunReport:
-    """What ``perf_run`` reported about one program run."""
+    """What ``perf_run`` reported about one program run.
+
+    The counters of a run form one group, enabled at the program's exec: they share the
+    enabled and running times. Every requested counter is either in ``counters`` (it
+    counted: ``time_running_ns > 0``) or in ``unavailable`` with its reason — refused at
+    open, never enabled (the program did not start) or never scheduled on the PMU.
+    """
 
     exit_code: int | None  # None when killed by a signal
     signal: int | None
@@ -87,20 +102,34 @@ class PerfRunReport:
     unavailable: Mapping[str, str]
 
     @property
-    def running_ratio(self) -> float:
-        return self.time_running_ns / self.time_enabled_ns if self.time_enabled_ns else 0.0
+    def running_ratio(self) -> float | None:
+        """Fraction of the enabled time the group was on the PMU (below 1: multiplexed);
+        None when nothing counted (then every counter is in ``unavailable``)."""
+        if not self.counters or self.time_enabled_ns <= 0 or self.time_running_ns <= 0:
+            return None
+        return self.time_running_ns / self.time_enabled_ns
 
-    def scaled(self, name: str) -> float:
-        """The count of ``name`` extrapolated to the enabled time (multiplexing undone)."""
-        raw = self.counters[name]
-        if self.time_running_ns <= 0:
-            raise CaptureError(
-                f"Counter {name} never ran", hint="See the report's unavailable list."
-            )
+    def scaled(self, name: str) -> float | None:
+        """The count of ``name`` extrapolated to the enabled time (multiplexing undone);
+        None when it did not count (its reason is in ``unavailable``)."""
+        raw = self.counters.get(name)
+        if raw is None or self.time_running_ns <= 0:
+            return None
         return raw * self.time_enabled_ns / self.time_running_ns
 
 
+@dataclass(frozen=True)
+class PerfProbe:
+    """What ``perf_run --probe`` found: the events this machine lets us open, and why not."""
+
+    available: tuple[str, ...]
+    #: counter -> "ERRNO: reason"
+    unavailable: Mapping[str, str]
+
+
 def _parse_doc(doc: Mapping[str, Any]) -> PerfRunReport:
+    if doc.get("schema") == PROBE_SCHEMA:
+        raise CaptureError("A perf_run probe report, not a run report", hint="Use parse_probe.")
     if doc.get("schema") != REPORT_SCHEMA:
         raise CaptureError(
             f"Not a perf_run report (schema {doc.get('schema')!r})",
@@ -123,8 +152,7 @@ def _parse_doc(doc: Mapping[str, Any]) -> PerfRunReport:
     )
 
 
-def parse_perf_run_report(text: str) -> PerfRunReport:
-    """Parse a report file, or find the ``AIDGE_PERF_RUN`` line in captured stderr."""
+def _report_doc(text: str) -> Mapping[str, Any]:
     candidates = [text.strip()] if text.lstrip().startswith("{") else []
     candidates += [
         line[len(REPORT_PREFIX) :] for line in text.splitlines() if line.startswith(REPORT_PREFIX)
@@ -140,15 +168,42 @@ def parse_perf_run_report(text: str) -> PerfRunReport:
         raise CaptureError(
             f"Malformed perf_run report: {exc}", hint="The report was truncated."
         ) from exc
-    return _parse_doc(doc)
+    if not isinstance(doc, dict):
+        raise CaptureError("Malformed perf_run report", hint="The report was truncated.")
+    return doc
+
+
+def parse_probe(text: str) -> PerfProbe:
+    """Parse the report of ``perf_run --probe``."""
+    doc = _report_doc(text)
+    if doc.get("schema") != PROBE_SCHEMA:
+        raise CaptureError(
+            f"Not a perf_run probe report (schema {doc.get('schema')!r})",
+            hint="Rebuild the perf_run launcher from this aidge-deploy version.",
+        )
+    return PerfProbe(
+        available=tuple(str(n) for n in doc["available"]),
+        unavailable=MappingProxyType(
+            {str(u["name"]): f"{u['errno']}: {u['reason']}" for u in doc["unavailable"]}
+        ),
+    )
+
+
+def parse_perf_run_report(text: str) -> PerfRunReport:
+    """Parse a report file, or find the ``AIDGE_PERF_RUN`` line in captured stderr."""
+    return _parse_doc(_report_doc(text))
 
 
 __all__ = [
+    "PROBE_SCHEMA",
     "REPORT_PREFIX",
+    "PerfProbe",
     "PerfRunReport",
     "compile_command",
     "ensure_launcher",
+    "event_specs",
     "parse_perf_run_report",
+    "parse_probe",
     "perf_run_argv",
     "perf_run_source",
 ]

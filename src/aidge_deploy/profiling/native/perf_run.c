@@ -9,12 +9,23 @@
  * refused with errno and reason, peak RSS (ru_maxrss), CPU times, wall time, and how the
  * program ended. The program's exit status is preserved (128+N if killed by signal N).
  *
+ * It is the one perf_event implementation of aidge-deploy: the host, SSH boards and
+ * containers all run it (the Python side only builds its command line and reads its JSON),
+ * so an event is reported the same way everywhere: counted (scaled by enabled/running
+ * time, with the running ratio), or unavailable with errno and reason — refused at open,
+ * never enabled (the program did not start) or never scheduled on the PMU — never a zero
+ * and never a made-up ratio.
+ *
  * Build: gcc -O2 -o perf_run perf_run.c        (also: aarch64-linux-gnu-gcc -O2 -static)
  * Usage: perf_run [-o report.json] [-e name=type:config]... [--] program [args...]
+ *        perf_run --probe [-o report.json] [-e name=type:config]...
  *   -e may be repeated (type and config as in linux/perf_event.h, decimal or 0x hex); without
  *   -e: task-clock, page-faults, context-switches, cycles, instructions.
+ *   --probe opens each event on the launcher itself, one at a time, and reports which the
+ *   kernel allows (schema aidge-deploy.perf-probe), without running anything.
  *   Without -o the report is one line on stderr, prefixed "AIDGE_PERF_RUN ".
- * Exit status: the program's; 127 if it could not be executed; 126 on a usage error.
+ * Exit status: the program's; 127 if it could not be executed; 126 on a usage error; 0 for
+ * --probe.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -81,15 +92,38 @@ struct event {
 static struct event events[MAX_EVENTS];
 static int n_events;
 
+static char paranoid_reason[192];
+
+/* EACCES/EPERM: say the paranoid level, the usual cause, as the Python side used to. */
+static const char *not_permitted(void) {
+    int level = -99;
+    FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+    if (f) {
+        if (fscanf(f, "%d", &level) != 1) {
+            level = -99;
+        }
+        fclose(f);
+    }
+    if (level == -99) {
+        return "not permitted (kernel.perf_event_paranoid, missing CAP_PERFMON, or a seccomp "
+               "profile blocking perf_event_open in a container)";
+    }
+    snprintf(paranoid_reason, sizeof paranoid_reason,
+             "not permitted (kernel.perf_event_paranoid=%d: lower it or grant CAP_PERFMON; in a "
+             "container a seccomp profile may block perf_event_open)", level);
+    return paranoid_reason;
+}
+
 static const char *reason(int err) {
     switch (err) {
     case ENOENT: return "no such event on this machine (no hardware PMU driver, or not implemented by the CPU)";
     case EACCES:
-    case EPERM: return "not permitted (kernel.perf_event_paranoid, missing CAP_PERFMON, or a seccomp profile)";
+    case EPERM: return not_permitted();
     case ENOSYS: return "perf_event_open is not implemented here (qemu-user, or no CONFIG_PERF_EVENTS)";
     case EOPNOTSUPP: return "the PMU cannot count this event in this mode";
     case ENODEV: return "the PMU of this CPU does not support this event";
     case EINVAL: return "the kernel rejected this event configuration";
+    case EMFILE: return "too many open files";
     default: return strerror(err);
     }
 }
@@ -164,16 +198,70 @@ static double seconds(struct timeval tv) {
 }
 
 static void usage(void) {
-    fputs("usage: perf_run [-o report.json] [-e name=type:config]... [--] program [args...]\n", stderr);
+    fputs("usage: perf_run [-o report.json] [-e name=type:config]... [--] program [args...]\n"
+          "       perf_run --probe [-o report.json] [-e name=type:config]...\n", stderr);
+}
+
+static FILE *open_report(const char *out_path) {
+    FILE *out = stderr;
+    if (out_path) {
+        out = fopen(out_path, "w");
+        if (!out) {
+            fprintf(stderr, "perf_run: cannot write %s: %s\n", out_path, strerror(errno));
+            out = stderr;
+        }
+    }
+    if (out == stderr) {
+        fputs("AIDGE_PERF_RUN ", out);
+    }
+    return out;
+}
+
+/* --probe: can each event be opened here? Opened on ourselves, alone, then closed. */
+static int probe(const char *out_path) {
+    for (int k = 0; k < n_events; ++k) {
+        long fd = open_event(&events[k], 0, -1);
+        if (fd < 0) {
+            events[k].err = errno;
+        } else {
+            close((int)fd);
+        }
+    }
+    FILE *out = open_report(out_path);
+    fputs("{\"schema\":\"aidge-deploy.perf-probe\",\"schema_version\":1,\"available\":[", out);
+    int first = 1;
+    for (int k = 0; k < n_events; ++k) {
+        if (events[k].err == 0) {
+            fprintf(out, "%s\"%s\"", first ? "" : ",", events[k].name);
+            first = 0;
+        }
+    }
+    fputs("],\"unavailable\":[", out);
+    first = 1;
+    for (int k = 0; k < n_events; ++k) {
+        if (events[k].err != 0) {
+            fprintf(out, "%s{\"name\":\"%s\",\"errno\":\"%s\",\"reason\":\"%s\"}", first ? "" : ",",
+                    events[k].name, errname(events[k].err), reason(events[k].err));
+            first = 0;
+        }
+    }
+    fputs("]}\n", out);
+    if (out != stderr) {
+        fclose(out);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
     const char *out_path = NULL;
+    int probing = 0;
     int i = 1;
     for (; i < argc; ++i) {
         if (strcmp(argv[i], "--") == 0) {
             ++i;
             break;
+        } else if (strcmp(argv[i], "--probe") == 0) {
+            probing = 1;
         } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
             out_path = argv[++i];
         } else if (strcmp(argv[i], "-e") == 0 && i + 1 < argc) {
@@ -188,7 +276,7 @@ int main(int argc, char **argv) {
             break;
         }
     }
-    if (i >= argc) {
+    if (i >= argc && !probing) {
         usage();
         return 126;
     }
@@ -198,6 +286,9 @@ int main(int argc, char **argv) {
         add_event("context-switches=1:3");
         add_event("cycles=0:0");
         add_event("instructions=0:1");
+    }
+    if (probing) {
+        return probe(out_path);
     }
 
     int gate[2];
@@ -261,20 +352,14 @@ int main(int argc, char **argv) {
         ssize_t want = (ssize_t)(sizeof(uint64_t) * (size_t)(3 + n_open));
         have_values = read(leader, buf, (size_t)want) == want;
     }
-    /* enabled time 0: the exec never happened, so the zeros mean nothing */
+    /* enabled time 0: the exec never happened, so the zeros mean nothing; running time 0:
+     * the group was enabled but never on the PMU (counters busy or pinned by someone else),
+     * so there is no count to scale and no ratio to report */
     int never_ran = have_values && buf[1] == 0;
+    int never_scheduled = have_values && !never_ran && buf[2] == 0;
+    int counted = have_values && !never_ran && !never_scheduled;
 
-    FILE *out = stderr;
-    if (out_path) {
-        out = fopen(out_path, "w");
-        if (!out) {
-            fprintf(stderr, "perf_run: cannot write %s: %s\n", out_path, strerror(errno));
-            out = stderr;
-        }
-    }
-    if (out == stderr) {
-        fputs("AIDGE_PERF_RUN ", out);
-    }
+    FILE *out = open_report(out_path);
     int exited = WIFEXITED(status);
     int code = exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -286,7 +371,7 @@ int main(int argc, char **argv) {
             (unsigned long long)(have_values ? buf[1] : 0), (unsigned long long)(have_values ? buf[2] : 0));
     int first = 1;
     for (int k = 0; k < n_events; ++k) {
-        if (events[k].fd < 0 || !have_values || never_ran) {
+        if (events[k].fd < 0 || !counted) {
             continue;
         }
         fprintf(out, "%s{\"name\":\"%s\",\"value\":%llu}", first ? "" : ",", events[k].name,
@@ -296,15 +381,22 @@ int main(int argc, char **argv) {
     fputs("],\"unavailable\":[", out);
     first = 1;
     for (int k = 0; k < n_events; ++k) {
-        if (events[k].fd >= 0 && have_values && !never_ran) {
+        if (events[k].fd >= 0 && counted) {
             continue;
         }
         const char *code_name = errname(events[k].err);
         const char *why = reason(events[k].err);
         if (events[k].fd >= 0) {
-            code_name = never_ran ? "NOTRUN" : "EIO";
-            why = never_ran ? "never enabled: the program did not start"
-                            : "the counter group could not be read";
+            if (never_ran) {
+                code_name = "NOTRUN";
+                why = "never enabled: the program did not start";
+            } else if (never_scheduled) {
+                code_name = "NOTSCHED";
+                why = "never scheduled on the PMU (all counters busy, or pinned by another user)";
+            } else {
+                code_name = "EIO";
+                why = "the counter group could not be read";
+            }
         }
         fprintf(out, "%s{\"name\":\"%s\",\"errno\":\"%s\",\"reason\":\"%s\"}", first ? "" : ",",
                 events[k].name, code_name, why);
