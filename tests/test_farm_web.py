@@ -323,7 +323,8 @@ def test_admin_manages_users(farm: Farm, chromium: Any) -> None:
     admin = browser_login(chromium, farm, ADMIN, "/admin")
     admin.fill("#add-user input[name=username]", "carol")
     admin.fill("#add-user input[name=password]", "carol-pass-1")
-    admin.click("#add-user button")
+    with admin.expect_navigation():
+        admin.click("#add-user button")
     assert admin.locator("#admin-message").inner_text() == "User added."
     carol = browser_login(chromium, farm, ("carol", "carol-pass-1"), "/boards")
     assert carol.locator(".who").get_attribute("data-user") == "carol"
@@ -331,19 +332,22 @@ def test_admin_manages_users(farm: Farm, chromium: Any) -> None:
     row = admin.locator("#users tr[data-user='carol']")
     row.locator("input[name=password]").fill("short")
     row.locator("input[name=password]").evaluate("e => e.removeAttribute('minlength')")
-    row.locator("form[action$='/password'] button").click()
+    with admin.expect_navigation():
+        row.locator("form[action$='/password'] button").click()
     assert "too short" in admin.locator("#admin-error").inner_text()
     # reset: carol's session ends, the new password works
     row = admin.locator("#users tr[data-user='carol']")
     row.locator("input[name=password]").fill("carol-new-pass-2")
-    row.locator("form[action$='/password'] button").click()
+    with admin.expect_navigation():
+        row.locator("form[action$='/password'] button").click()
     assert "Password changed" in admin.locator("#admin-message").inner_text()
     carol.goto(farm.url + "/jobs")
     assert "/login" in carol.url
     carol.context.close()
     carol = browser_login(chromium, farm, ("carol", "carol-new-pass-2"), "/jobs")
     # disable: her session ends and she cannot log in again
-    admin.locator("#users tr[data-user='carol'] form[action$='/disable'] button").click()
+    with admin.expect_navigation():
+        admin.locator("#users tr[data-user='carol'] form[action$='/disable'] button").click()
     assert admin.locator("#users tr[data-user='carol']").get_attribute("data-disabled") == "yes"
     carol.goto(farm.url + "/jobs")
     assert "/login" in carol.url
@@ -352,9 +356,11 @@ def test_admin_manages_users(farm: Farm, chromium: Any) -> None:
     carol.click("button[type=submit]")
     assert carol.locator(".error").inner_text() == "Wrong username or password."
     # an admin cannot lock themselves out
-    admin.locator("#users tr[data-user='admin'] form[action$='/disable'] button").click()
+    with admin.expect_navigation():
+        admin.locator("#users tr[data-user='admin'] form[action$='/disable'] button").click()
     assert "your own account" in admin.locator("#admin-error").inner_text()
-    admin.locator("#users tr[data-user='carol'] form[action$='/enable'] button").click()
+    with admin.expect_navigation():
+        admin.locator("#users tr[data-user='carol'] form[action$='/enable'] button").click()
     assert admin.locator("#users tr[data-user='carol']").get_attribute("data-disabled") == "no"
     # agents: last heartbeat and version
     agent_row = admin.locator("#agents tr[data-agent='idle-agent']")

@@ -126,6 +126,7 @@ def test_submit_watch_result_and_downloads(farm: Farm, archive: Path, chromium: 
     # an emulated board's per-layer chart is its instruction count (its times are estimated
     # from it: one quantity, charted once)
     layer_bars = frame.locator("svg[data-chart='layer-emulated_instructions'] rect.bar")
+    layer_bars.first.wait_for(state="attached")  # the frame loads after the page
     assert layer_bars.count() == 4
     assert all((layer_bars.nth(i).bounding_box() or {"width": 0})["width"] > 0 for i in range(4))
     assert frame.locator("svg[data-chart='latency-histogram'] rect.bar").count() >= 1
@@ -169,7 +170,9 @@ def test_submit_an_onnx_model(farm: Farm, tiny_cnn: Path, chromium: Any, tmp_pat
     assert job_state(farm, job_id, BOB) == "done"
     page.reload()
     frame = page.frame_locator("#report")
-    assert frame.locator("svg[data-chart='layer-emulated_instructions'] rect.bar").count() == 4
+    bars = frame.locator("svg[data-chart='layer-emulated_instructions'] rect.bar")
+    bars.first.wait_for(state="attached")  # the frame loads after the page
+    assert bars.count() == 4
     # the export options reached the export: 2 timed inferences
     counts = frame.locator("svg[data-chart='latency-histogram'] rect.bar").evaluate_all(
         "bars => bars.map(b => Number(b.dataset.value))"
@@ -182,7 +185,8 @@ def _compare(page: Any, base: int, cand: int, thresholds: Path) -> tuple[str, in
     page.select_option("select[name=base]", str(base))
     page.select_option("select[name=cand]", str(cand))
     page.set_input_files("input[name=thresholds]", str(thresholds))
-    page.click("#compare-form button")
+    with page.expect_navigation():
+        page.click("#compare-form button")
     outcome = page.locator("#outcome")
     return str(outcome.get_attribute("data-verdict")), int(
         outcome.get_attribute("data-exit-code") or -1
@@ -235,7 +239,10 @@ def test_compare_two_jobs_gives_the_cli_verdict(
 
 def test_drain_a_board_and_cancel_a_queued_job(farm: Farm, archive: Path, chromium: Any) -> None:
     admin = browser_login(chromium, farm, ADMIN, "/admin")
-    admin.locator("#admin-boards tr[data-board='an386-b'] form[action$='/drain'] button").click()
+    with admin.expect_navigation():
+        admin.locator(
+            "#admin-boards tr[data-board='an386-b'] form[action$='/drain'] button"
+        ).click()
     assert admin.locator("#admin-message").inner_text().startswith("Board drained")
     with farm.client(*ADMIN) as api:
         states = {b["name"]: b["state"] for b in api.get("/api/boards").json()}
@@ -252,7 +259,8 @@ def test_drain_a_board_and_cancel_a_queued_job(farm: Farm, archive: Path, chromi
     screenshot(page, "farm_boards_drained")
     # bob cancels it from the jobs page
     page.goto(farm.url + "/jobs")
-    page.locator(f"#jobs tr[data-job='{waiting}'] form button").click()
+    with page.expect_navigation():
+        page.locator(f"#jobs tr[data-job='{waiting}'] form button").click()
     page.wait_for_url("**/jobs")
     assert (
         page.locator(f"#jobs tr[data-job='{waiting}']").get_attribute("data-state") == "cancelled"
@@ -260,7 +268,10 @@ def test_drain_a_board_and_cancel_a_queued_job(farm: Farm, archive: Path, chromi
     assert job_state(farm, waiting, BOB) == "cancelled"
     screenshot(page, "farm_jobs_cancelled")
     # back in service: a job for it runs
-    admin.locator("#admin-boards tr[data-board='an386-b'] form[action$='/return'] button").click()
+    with admin.expect_navigation():
+        admin.locator(
+            "#admin-boards tr[data-board='an386-b'] form[action$='/return'] button"
+        ).click()
     assert admin.locator("#admin-message").inner_text() == "Board returned to service."
     again = _api_submit(farm, archive, BOB, board="an386-b")
     wait_for(lambda: job_state(farm, again, BOB) in TERMINAL, 300, "job after return")
