@@ -117,6 +117,9 @@ def test_refusals_store_and_run_nothing(service_farm: Farm, export_factory) -> N
 
     alice = farm.client(*ALICE)
     bob = farm.client(*BOB)
+    # every API answer tells how long the service spent on it
+    timing = alice.get("/api/boards").headers.get("server-timing", "")
+    assert timing.startswith("app;dur=") and float(timing[len("app;dur=") :]) >= 0, timing
 
     # unsafe archives: refused before anything is extracted or stored
     manifest = (Path(export.path) / ".aidge-export.json").read_bytes()

@@ -1,9 +1,12 @@
 """Users, roles and bearer tokens of the farm.
 
-Passwords are stored as bcrypt hashes; tokens are random 256-bit strings of which only the
-SHA-256 is stored, with an expiry (user tokens) or none (agent tokens, revoked by deleting
-them). Nothing here logs or returns a secret except the token handed to its owner once.
-The dashboard's login session reuses ``authenticate`` and ``issue_user_token``.
+Passwords are stored as bcrypt hashes (checked only at login); tokens are random 256-bit
+strings of which only the SHA-256 is stored, with an expiry (user tokens) or none (agent
+tokens, revoked by deleting them). A request presents a token: ``TokenCache`` answers from
+memory what the database said about it a moment ago, so a status request costs no
+database round trip for who is calling. Nothing here logs or returns a secret except the
+token handed to its owner once. The dashboard's login session reuses ``authenticate`` and
+``issue_user_token``.
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import bcrypt
-from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, event, select
+from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.farm.db import Token, User, now
@@ -141,31 +147,128 @@ def issue_agent_token(s: Session, agent: str) -> str:
 
 def resolve_token(s: Session, token: str) -> Principal | None:
     """The principal a bearer token stands for, or None (unknown, expired, disabled)."""
+    found = _lookup(s, token)
+    return found[0] if found else None
+
+
+def _lookup(s: Session, token: str) -> tuple[Principal, float | None] | None:
+    """The token's principal and expiry, in one query (token and user together)."""
     if not token or len(token) > 200:
         return None
     digest = token_digest(token)
-    row = s.scalar(select(Token).where(Token.token_hash == digest))
-    if row is None or not hmac.compare_digest(row.token_hash, digest):
+    row = s.execute(
+        select(Token, User)
+        .outerjoin(User, User.id == Token.user_id)
+        .where(Token.token_hash == digest)
+    ).first()
+    if row is None:
         return None
-    if row.expires_at is not None and row.expires_at < now():
-        s.delete(row)
+    tok, user = row
+    if not hmac.compare_digest(tok.token_hash, digest):
         return None
-    if row.agent_name is not None:
-        return Principal(user_id=None, name=row.agent_name, role=None, agent=row.agent_name)
-    user = s.get(User, row.user_id) if row.user_id is not None else None
+    if tok.expires_at is not None and tok.expires_at < now():
+        s.delete(tok)
+        return None
+    if tok.agent_name is not None:
+        agent = tok.agent_name
+        return Principal(user_id=None, name=agent, role=None, agent=agent), tok.expires_at
     if user is None or user.disabled:
         return None
-    return Principal(user_id=user.id, name=user.name, role=Role(user.role))
+    return Principal(user_id=user.id, name=user.name, role=Role(user.role)), tok.expires_at
 
 
 def revoke_token(s: Session, token: str) -> None:
     s.execute(delete(Token).where(Token.token_hash == token_digest(token)))
 
 
+class TokenCache:
+    """Bearer token digest -> principal, as the database said at most ``ttl`` seconds ago.
+
+    Any change to the users or tokens tables committed by this process (logout, password
+    reset, user disabled, agent token re-issued) clears it at once, through the session
+    events that ``watch`` installs; a change committed by another process (``aidge-deploy
+    farm user ...`` on the same database) is seen within ``ttl``. Expiry is checked on every
+    hit. Unknown tokens are not cached, so random tokens cannot fill it.
+    """
+
+    def __init__(self, ttl: float = 5.0, max_entries: int = 10_000) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._entries: dict[str, tuple[Principal, float | None, float]] = {}
+        self._lock = threading.Lock()
+        #: bumped by every clear: a lookup that raced with a change does not store its answer
+        self._generation = 0
+
+    def get(self, token: str) -> Principal | None:
+        """The cached principal of a valid, unexpired token, else None (ask the database)."""
+        entry = self._entries.get(token_digest(token))
+        if entry is None:
+            return None
+        principal, expires_at, cached_at = entry
+        t = time.monotonic()
+        if t - cached_at > self.ttl or (expires_at is not None and expires_at < now()):
+            return None
+        return principal
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def put(
+        self, token: str, principal: Principal, expires_at: float | None, generation: int
+    ) -> None:
+        with self._lock:
+            if generation != self._generation:
+                return
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[token_digest(token)] = (principal, expires_at, time.monotonic())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._entries.clear()
+
+    def watch(self, factory: sessionmaker[Session]) -> None:
+        """Clear the cache after each commit that changed a user or a token."""
+
+        def flushed(s: Session, _ctx: Any) -> None:
+            if any(isinstance(o, (User, Token)) for o in (*s.dirty, *s.deleted)):
+                s.info["auth_changed"] = True
+
+        def executed(state: ORMExecuteState) -> None:
+            mapper = state.bind_mapper
+            writes = state.is_update or state.is_delete
+            if writes and mapper is not None and mapper.class_ in (User, Token):
+                state.session.info["auth_changed"] = True
+
+        def committed(s: Session) -> None:
+            if s.info.pop("auth_changed", False):
+                self.clear()
+
+        event.listen(factory, "after_flush", flushed)
+        event.listen(factory, "do_orm_execute", executed)
+        event.listen(factory, "after_commit", committed)
+
+
+def resolve_token_cached(s: Session, token: str, cache: TokenCache) -> Principal | None:
+    """``resolve_token`` through ``cache`` (the database is asked on a miss only)."""
+    hit = cache.get(token)
+    if hit is not None:
+        return hit
+    generation = cache.generation
+    found = _lookup(s, token)
+    if found is None:
+        return None
+    cache.put(token, found[0], found[1], generation)
+    return found[0]
+
+
 __all__ = [
     "DEFAULT_TOKEN_TTL",
     "MAX_TOKEN_TTL",
     "Principal",
+    "TokenCache",
     "add_user",
     "authenticate",
     "check_name",
@@ -174,6 +277,7 @@ __all__ = [
     "issue_agent_token",
     "issue_user_token",
     "resolve_token",
+    "resolve_token_cached",
     "revoke_token",
     "set_password",
 ]

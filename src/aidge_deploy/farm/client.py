@@ -10,6 +10,7 @@ is sent once, in the body of ``POST /api/token``, and never shown.
 from __future__ import annotations
 
 import os
+import socket
 from typing import Any
 
 import httpx
@@ -38,6 +39,12 @@ def service_root(api_url: str) -> str:
     return url
 
 
+def http_transport() -> httpx.HTTPTransport:
+    """httpx's transport with ``TCP_NODELAY``: a request sent as headers then body must not
+    wait for the server's delayed ACK between the two (Nagle's algorithm)."""
+    return httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+
+
 def password_from_env() -> str | None:
     for name in PASSWORD_ENV:
         value = os.environ.get(name)
@@ -56,7 +63,7 @@ class FarmClient:
     ) -> None:
         self.root = service_root(api_url)
         self.api = self.root + "/api"
-        self._http = httpx.Client(base_url=self.api, timeout=timeout)
+        self._http = httpx.Client(base_url=self.api, timeout=timeout, transport=http_transport())
         if token:
             self._http.headers["Authorization"] = f"Bearer {token}"
 
@@ -153,4 +160,4 @@ class FarmClient:
         return dict(self.request("POST", f"/jobs/{job_id}/cancel").json())
 
 
-__all__ = ["PASSWORD_ENV", "FarmClient", "password_from_env", "service_root"]
+__all__ = ["PASSWORD_ENV", "FarmClient", "http_transport", "password_from_env", "service_root"]

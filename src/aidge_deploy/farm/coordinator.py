@@ -7,6 +7,11 @@ a reservation's owner lock the place it was allocated (the service reserves, the
 locks). labgrid 26.0.1 has no leases: locks never expire and reservations expire after
 60 s unless polled, so the service polls and reaps (``dispatch``). Calls are bounded by
 ``rpc_timeout``; a lost coordinator surfaces as ``CoordinatorLost``.
+
+The session's stream keeps a copy of every place, pushed by the coordinator on each change
+(a reservation allocated to a place, a lock taken or released): ``allocations()`` reads
+the reservations' places from it without a request, and ``on_change`` is called on each
+update so the service reacts at once instead of polling.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -61,10 +67,17 @@ def tag_value(text: str) -> str:
 class CoordinatorLink:
     """Async wrapper of one labgrid client session with the farm's identity."""
 
-    def __init__(self, address: str, farm_name: str = "farm", rpc_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        address: str,
+        farm_name: str = "farm",
+        rpc_timeout: float = 15.0,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         self.address = address
         self.owner = f"{tag_value(farm_name) or 'farm'}/{FARM_USER}"
         self.rpc_timeout = rpc_timeout
+        self.on_change = on_change
         self._session: Any = None
         self._pb: Any = None
 
@@ -78,6 +91,7 @@ class CoordinatorLink:
 
         await self.close()
         host, user = self.owner.split("/", 1)
+        changed = self.on_change
 
         class _FarmSession(ClientSession):
             def gethostname(self) -> str:
@@ -85,6 +99,16 @@ class CoordinatorLink:
 
             def getuser(self) -> str:
                 return user
+
+            async def on_place_changed(self, place_pb2: Any) -> None:
+                await super().on_place_changed(place_pb2)
+                if changed is not None:
+                    changed()
+
+            async def on_place_deleted(self, name: str) -> None:
+                await super().on_place_deleted(name)
+                if changed is not None:
+                    changed()
 
         session = _FarmSession(address=self.address, loop=asyncio.get_running_loop())
         try:
@@ -138,6 +162,17 @@ class CoordinatorLink:
                 reservation=p.reservation if p.HasField("reservation") and p.reservation else None,
             )
         return out
+
+    def allocations(self) -> dict[str, str]:
+        """Reservation token -> the place it is allocated to (or locked by), from the
+        session's copy of the places (no request)."""
+        if not self.connected:
+            return {}
+        return {
+            str(p.reservation): name
+            for name, p in self._session.places.items()
+            if getattr(p, "reservation", None)
+        }
 
     async def ensure_place(
         self, name: str, tags: dict[str, str], matches: tuple[str, ...] = ()
@@ -216,8 +251,10 @@ class CoordinatorLink:
         """Lock ``place`` for reservation ``token`` (refused unless it is allocated to it)."""
         import grpc
 
-        await self._session.sync_with_coordinator()
-        current = (await self.places()).get(place)
+        # once the coordinator answered the sync, the session's places are up to date
+        if not await self._session.sync_with_coordinator():
+            raise CoordinatorLost(f"labgrid coordinator lost while locking {place!r}")
+        current = self._session.places.get(place)
         if current is None:
             raise ConnectError(f"labgrid place {place!r} does not exist")
         if current.reservation != token:

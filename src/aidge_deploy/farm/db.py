@@ -160,6 +160,18 @@ class JobEvent(Base):
     message: Mapped[str] = mapped_column(Text, default="")
 
 
+class JobPhase(Base):
+    """How long one phase of a job took on its board's host (lock, claim, fetch, start,
+    deploy, exit, upload), as its agent reported it with the job's end."""
+
+    __tablename__ = "job_phases"
+    __table_args__ = (UniqueConstraint("job_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    name: Mapped[str] = mapped_column(String(32))
+    seconds: Mapped[float] = mapped_column(Float)
+
+
 class Database:
     """Engine + session factory; ``session()`` is a unit of work committed on success."""
 
@@ -173,6 +185,11 @@ class Database:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._factory = sessionmaker(self.engine, expire_on_commit=False)
         Base.metadata.create_all(self.engine)
+
+    @property
+    def sessions(self) -> sessionmaker[Session]:
+        """The session factory (to listen to its events)."""
+        return self._factory
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -206,6 +223,7 @@ __all__ = [
     "ExportOwner",
     "Job",
     "JobEvent",
+    "JobPhase",
     "Token",
     "User",
     "now",

@@ -5,9 +5,13 @@ labgrid does the scheduling: each queued job is one tag reservation (``name=<boa
 the coordinator allocates places to reservations by priority, then age. This loop only
 follows what labgrid decided and keeps labgrid's contract:
 
-* a reservation allocated to a place hands the job to the agent serving that place;
+* a reservation allocated to a place hands the job to the agent serving that place: the
+  coordinator pushes each place change to the service's labgrid session, which wakes this
+  loop at once (``CoordinatorLink.on_change``), as do a submitted, finished or cancelled
+  job; otherwise it looks every ``dispatch_interval``;
 * waiting reservations are polled well inside labgrid's 60 s expiry; a lost one (expired,
-  or gone with a coordinator restart) is re-created for its job;
+  or gone with a coordinator restart) is re-created for its job (checked every
+  ``FULL_CHECK_S``, with the list of all reservations);
 * locks never expire in labgrid 26: a finished, cancelled or orphaned job's place is
   released and its reservation cancelled here, whoever else should have done it;
 * an agent silent for ``agent_timeout`` is lost: its running jobs fail ("agent lost"), its
@@ -45,13 +49,20 @@ log = logging.getLogger("aidge_deploy.farm")
 
 #: priority of the reservation that re-locks a running job's board after a coordinator restart
 RELOCK_PRIO = 1000.0
+#: how often the whole list of reservations is read (lost ones re-created, waiting ones
+#: refreshed); in between, allocations come from the places the coordinator pushes
+FULL_CHECK_S = 2.0
+#: how often agents' heartbeats are checked
+AGENT_CHECK_S = 1.0
 
 
 class Dispatcher:
     def __init__(self, state: FarmState) -> None:
         self.state = state
         self.settings = state.settings
-        self.link = CoordinatorLink(self.settings.coordinator, self.settings.farm_name)
+        self.link = CoordinatorLink(
+            self.settings.coordinator, self.settings.farm_name, on_change=self.wake
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._stopping = False
@@ -61,6 +72,8 @@ class Dispatcher:
         self._refreshed: dict[str, float] = {}
         self._relock: dict[str, int] = {}  # token -> job id
         self._started = time.time()
+        self._last_full = 0.0
+        self._last_agent_check = 0.0
         self.ticks = 0
 
     # --- called from request handlers (any thread) -----------------------------------
@@ -103,6 +116,7 @@ class Dispatcher:
                     await self.link.connect()
                     log.info("connected to the labgrid coordinator at %s", self.link.address)
                     self._boards_dirty = True
+                    self._last_full = 0.0
                     await self._resync()
                     backoff = 0.5
                 await self._tick()
@@ -132,19 +146,27 @@ class Dispatcher:
         if self._boards_dirty:
             self._boards_dirty = False
             await self._sync_places()
-        lost = await asyncio.to_thread(self._check_agents)
-        if lost:
-            self._boards_dirty = True
-            await self._do_releases()
-            await self._sync_places()
-        reservations = await self.link.reservations()
-        wanted = await asyncio.to_thread(self._follow, reservations)
+        t = time.monotonic()
+        if t - self._last_agent_check >= AGENT_CHECK_S:
+            self._last_agent_check = t
+            if await asyncio.to_thread(self._check_agents):
+                self._boards_dirty = True
+                await self._do_releases()
+                await self._sync_places()
+        full = t - self._last_full >= FULL_CHECK_S or bool(self._relock)
+        reservations = await self.link.reservations() if full else None
+        if full:
+            self._last_full = t
+        wanted, waiting = await asyncio.to_thread(
+            self._follow, self.link.allocations(), reservations
+        )
         for job_id, filters, prio in wanted:
             token = await self.link.reserve(filters, prio)
             if not await asyncio.to_thread(self._set_token, job_id, token):
                 await self.link.cancel(token)
-        await self._refresh(reservations)
-        await self._do_relocks(reservations)
+        if reservations is not None:
+            await self._refresh(reservations, waiting)
+            await self._do_relocks(reservations)
 
     async def _do_releases(self) -> None:
         with self._lock:
@@ -234,38 +256,56 @@ class Dispatcher:
     # --- reservations ----------------------------------------------------------------
 
     def _follow(
-        self, reservations: dict[str, ReservationInfo]
-    ) -> list[tuple[int, dict[str, str], float]]:
+        self, allocated: dict[str, str], reservations: dict[str, ReservationInfo] | None
+    ) -> tuple[list[tuple[int, dict[str, str], float]], list[str]]:
+        """Hand allocated jobs to their agents; the jobs that need a reservation, and (on a
+        full check, with ``reservations``) the tokens of the waiting ones.
+
+        ``allocated`` (token -> place) comes from the places the coordinator pushed. Only a
+        full check looks at every waiting job: then a reservation missing from the
+        coordinator's list (expired, or lost with a restart) is re-created."""
         wanted: list[tuple[int, dict[str, str], float]] = []
+        waiting: list[str] = []
         notify: list[str] = []
         with self.state.db.session() as s:
             boards = {b.name: b for b in s.scalars(select(Board))}
             online = {a.name for a in s.scalars(select(Agent).where(Agent.online.is_(True)))}
-            waiting = s.scalars(
-                select(Job)
-                .where(Job.state.in_([JobState.QUEUED.value, JobState.RESERVED.value]))
-                .order_by(Job.id)
-            )
-            for job in waiting:
-                info = reservations.get(job.token) if job.token else None
-                alive = info is not None and info.state in (
-                    ReservationState.WAITING,
-                    ReservationState.ALLOCATED,
-                    ReservationState.ACQUIRED,
+            q = select(Job).order_by(Job.id)
+            if reservations is None:
+                q = q.where(
+                    Job.state == JobState.QUEUED.value,
+                    Job.token.is_(None) | Job.token.in_(list(allocated)),
                 )
-                if job.job_state == JobState.RESERVED:
-                    if not alive:
-                        self._requeue(job)
-                    else:
-                        continue
-                if job.token and not alive:
-                    job.token = None
+            else:
+                q = q.where(Job.state.in_([JobState.QUEUED.value, JobState.RESERVED.value]))
+            for job in s.scalars(q):
+                if reservations is not None:
+                    info = reservations.get(job.token) if job.token else None
+                    alive = info is not None and info.state in (
+                        ReservationState.WAITING,
+                        ReservationState.ALLOCATED,
+                        ReservationState.ACQUIRED,
+                    )
+                    if job.job_state == JobState.RESERVED:
+                        if not alive:
+                            self._requeue(job)
+                        else:
+                            waiting.append(str(job.token))
+                            continue
+                    if job.token and not alive:
+                        job.token = None
                 if job.token is None:
                     wanted.append((job.id, self._filters(job), job.priority))
                     continue
-                if info is None or info.state != ReservationState.ALLOCATED or not info.place:
+                place = allocated.get(job.token)
+                if reservations is not None:
+                    waiting.append(job.token)
+                    info = reservations[job.token]
+                    if info.state == ReservationState.ALLOCATED and info.place:
+                        place = info.place
+                if place is None:
                     continue
-                board = boards.get(info.place)
+                board = boards.get(place)
                 if board is None or not board.online or board.agent_name not in online:
                     # allocated to a board that just went away: wait for another one
                     self.release_later(job.token, None)
@@ -277,7 +317,7 @@ class Dispatcher:
                 notify += [f"agent:{board.agent_name}", f"job:{job.id}"]
         if notify:
             self.state.notifier.notify(*notify)
-        return wanted
+        return wanted, waiting
 
     def _filters(self, job: Job) -> dict[str, str]:
         tags = {"farm": tag_value(self.settings.farm_name), "avail": "yes"}
@@ -296,24 +336,11 @@ class Dispatcher:
             self._refreshed[token] = time.monotonic()
             return True
 
-    def _waiting_tokens(self) -> list[str]:
-        with self.state.db.session() as s:
-            return [
-                t
-                for t in s.scalars(
-                    select(Job.token).where(
-                        Job.state.in_([JobState.QUEUED.value, JobState.RESERVED.value]),
-                        Job.token.is_not(None),
-                    )
-                )
-                if t
-            ]
-
-    async def _refresh(self, reservations: dict[str, ReservationInfo]) -> None:
+    async def _refresh(self, reservations: dict[str, ReservationInfo], waiting: list[str]) -> None:
         """Poll waiting/allocated reservations so labgrid does not expire them (60 s)."""
         t = time.monotonic()
         interval = self.settings.refresh_interval
-        for token in await asyncio.to_thread(self._waiting_tokens):
+        for token in waiting:
             last = self._refreshed.get(token)
             if last is None:
                 self._refreshed[token] = t  # just seen: labgrid's clock started at creation

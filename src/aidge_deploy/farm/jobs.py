@@ -17,7 +17,17 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.db import Agent, Board, Export, ExportOwner, Job, JobEvent, User, now
+from aidge_deploy.farm.db import (
+    Agent,
+    Board,
+    Export,
+    ExportOwner,
+    Job,
+    JobEvent,
+    JobPhase,
+    User,
+    now,
+)
 from aidge_deploy.farm.states import ORDER, WAITING, BoardState, FailureKind, JobState
 from aidge_deploy.farm.store import StoredExport
 
@@ -163,8 +173,11 @@ def resolve_board(s: Session, board: str | None, target: str | None, export: Exp
     return wanted
 
 
-def job_view(s: Session, job: Job, base: str = "/api") -> dict[str, Any]:
-    user = s.get(User, job.user_id)
+def job_view(s: Session, job: Job, base: str = "/api", owner: str | None = None) -> dict[str, Any]:
+    """The job as the API shows it; ``owner``: its user's name when the caller knows it."""
+    if owner is None:
+        user = s.get(User, job.user_id)
+        owner = user.name if user else None
     times = {
         st.value: getattr(job, f"{st.value}_at")
         for st in JobState
@@ -174,7 +187,7 @@ def job_view(s: Session, job: Job, base: str = "/api") -> dict[str, Any]:
         "id": job.id,
         "state": job.state,
         "stage": job.stage,
-        "user": user.name if user else None,
+        "user": owner,
         "export": job.export_hash,
         "target": job.target,
         "requested_board": job.requested_board,
@@ -203,6 +216,32 @@ def job_view(s: Session, job: Job, base: str = "/api") -> dict[str, Any]:
     if job.job_state in WAITING:
         view["queue_position"] = queue_position(s, job)
     return view
+
+
+def job_events_page(s: Session, who: Principal, job_id: int, after: int = 0) -> dict[str, Any]:
+    """The job's view and its events after event id ``after`` (REST API and job page)."""
+    job = job_for(s, who, job_id)
+    rows = s.scalars(
+        select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.id > after).order_by(JobEvent.id)
+    )
+    events = [
+        {
+            "id": e.id,
+            "at": e.at,
+            "kind": e.kind,
+            "state": e.state,
+            "stage": e.stage,
+            "message": e.message,
+        }
+        for e in rows
+    ]
+    return {"job": job_view(s, job), "events": events}
+
+
+def job_phases(s: Session, job_id: int) -> dict[str, float]:
+    """Seconds each phase of a finished job took on its board's host (see ``JobPhase``)."""
+    rows = s.execute(select(JobPhase.name, JobPhase.seconds).where(JobPhase.job_id == job_id))
+    return {name: seconds for name, seconds in rows}
 
 
 def queue_position(s: Session, job: Job) -> int:
@@ -309,7 +348,9 @@ __all__ = [
     "board_views",
     "export_for",
     "fail",
+    "job_events_page",
     "job_for",
+    "job_phases",
     "job_view",
     "load_config",
     "not_found",

@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from aidge_deploy.farm.db import Agent, Board, Export, Job, now
+from aidge_deploy.farm.db import Agent, Board, Export, Job, JobPhase, now
 from aidge_deploy.farm.jobs import FarmRequestError, add_event, fail, load_config, set_state
 from aidge_deploy.farm.service import AgentDep, FarmState, StateDep
 from aidge_deploy.farm.states import STAGE_STATES, FailureKind, JobState
@@ -63,6 +63,8 @@ class FinishRequest(BaseModel):
     error_hint: str | None = Field(default=None, max_length=5000)
     error_type: str | None = Field(default=None, max_length=64)
     deploy_seconds: float | None = None
+    #: seconds each phase took on the agent's host (name -> seconds)
+    phases: dict[str, float] = Field(default_factory=dict, max_length=20)
 
 
 @router.post("/register")
@@ -281,6 +283,9 @@ def finish(job_id: int, body: FinishRequest, who: AgentDep, state: StateDep) -> 
         if job.lease != body.lease:
             raise FarmRequestError(409, f"job {job_id}: stale lease {body.lease}")
         job.deploy_seconds = body.deploy_seconds
+        for name, seconds in body.phases.items():
+            if 0 < len(name) <= 32 and 0.0 <= seconds < 1e7:
+                s.add(JobPhase(job_id=job.id, name=name, seconds=seconds))
         if body.state == JobState.FAILED:
             fail(
                 s,

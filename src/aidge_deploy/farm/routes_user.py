@@ -16,19 +16,21 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from aidge_deploy.errors import DeployError
-from aidge_deploy.farm.auth import authenticate, issue_user_token
+from aidge_deploy.farm.auth import Principal, authenticate, issue_user_token
 from aidge_deploy.farm.db import Job, JobEvent
 from aidge_deploy.farm.jobs import (
     FarmRequestError,
     board_views,
     export_for,
+    job_events_page,
     job_for,
+    job_phases,
     job_view,
     record_export,
     resolve_board,
     set_state,
 )
-from aidge_deploy.farm.service import StateDep, UserDep
+from aidge_deploy.farm.service import FarmState, StateDep, UserDep
 from aidge_deploy.farm.states import TERMINAL, JobState
 
 router = APIRouter()
@@ -175,10 +177,18 @@ def list_jobs(
         return [job_view(s, j) for j in s.scalars(q)]
 
 
-@router.get("/jobs/{job_id}", tags=["jobs"])
-def get_job(job_id: int, who: UserDep, state: StateDep) -> dict[str, Any]:
+def _job_status(state: FarmState, who: Principal, job_id: int) -> dict[str, Any]:
     with state.db.session() as s:
-        return job_view(s, job_for(s, who, job_id))
+        job = job_for(s, who, job_id)
+        view = job_view(s, job, owner=who.name if job.user_id == who.user_id else None)
+        if job.job_state in TERMINAL:
+            view["phases"] = job_phases(s, job.id)
+        return view
+
+
+@router.get("/jobs/{job_id}", tags=["jobs"])
+async def get_job(job_id: int, who: UserDep, state: StateDep) -> dict[str, Any]:
+    return await run_in_threadpool(_job_status, state, who, job_id)
 
 
 @router.get("/jobs/{job_id}/events", tags=["jobs"])
@@ -190,24 +200,7 @@ async def job_events(
 
     def read() -> dict[str, Any]:
         with state.db.session() as s:
-            job = job_for(s, who, job_id)
-            rows = s.scalars(
-                select(JobEvent)
-                .where(JobEvent.job_id == job_id, JobEvent.id > after)
-                .order_by(JobEvent.id)
-            )
-            events = [
-                {
-                    "id": e.id,
-                    "at": e.at,
-                    "kind": e.kind,
-                    "state": e.state,
-                    "stage": e.stage,
-                    "message": e.message,
-                }
-                for e in rows
-            ]
-            return {"job": job_view(s, job), "events": events}
+            return job_events_page(s, who, job_id, after)
 
     while True:
         out = await run_in_threadpool(read)

@@ -12,18 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aidge_deploy.errors import ConfigError, DeployError
-from aidge_deploy.farm.auth import Principal, has_admin, resolve_token
+from aidge_deploy.farm.auth import (
+    Principal,
+    TokenCache,
+    has_admin,
+    resolve_token,
+    resolve_token_cached,
+)
 from aidge_deploy.farm.db import Database
 from aidge_deploy.farm.jobs import FarmRequestError
 from aidge_deploy.farm.notify import Notifier
@@ -45,6 +55,8 @@ class FarmState:
         self.db = Database(settings.db_url)
         self.store = ExportStore(Path(settings.data_dir), settings.max_upload_bytes)
         self.notifier = Notifier()
+        self.tokens = TokenCache()
+        self.tokens.watch(self.db.sessions)
         self.dispatcher = Dispatcher(self)
 
     def job_dir(self, job_id: int) -> Path:
@@ -110,7 +122,31 @@ def create_app(settings: FarmSettings, *, start_dispatcher: bool = True) -> Fast
     from aidge_deploy.farm.web import mount_web
 
     mount_web(app)  # the dashboard's pages (/login, /boards, /jobs, ...)
+    app.add_middleware(ServerTiming)
     return app
+
+
+class ServerTiming:
+    """``Server-Timing: app;dur=MS`` on the API's responses: the milliseconds the service
+    spent before answering (a long poll's wait included), so a client can tell its own
+    delays from the service's. A plain ASGI middleware (no task per request)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def timed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                spent = (time.perf_counter() - started) * 1000
+                MutableHeaders(scope=message).append("Server-Timing", f"app;dur={spent:.2f}")
+            await send(message)
+
+        await self.app(scope, receive, timed)
 
 
 def error_response(status: int, message: str, hint: str = "", **extra: Any) -> JSONResponse:
@@ -125,13 +161,25 @@ def error_response(status: int, message: str, hint: str = "", **extra: Any) -> J
 _bearer = HTTPBearer(auto_error=False)
 
 
-def farm_state(request: Request) -> FarmState:
+# The dependencies are coroutines: FastAPI runs a plain function in its thread pool, and
+# each hop there costs more than the check itself. Only a token the cache does not know
+# goes to the database, in the pool.
+
+
+async def farm_state(request: Request) -> FarmState:
     state: FarmState = request.app.state.farm
     return state
 
 
-def principal_from_token(s: Session, token: str | None) -> Principal:
-    principal = resolve_token(s, token) if token else None
+def principal_from_token(
+    s: Session, token: str | None, cache: TokenCache | None = None
+) -> Principal:
+    if not token:
+        principal = None
+    elif cache is not None:
+        principal = resolve_token_cached(s, token, cache)
+    else:
+        principal = resolve_token(s, token)
     if principal is None:
         raise FarmRequestError(
             401,
@@ -141,27 +189,35 @@ def principal_from_token(s: Session, token: str | None) -> Principal:
     return principal
 
 
-def current_principal(
+def _principal_from_db(state: FarmState, token: str | None) -> Principal:
+    with state.db.session() as s:
+        return principal_from_token(s, token, state.tokens)
+
+
+async def current_principal(
     state: Annotated[FarmState, Depends(farm_state)],
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    with state.db.session() as s:
-        return principal_from_token(s, creds.credentials if creds else None)
+    token = creds.credentials if creds else None
+    cached = state.tokens.get(token) if token else None
+    if cached is not None:
+        return cached
+    return await run_in_threadpool(_principal_from_db, state, token)
 
 
-def current_user(who: Annotated[Principal, Depends(current_principal)]) -> Principal:
+async def current_user(who: Annotated[Principal, Depends(current_principal)]) -> Principal:
     if who.agent is not None:
         raise FarmRequestError(403, "agents cannot use the user API", "Use a user token.")
     return who
 
 
-def current_admin(who: Annotated[Principal, Depends(current_user)]) -> Principal:
+async def current_admin(who: Annotated[Principal, Depends(current_user)]) -> Principal:
     if not who.is_admin:
         raise FarmRequestError(403, "admin only", "Ask a farm admin.")
     return who
 
 
-def current_agent(who: Annotated[Principal, Depends(current_principal)]) -> Principal:
+async def current_agent(who: Annotated[Principal, Depends(current_principal)]) -> Principal:
     if who.agent is None:
         raise FarmRequestError(403, "agents only", "Use the agent's token.")
     return who

@@ -18,8 +18,9 @@ class FarmSettings:
     #: an agent silent for this long is lost: its running jobs fail, its boards go offline
     agent_timeout: float = 15.0
     heartbeat_interval: float = 2.0
-    #: how often the service reads the coordinator's reservations (s)
-    dispatch_interval: float = 0.2
+    #: the service's loop runs when the coordinator pushes a place change or a job is
+    #: submitted, finished or cancelled, and at least this often (s)
+    dispatch_interval: float = 1.0
     #: a waiting reservation is refreshed this often (labgrid expires it after 60 s)
     refresh_interval: float = 20.0
     #: longest wait of a long-poll request (events, agent poll)

@@ -21,12 +21,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse
-from sqlalchemy import select
 
 from aidge_deploy.farm.archive import ArchiveError
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.db import JobEvent
-from aidge_deploy.farm.jobs import FarmRequestError, job_for, job_view, load_config
+from aidge_deploy.farm.jobs import FarmRequestError, job_events_page, job_for, load_config
 from aidge_deploy.farm.service import FarmState, StateDep
 from aidge_deploy.farm.states import TERMINAL, JobState
 from aidge_deploy.farm.web.bundles import bundle_zip, report_file
@@ -94,24 +92,7 @@ def stage_rows(events: list[dict[str, Any]], job_state: str) -> list[StageRow]:
 
 def _events(state: FarmState, who: Principal, job_id: int, after: int) -> dict[str, Any]:
     with state.db.session() as s:
-        job = job_for(s, who, job_id)
-        rows = s.scalars(
-            select(JobEvent)
-            .where(JobEvent.job_id == job_id, JobEvent.id > after)
-            .order_by(JobEvent.id)
-        )
-        events = [
-            {
-                "id": e.id,
-                "at": e.at,
-                "kind": e.kind,
-                "state": e.state,
-                "stage": e.stage,
-                "message": e.message,
-            }
-            for e in rows
-        ]
-        return {"job": job_view(s, job), "events": events}
+        return job_events_page(s, who, job_id, after)
 
 
 def log_tail(path: Path) -> tuple[str, str, bool]:
