@@ -89,6 +89,11 @@ def test_guide_example_3_equals_local(farm: Farm, export_factory, tmp_path: Path
     assert any("running" in m or "Execute" in m for m in seen), seen
     assert remote.log_path is not None and remote.log_path.is_file()
     assert (tmp_path / "bundle" / "summary.json").is_file()
+    # the agent reported where the job's time went on its host
+    with farm.client(*ALICE) as alice:
+        phases = alice.get(f"/api/jobs/{remote.farm_job_id}").json()["phases"]
+    assert set(phases) >= {"lock", "claim", "fetch", "start", "deploy", "exit", "upload"}, phases
+    assert all(v >= 0 for v in phases.values()), phases
     # by target, with the URL written without /api and a trailing slash
     cfg = api_config(farm)
     cfg.api_url = farm.url + "/"

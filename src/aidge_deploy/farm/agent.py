@@ -4,8 +4,9 @@
 them labgrid places tagged with their target), heartbeats, long-polls for jobs the
 coordinator allocated to its places, and runs each job: lock the place (labgrid
 ``AcquirePlace`` for the job's reservation), claim it, fetch and check the export, run
-our own ``deploy()`` in a child process (``runner``) with the board's lab options, stream
-its stage events, upload result, bundle and log, report the end — and in every case
+our own ``deploy()`` in a child process (``runner``, forked from a server that imported
+the deploy path once: ``runners``) with the board's lab options, stream its stage events,
+upload result, bundle and log, report the end with the time each phase took — and in every case
 (failure, cancel, crash of the child) release the place, cancel the reservation and end
 every process of the job (``reaper``). Calls to the service are retried while it
 restarts, so a job survives a service restart.
@@ -20,9 +21,8 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
-import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -35,7 +35,8 @@ import httpx
 
 from aidge_deploy.errors import ConfigError, DeployError
 from aidge_deploy.farm.archive import check_archive, extract_archive
-from aidge_deploy.farm.reaper import JOB_ENV, become_subreaper, end_job_processes
+from aidge_deploy.farm.reaper import become_subreaper, end_job_processes
+from aidge_deploy.farm.runners import Runner, Runners
 from aidge_deploy.lab import LabBoard, Reach, load_lab
 
 log = logging.getLogger("aidge_deploy.farm.agent")
@@ -47,6 +48,8 @@ SERVICE_RETRY_S = 600.0
 BUILT_EXPORTS_KEPT = 20
 #: how often a running job's logs are sent to the service, so its page shows them growing (s)
 LOG_UPLOAD_INTERVAL = 1.0
+#: a job's progress events are sent together when they come within this many seconds
+EVENT_BATCH_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,10 @@ class ServiceClient:
     """The agent's HTTP calls, retried through connection errors and 5xx (a restart)."""
 
     def __init__(self, url: str, token: str) -> None:
+        from aidge_deploy.farm.client import http_transport
+
         self._http = httpx.Client(
+            transport=http_transport(),
             base_url=url + "/api/agent",
             headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(60.0, connect=5.0),
@@ -164,6 +170,11 @@ class Agent:
         self.heartbeat_interval = 2.0
         self.stop = threading.Event()
         self.built_exports = settings.work_dir / "exports"
+        #: carried by every process the agent starts (``reaper``): its jobs, not another's
+        self.mark = str(os.getpid())
+        self.runners = Runners(self.mark)
+        #: set when a job ends: its board may take the job already offered for it
+        self._freed = threading.Event()
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -196,6 +207,7 @@ class Agent:
     def run(self) -> None:
         become_subreaper()
         self.settings.work_dir.mkdir(parents=True, exist_ok=True)
+        self.runners.start_server()  # imports while the agent registers and waits
         self.register()
         beat = threading.Thread(target=self._heartbeats, daemon=True, name="heartbeat")
         beat.start()
@@ -208,9 +220,11 @@ class Agent:
                 if r.status_code != 200:
                     raise DeployError(f"farm poll refused: {_message(r)}", hint=_hint(r))
                 offers = r.json()["jobs"]
+                self._freed.clear()
                 started = [self._start(offer) for offer in offers]
-                if offers and not any(started):  # offers already in hand: do not spin
-                    self.stop.wait(0.2)
+                if offers and not any(started):
+                    # offered for boards still finishing a job: wait for one to be free
+                    self._freed.wait(1.0)
         finally:
             self.shutdown()
 
@@ -263,6 +277,7 @@ class Agent:
     def finished(self, job_id: int) -> None:
         with self._lock:
             self.running.pop(job_id, None)
+        self._freed.set()
 
 
 class JobRun:
@@ -277,12 +292,21 @@ class JobRun:
         self.token = str(offer["token"])
         self.dir = agent.settings.work_dir / "jobs" / str(self.id)
         self.lease = 0
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: Runner | None = None
         self.cancelled = threading.Event()
         self.cancel_reason = ""
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"job-{self.id}")
         self._pending: list[dict[str, str]] = []
         self._run_ended = threading.Event()
+        #: seconds each phase of the job took on this host, reported with its end
+        self.phases: dict[str, float] = {}
+        self._clock = time.monotonic()
+
+    def _phase(self, name: str) -> None:
+        """Record that phase ``name`` ends now (it began where the previous one ended)."""
+        t = time.monotonic()
+        self.phases[name] = round(t - self._clock, 4)
+        self._clock = t
 
     def cancel(self, reason: str) -> None:
         if self.cancelled.is_set():
@@ -290,9 +314,8 @@ class JobRun:
         self.cancel_reason = reason
         self.cancelled.set()
         proc = self.proc
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()  # the runner turns SIGTERM into a clean interrupt
+        if proc is not None and proc.alive():
+            proc.terminate()  # the runner turns SIGTERM into a clean interrupt
 
     def _main(self) -> None:
         labgrid = self.agent.labgrid
@@ -306,11 +329,13 @@ class JobRun:
             except Exception as exc:
                 log.warning("job %s: cannot lock %s: %s", self.id, self.board, exc)
                 return
+            self._phase("lock")
             r = self.agent.service.call("POST", f"/jobs/{self.id}/claim")
             if r.status_code != 200:
                 log.warning("job %s: claim refused: %s", self.id, _message(r))
                 return
             self.lease = int(r.json()["lease"])
+            self._phase("claim")
             self._run()
         except Exception:
             log.exception("job %s", self.id)
@@ -321,7 +346,7 @@ class JobRun:
                     error_type="AgentError",
                 )
         finally:
-            end_job_processes(str(self.id))
+            self._end_processes()
             if labgrid is not None and locked:
                 with contextlib.suppress(Exception):
                     labgrid.call(lambda: labgrid.link.release(self.board))
@@ -333,7 +358,9 @@ class JobRun:
     def _run(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         export_dir = self._fetch_export()
+        self._phase("fetch")
         spec = {
+            "job": self.id,
             "export_dir": str(export_dir),
             "run_dir": str(self.dir / "run"),
             "report_dir": str(self.dir / "bundle"),
@@ -345,35 +372,58 @@ class JobRun:
         if self.cancelled.is_set():
             self._finish("cancelled", error=self.cancel_reason)
             return
-        env = {**os.environ, JOB_ENV: str(self.id)}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "aidge_deploy.farm.runner", str(spec_path)],
-            stdout=subprocess.PIPE,
-            stderr=open(self.dir / "runner.stderr", "w"),  # noqa: SIM115 - closed at exit
-            text=True,
-            env=env,
-            cwd=self.dir,
-            start_new_session=True,
-        )
+        handed_at = time.time()
+        self.proc = proc = self.agent.runners.start(self.id, spec_path)
         if self.cancelled.is_set():
-            self.proc.terminate()
-        assert self.proc.stdout is not None
+            proc.terminate()
         streamer = threading.Thread(target=self._stream_logs, daemon=True, name=f"log-{self.id}")
         streamer.start()
         last_post = 0.0
         try:
-            for line in self.proc.stdout:
-                with contextlib.suppress(ValueError):
-                    self._pending.append(json.loads(line))
-                if time.monotonic() - last_post > 0.2:
+            # events go to the service at most every EVENT_BATCH_S, and at the latest
+            # EVENT_BATCH_S after they came (a stage that starts now is shown now)
+            for event in proc.events(tick=EVENT_BATCH_S):
+                if event is not None:
+                    self._pending.append(event)
+                if self._pending and time.monotonic() - last_post >= EVENT_BATCH_S:
                     self._post_events()
                     last_post = time.monotonic()
-            self.proc.wait()
+            proc.wait()
         finally:
             self._run_ended.set()
             streamer.join(30)  # its last upload lands before the final one below
         self._post_events()
-        self._report(self.proc.returncode)
+        self._runner_phases(handed_at)
+        self._report(proc.returncode)
+
+    def _runner_phases(self, handed_at: float) -> None:
+        """Split the runner's time: from its start (a fork) to the deploy's start, the
+        deploy, and from the deploy's end to the runner's exit (its last events)."""
+        ended = time.time()
+        for name in ("result.json", "error.json"):
+            path = self.dir / name
+            if path.is_file():
+                with contextlib.suppress(ValueError, OSError):
+                    data = json.loads(path.read_text(encoding="utf-8"))
+                    start, seconds = data.get("deploy_started_at"), data.get("deploy_seconds")
+                    if isinstance(start, float) and isinstance(seconds, float):
+                        self.phases["start"] = round(max(0.0, start - handed_at), 4)
+                        self.phases["deploy"] = round(seconds, 4)
+                        self.phases["exit"] = round(max(0.0, ended - start - seconds), 4)
+                break
+        self._clock = time.monotonic()
+
+    def _end_processes(self) -> None:
+        """The runner's process group, then every process left with the job's mark."""
+        proc = self.proc
+        if proc is not None:
+            if proc.alive():
+                proc.terminate()
+                if proc.wait(10) is None:
+                    proc.kill_group()
+                    proc.wait(5)
+            proc.close()
+        end_job_processes(str(self.id), agent=self.agent.mark)
 
     def _fetch_export(self) -> Path:
         """The job's private copy of the export: from the agent's cache of built exports
@@ -395,18 +445,17 @@ class JobRun:
         return extract_archive(archive, dest)
 
     def _keep_built_export(self) -> None:
-        """After a successful job: keep its built export for the next job of the same one."""
+        """After a successful job: keep its built export for the next job of the same one
+        (moved, not copied: the job's folder is removed next)."""
         cache = self.agent.built_exports
         final = cache / str(self.offer["export"])
         if final.exists():
             return
-        tmp = cache / f".{self.offer['export']}.{self.id}"
         try:
             cache.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(self.dir / "export", tmp)
-            os.rename(tmp, final)  # atomic; a concurrent job may have won: keep theirs
+            os.rename(self.dir / "export", final)  # atomic; a concurrent job may have won
         except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
+            return
         entries = sorted(
             (p for p in cache.iterdir() if not p.name.startswith(".")),
             key=lambda p: p.stat().st_mtime,
@@ -445,7 +494,7 @@ class JobRun:
         elif r.status_code == 409:  # the job is no longer ours (declared lost meanwhile)
             self.cancel("the job was taken away from this agent")
 
-    def _report(self, returncode: int) -> None:
+    def _report(self, returncode: int | None) -> None:
         self._upload("log.txt", _collect_logs(self.dir / "run"))
         bundle = self.dir / "bundle"
         if bundle.is_dir() and any(bundle.iterdir()):
@@ -455,9 +504,11 @@ class JobRun:
         if returncode == 0 and result.is_file():
             data = json.loads(result.read_text(encoding="utf-8"))
             self._upload("result.json", result.read_bytes())
+            self._phase("upload")
             self._finish("done", deploy_seconds=data.get("deploy_seconds"))
             self._keep_built_export()
             return
+        self._phase("upload")
         info = json.loads(error.read_text(encoding="utf-8")) if error.is_file() else {}
         if self.cancelled.is_set():
             self._finish("cancelled", error=f"cancelled: {self.cancel_reason}")
@@ -479,7 +530,7 @@ class JobRun:
         )
 
     def _finish(self, state: str, **fields: Any) -> None:
-        body = {"lease": self.lease, "state": state, **fields}
+        body = {"lease": self.lease, "state": state, "phases": self.phases, **fields}
         r = self.agent.service.call("POST", f"/jobs/{self.id}/finish", json=body)
         if r.status_code != 200:
             log.warning("job %s: finish refused: %s", self.id, _message(r))
@@ -527,8 +578,6 @@ def _hint(r: httpx.Response) -> str | None:
 
 def run_agent(settings: AgentSettings) -> None:
     """Run until SIGTERM/SIGINT; running jobs are cancelled and their boards released."""
-    import signal
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s agent %(levelname)s %(message)s")
     agent = Agent(settings)
 

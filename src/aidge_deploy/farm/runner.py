@@ -1,53 +1,97 @@
-"""One farm job's deploy, in a child process of the agent (``python -m
-aidge_deploy.farm.runner SPEC.json``).
+"""One farm job's deploy, in its own process forked by the agent's fork server (``runners``).
 
-It runs our own ``deploy()`` with the board's local implementation, prints each progress
-event as one JSON line on stdout (the agent streams them to the service), and writes
-``result.json`` (the encoded ``DeployResult``) or ``error.json`` next to the spec. SIGTERM
-and SIGHUP become ``KeyboardInterrupt`` so the deploy's own clean-up runs (QEMU stopped,
-GDB servers ended) before the process exits with status 130.
+``child_main`` starts a session of its own, takes the job's mark (``reaper``), runs our
+own ``deploy()`` with the board's local implementation, sends each progress event to the
+agent over its pipe (the agent streams them to the service), and writes ``result.json``
+(the encoded ``DeployResult``) or ``error.json`` next to the spec; the exit status says
+which. The deploy path was imported by the fork server (``preload``), so the deploy
+starts at once. Importing this module stays cheap: the agent imports it to start runners.
+
+SIGTERM and SIGHUP become ``KeyboardInterrupt`` so the deploy's own clean-up runs (QEMU
+stopped, GDB servers ended) before the process exits with status 130. The pipe closing
+(the agent stopped or died) stops the deploy the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aidge_deploy.progress import ProgressUpdate
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from aidge_deploy.progress import ProgressUpdate
+    from aidge_deploy.runcontrol import RunControl
 
 
 def _interrupt(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _emit(update: ProgressUpdate) -> None:
-    line = {"stage": update.stage, "kind": update.kind.value, "message": update.message}
-    sys.stdout.write(json.dumps(line) + "\n")
-    sys.stdout.flush()
-
-
-def main(spec_path: str) -> int:
+def child_main(spec_path: str, conn: Connection) -> None:
+    """The runner process: run the job of ``spec_path``, exit with its status."""
+    os.setsid()  # its own process group: the agent can end it and what it started at once
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
-    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
-    out = Path(spec_path).parent
+    from aidge_deploy.farm.reaper import take_job_mark
+    from aidge_deploy.runcontrol import RunControl
+
+    try:
+        path = Path(spec_path)
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        take_job_mark(str(spec["job"]))
+        os.chdir(path.parent)
+        with open(path.parent / "runner.log", "ab") as log:  # whatever gets printed
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        control = RunControl()
+        _cancel_when_closed(conn, control)
+
+        def emit(update: ProgressUpdate) -> None:
+            line = {"stage": update.stage, "kind": update.kind.value, "message": update.message}
+            conn.send(line)
+
+        code = run_job(spec, path.parent, emit, control)
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+def run_job(
+    spec: dict[str, Any],
+    out: Path,
+    emit: Callable[[ProgressUpdate], None],
+    control: RunControl,
+) -> int:
+    """Run the job ``spec``, writing its result or error in ``out``; the exit status."""
     from aidge_deploy.api import deploy
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.errors import DeployError
     from aidge_deploy.farm.jobconfig import decode_config
     from aidge_deploy.farm.resultcodec import encode_result
 
+    started_at = time.time()
     started = time.perf_counter()
     try:
         options = dict(spec["options"])
         options.update(decode_config(spec["config"]))
         options["report_dir"] = Path(spec["report_dir"])
         config = DeployConfig(**options)
-        result = deploy(spec["export_dir"], config, progress=_emit, work_dir=Path(spec["run_dir"]))
+        result = deploy(
+            spec["export_dir"],
+            config,
+            progress=emit,
+            work_dir=Path(spec["run_dir"]),
+            control=control,
+        )
     except KeyboardInterrupt:
         _write(out / "error.json", {"type": "Interrupted", "message": "the run was stopped"})
         return 130
@@ -59,6 +103,7 @@ def main(spec_path: str) -> int:
                 "message": exc.message,
                 "hint": exc.hint or "",
                 "stage": exc.stage,
+                "deploy_started_at": started_at,
                 "deploy_seconds": time.perf_counter() - started,
             },
         )
@@ -74,9 +119,22 @@ def main(spec_path: str) -> int:
         )
         raise
     data = encode_result(result)
+    data["deploy_started_at"] = started_at
     data["deploy_seconds"] = time.perf_counter() - started
     _write(out / "result.json", data)
     return 0
+
+
+def _cancel_when_closed(conn: Connection, control: RunControl) -> None:
+    """The agent holds the other end of the pipe while the job runs: its end of file
+    means the agent is gone (stopped or killed), so the run stops instead of running on."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            conn.poll(None)  # the agent never writes: readable means closed
+        control.cancel("the farm agent is gone")
+
+    threading.Thread(target=watch, daemon=True, name="agent-watch").start()
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -85,5 +143,4 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+__all__ = ["child_main", "run_job"]

@@ -1,0 +1,113 @@
+"""Each farm job's runner process, forked from a fork server that imported the deploy path.
+
+Importing Aidge and the deploy path takes seconds of CPU; paying it for every job would
+cost more than many jobs' deploys. The agent starts one fork server
+(``multiprocessing``'s ``forkserver``, preloading ``preload``) when it starts, and each job
+runs in a child forked from it: still one process per job, in a session of its own
+(``runner.child_main`` calls ``setsid``), carrying the agent's mark and, once it has read
+its spec, the job's (``reaper``) — so cancelling a job stays a clean kill of its process
+group and marked processes. Progress events come back over a pipe; when the agent goes
+away, its end of the pipe closes and the runner stops its deploy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from aidge_deploy.farm.reaper import AGENT_ENV, JOB_ENV, SPARE_MARK
+
+#: modules the fork server imports before forking runners ("__main__": the agent's own
+#: entry script, which each child would otherwise run again)
+PRELOAD = ("__main__", "aidge_deploy.farm.preload")
+
+
+class Runners:
+    def __init__(self, agent_mark: str) -> None:
+        self.agent_mark = agent_mark
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._ctx.set_forkserver_preload(list(PRELOAD))
+
+    def start_server(self) -> None:
+        """Start the fork server now: it imports the deploy path while the agent registers
+        and waits for jobs. Its children inherit the agent's mark and the placeholder job
+        mark they overwrite with their job's."""
+        from multiprocessing import forkserver
+
+        os.environ[AGENT_ENV] = self.agent_mark
+        os.environ[JOB_ENV] = SPARE_MARK
+        forkserver.ensure_running()
+
+    def start(self, job_id: int, spec_path: Path) -> Runner:
+        from aidge_deploy.farm.runner import child_main
+
+        ours, theirs = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(
+            target=child_main, args=(str(spec_path), theirs), name=f"job-{job_id}", daemon=True
+        )
+        proc.start()
+        theirs.close()
+        return Runner(proc, ours)
+
+
+class Runner:
+    """One job's runner process, seen from the agent."""
+
+    def __init__(self, proc: Any, conn: Connection) -> None:
+        self.proc = proc
+        self.conn = conn
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    @property
+    def returncode(self) -> int | None:
+        code = self.proc.exitcode
+        return None if code is None else int(code)
+
+    def events(self, tick: float) -> Iterator[dict[str, Any] | None]:
+        """The runner's progress events until it exits, and None after each ``tick``
+        seconds without one (so the caller can send what it holds back)."""
+        while True:
+            try:
+                if not self.conn.poll(tick):
+                    yield None
+                    continue
+                event = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            if isinstance(event, dict):
+                yield event
+
+    def alive(self) -> bool:
+        return bool(self.proc.is_alive())
+
+    def terminate(self) -> None:
+        """SIGTERM: the runner stops its deploy cleanly (``KeyboardInterrupt``)."""
+        with contextlib.suppress(ProcessLookupError, OSError, ValueError):
+            self.proc.terminate()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        self.proc.join(timeout)
+        return self.returncode
+
+    def kill_group(self) -> None:
+        """SIGKILL to the runner's process group (it is the leader of its session)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        with contextlib.suppress(ValueError):
+            self.proc.close()
+
+
+__all__ = ["PRELOAD", "Runner", "Runners"]

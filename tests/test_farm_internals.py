@@ -1,0 +1,150 @@
+"""Farm internals that need no running farm: the token cache's invalidation rules and the
+job marks a runner takes (``reaper``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from farmkit import needs_farm
+
+pytestmark = [needs_farm()]
+
+
+@pytest.fixture
+def db(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from aidge_deploy.farm.db import Database
+
+    database = Database(f"sqlite:///{tmp_path / 'farm.db'}")
+    yield database
+    database.dispose()
+
+
+def _resolve(db, cache, token):  # type: ignore[no-untyped-def]
+    from aidge_deploy.farm.auth import resolve_token_cached
+
+    with db.session() as s:
+        return resolve_token_cached(s, token, cache)
+
+
+def test_token_cache_forgets_what_this_process_changes(db) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import select
+
+    from aidge_deploy.farm.auth import (
+        TokenCache,
+        add_user,
+        issue_agent_token,
+        issue_user_token,
+        revoke_token,
+        set_password,
+    )
+    from aidge_deploy.farm.db import User
+
+    cache = TokenCache(ttl=3600.0)
+    cache.watch(db.sessions)
+    with db.session() as s:
+        alice = add_user(s, "alice", "alice-pass-123")
+        add_user(s, "bob", "bob-pass-1234")
+        t1, _ = issue_user_token(s, alice)
+        t2, _ = issue_user_token(s, alice)
+        short, _ = issue_user_token(s, alice, ttl=1.0)
+        agent = issue_agent_token(s, "host-a")
+    for token in (t1, t2, agent):
+        assert _resolve(db, cache, token) is not None
+        assert cache.get(token) is not None  # now answered from memory
+    assert _resolve(db, cache, "not-a-token") is None and cache.get("not-a-token") is None
+
+    # logout (a bulk delete) ends that session at once, not the others
+    with db.session() as s:
+        revoke_token(s, t1)
+    assert cache.get(t1) is None and _resolve(db, cache, t1) is None
+    assert _resolve(db, cache, t2) is not None
+    # an admin disables alice (an ORM update): her token stops at once
+    with db.session() as s:
+        s.scalar(select(User).where(User.name == "alice")).disabled = True  # type: ignore[union-attr]
+    assert cache.get(t2) is None and _resolve(db, cache, t2) is None
+    with db.session() as s:
+        s.scalar(select(User).where(User.name == "alice")).disabled = False  # type: ignore[union-attr]
+    assert _resolve(db, cache, t2) is not None
+    # a new password ends her sessions
+    with db.session() as s:
+        set_password(s, "alice", "another-pass-1")
+    assert _resolve(db, cache, t2) is None
+    # re-issuing an agent's token revokes the old one
+    assert _resolve(db, cache, agent) is not None
+    with db.session() as s:
+        issue_agent_token(s, "host-a")
+    assert _resolve(db, cache, agent) is None
+    # an expired token is refused even when cached
+    time.sleep(1.1)
+    assert _resolve(db, cache, short) is None
+
+
+def test_token_cache_sees_another_process_change_within_its_ttl(db) -> None:  # type: ignore[no-untyped-def]
+    from aidge_deploy.farm.auth import TokenCache, add_user, issue_user_token, revoke_token
+    from aidge_deploy.farm.db import Database
+
+    cache = TokenCache(ttl=0.5)
+    cache.watch(db.sessions)
+    with db.session() as s:
+        token, _ = issue_user_token(s, add_user(s, "carol", "carol-pass-123"))
+    assert _resolve(db, cache, token) is not None
+    other = Database(db.url)  # e.g. `aidge-deploy farm user passwd` on the same file
+    with other.session() as s:
+        revoke_token(s, token)
+    other.dispose()
+    time.sleep(0.6)
+    assert _resolve(db, cache, token) is None
+
+
+_CHILD = """
+import subprocess, sys
+from aidge_deploy.farm.reaper import take_job_mark
+ok = take_job_mark(sys.argv[1])
+child = subprocess.Popen(["sleep", "30"])
+print(ok, child.pid, flush=True)
+sys.stdin.read()
+child.kill()
+"""
+
+
+def test_a_runner_takes_its_jobs_mark_and_only_its_agent_ends_it() -> None:
+    from aidge_deploy.farm.reaper import (
+        AGENT_ENV,
+        JOB_ENV,
+        SPARE_MARK,
+        end_job_processes,
+        job_processes,
+    )
+
+    env = {**os.environ, JOB_ENV: SPARE_MARK, AGENT_ENV: "agent-a"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, "4242"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        ok, child = proc.stdout.readline().split()
+        assert ok == "True"
+        # the runner itself and what it started carry the job's mark
+        assert sorted(job_processes("4242", agent="agent-a")) == sorted([proc.pid, int(child)])
+        # another farm's agent with a job 4242 of its own leaves them alone
+        assert job_processes("4242", agent="agent-b") == []
+        assert end_job_processes("4242", agent="agent-b") == []
+        assert proc.poll() is None
+        ended = end_job_processes("4242", grace=5.0, agent="agent-a")
+        assert sorted(ended) == sorted([proc.pid, int(child)])
+        proc.wait(10)
+        assert job_processes("4242", agent="agent-a") == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
