@@ -148,3 +148,27 @@ def test_a_runner_takes_its_jobs_mark_and_only_its_agent_ends_it() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_queue_positions_of_a_list_are_each_jobs_own(db) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import select
+
+    from aidge_deploy.farm.auth import add_user
+    from aidge_deploy.farm.db import Export, Job
+    from aidge_deploy.farm.jobs import QueuePositions, job_view, queue_position
+
+    with db.session() as s:
+        user = add_user(s, "dave", "dave-pass-1234")
+        s.add(Export(hash="0" * 64, size=1, target="t", application="a", protocol="p"))
+        s.flush()
+        states = ["queued", "reserved", "queued", "done", "queued", "building", "reserved"]
+        for i, st in enumerate(states * 3):
+            target = "mps2-an386" if i % 3 else "mps3-an547"
+            s.add(Job(user_id=user.id, export_hash="0" * 64, target=target, state=st))
+    with db.session() as s:
+        queue = QueuePositions(s)
+        jobs = list(s.scalars(select(Job)))
+        waiting = [j for j in jobs if j.state in ("queued", "reserved")]
+        assert waiting and any(queue_position(s, j) > 0 for j in waiting)
+        for j in jobs:
+            assert job_view(s, j, queue=queue) == job_view(s, j)

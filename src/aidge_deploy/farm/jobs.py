@@ -8,6 +8,7 @@ unknown id and another user's id get the same "not found".
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import json
 from dataclasses import dataclass
@@ -173,8 +174,15 @@ def resolve_board(s: Session, board: str | None, target: str | None, export: Exp
     return wanted
 
 
-def job_view(s: Session, job: Job, base: str = "/api", owner: str | None = None) -> dict[str, Any]:
-    """The job as the API shows it; ``owner``: its user's name when the caller knows it."""
+def job_view(
+    s: Session,
+    job: Job,
+    base: str = "/api",
+    owner: str | None = None,
+    queue: QueuePositions | None = None,
+) -> dict[str, Any]:
+    """The job as the API shows it; ``owner``: its user's name when the caller knows it;
+    ``queue``: the queue read once for a list of jobs."""
     if owner is None:
         user = s.get(User, job.user_id)
         owner = user.name if user else None
@@ -214,7 +222,7 @@ def job_view(s: Session, job: Job, base: str = "/api", owner: str | None = None)
         },
     }
     if job.job_state in WAITING:
-        view["queue_position"] = queue_position(s, job)
+        view["queue_position"] = queue.of(job) if queue else queue_position(s, job)
     return view
 
 
@@ -252,6 +260,23 @@ def queue_position(s: Session, job: Job) -> int:
         Job.target == job.target,
     )
     return int(s.scalar(q) or 0)
+
+
+class QueuePositions:
+    """Every queued job's id by target, read in one query: the position of each job of a
+    list without one count per job."""
+
+    def __init__(self, s: Session) -> None:
+        self._ids: dict[str, list[int]] = {}
+        rows = s.execute(
+            select(Job.target, Job.id).where(Job.state == JobState.QUEUED.value).order_by(Job.id)
+        )
+        for target, job_id in rows:
+            self._ids.setdefault(target, []).append(job_id)
+
+    def of(self, job: Job) -> int:
+        """Jobs of the same target queued before ``job`` (as ``queue_position``)."""
+        return bisect.bisect_left(self._ids.get(job.target, []), job.id)
 
 
 @dataclass(frozen=True)
@@ -344,6 +369,7 @@ def load_config(job: Job) -> dict[str, Any]:
 __all__ = [
     "BoardView",
     "FarmRequestError",
+    "QueuePositions",
     "add_event",
     "board_views",
     "export_for",

@@ -20,6 +20,7 @@ from aidge_deploy.farm.auth import Principal, authenticate, issue_user_token
 from aidge_deploy.farm.db import Job, JobEvent
 from aidge_deploy.farm.jobs import (
     FarmRequestError,
+    QueuePositions,
     board_views,
     export_for,
     job_events_page,
@@ -174,7 +175,8 @@ def list_jobs(
             q = q.where(Job.user_id == who.user_id)
         if job_state:
             q = q.where(Job.state == job_state)
-        return [job_view(s, j) for j in s.scalars(q)]
+        queue = QueuePositions(s)
+        return [job_view(s, j, queue=queue) for j in s.scalars(q)]
 
 
 def _job_status(state: FarmState, who: Principal, job_id: int) -> dict[str, Any]:
