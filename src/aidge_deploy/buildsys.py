@@ -168,7 +168,7 @@ def build_export(
         )
         try:
             text, _ = _run_build(plan.moved_to(private), digest, log_path, timeout_s, env)
-            if not _publish(private, plan.build_dir):
+            if not publish_build(private, plan.build_dir):
                 # another run of the same export finished first: its build is identical
                 done = _cached_build(plan, digest, peaks)
                 if done is not None:
@@ -251,7 +251,7 @@ def build_variant(
         text = log_path.read_text(encoding="utf-8", errors="replace")
         if shared:
             _write_stamp(work / STAMP_NAME, digest, Path(artifact), log_path, text)
-            _publish(work, final)  # a run that finished first left an identical firmware
+            publish_build(work, final)  # a run that finished first left an identical firmware
     finally:
         if work != final:
             shutil.rmtree(work, ignore_errors=True)
@@ -349,7 +349,7 @@ def _run_build(
     return text, found
 
 
-def _publish(private: Path, final: Path) -> bool:
+def publish_build(private: Path, final: Path) -> bool:
     """Rename the finished ``private`` folder to ``final``; False if ``final`` already exists."""
     if final.exists():
         if _read_stamp(final / STAMP_NAME) is not None:

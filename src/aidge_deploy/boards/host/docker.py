@@ -17,7 +17,9 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from aidge_deploy.boards.container import (
     image_key,
 )
 from aidge_deploy.boards.remote_build import CACHED_MARK, plan_remote_build
-from aidge_deploy.buildsys import BUILD_TIMEOUT_S, BuildPlan, build_export
+from aidge_deploy.buildsys import BUILD_TIMEOUT_S, BuildPlan, build_export, publish_build
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.connections.local_process import ProcessRun, run_captured, run_process
@@ -153,7 +155,7 @@ class LocalDocker:
         build_dir = (self.config.build_dir or default_cache_root() / "builds") / (
             f"{ctx.export_dir.name}-{digest[:16]}-container-{key}"
         )
-        build_dir.mkdir(parents=True, exist_ok=True)
+        build_dir.parent.mkdir(parents=True, exist_ok=True)
         plan = plan_remote_build(
             ctx.artifact,
             src="/work",
@@ -169,10 +171,33 @@ class LocalDocker:
         if CACHED_MARK in check.stdout:
             log_path.write_text(f"# built {where}: cached\n", encoding="utf-8")
             return self._result(ctx, artifact, BuildStatus.CACHED, where, log_path, 0.0, build_dir)
+        # the cache entry is shared by parallel runs: build in a private folder, rename it in
+        shared = self.config.build_dir is None
+        into = (
+            Path(tempfile.mkdtemp(prefix=f".tmp-{build_dir.name}-", dir=build_dir.parent))
+            if shared
+            else build_dir
+        )
+        try:
+            run = self._container_build(ctx, plan.build_line, into, log_path)
+            if shared:
+                publish_build(into, build_dir)  # False: an identical build won the race
+        finally:
+            if shared:
+                shutil.rmtree(into, ignore_errors=True)
+        return self._result(
+            ctx, artifact, BuildStatus.BUILT, where, log_path, run.duration_s, build_dir
+        )
+
+    def _container_build(
+        self, ctx: DeployContext, build_line: str, build_dir: Path, log_path: Path
+    ) -> ProcessRun:
+        """Run ``build_line`` in the image with the export at /work and ``build_dir`` at /build."""
+        where = f"in container {self.image} (container)"
         name = container_name()
         argv = docker_run_argv(
             self.image,
-            plan.build_line,
+            build_line,
             mounts=(Mount(str(ctx.export_dir), "/work"), Mount(str(build_dir), "/build")),
             workdir="/work",
             name=name,
@@ -206,9 +231,7 @@ class LocalDocker:
                 hint="The compiler's last lines are above; the full log is on disk.",
                 log_path=log_path,
             )
-        return self._result(
-            ctx, artifact, BuildStatus.BUILT, where, log_path, run.duration_s, build_dir
-        )
+        return run
 
     def _result(
         self,
