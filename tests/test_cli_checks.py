@@ -322,3 +322,19 @@ def test_per_layer_table_with_counters_stays_legible_at_80_columns(
         assert all("…" not in row for row in rows)
     for word in ("loads", "stores", "branches-", "taken"):  # emu-loads etc., one part per line
         assert re.search(rf"┃ +{word} ┃", out), word
+
+
+@pytest.mark.slow
+def test_failed_preflight_leaves_no_empty_run_folder(
+    export_factory: Any, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aidge_deploy
+    from aidge_deploy.errors import ConfigError
+
+    export = export_factory("benchmark").path
+    res = runner.invoke(app, ["run", str(export), "--counters", "task-clok"])
+    assert res.exit_code == 2 and "Did you mean 'task-clock'" in flat(res.output)
+    with pytest.raises(ConfigError):
+        aidge_deploy.deploy(export, aidge_deploy.DeployConfig(target="mps2-an386"))
+    runs = cache / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == [], "a failed Preflight left a run folder"
