@@ -72,15 +72,18 @@ def test_four_parallel_profiles_on_host(tiny_cnn: Path, tmp_path: Path) -> None:
 def test_four_parallel_profiles_on_mps2_an386(tiny_cnn: Path, tmp_path: Path) -> None:
     if shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None:
         missing("qemu-system-arm or the Arm cross toolchain is not installed")
-    outputs = parallel_profiles(tiny_cnn, "mps2-an386", tmp_path / "cache", as_json=False)
+    outputs = parallel_profiles(tiny_cnn, "mps2-an386", tmp_path / "cache", as_json=True)
     figures = []
     for out in outputs:
-        binary = re.search(r"Binary: flash (\d+) B, RAM (\d+) B", out)
-        counts = re.search(r"emulated instructions per inference \(median of 3\): (\d+)", out)
-        layers = tuple(re.findall(r"^│ (_\w+) +│ +([\d.]+) │ +(\d+) │", out, re.M))
-        assert binary and counts and len(layers) >= 3, out[-3000:]
-        assert int(binary.group(1)) > 1000 and int(binary.group(2)) > 1000, binary.group(0)
-        figures.append((binary.groups(), counts.group(1), layers))
+        data = json.loads(out)
+        binary = data["binary"]
+        counts = {m["name"]: m for m in data["measurements"]}["emulated_instructions"]
+        layers = tuple(
+            (la["name"], la["counters"]["emulated_instructions"]) for la in data["layers"]
+        )
+        assert counts["provenance"] == "emulated" and len(layers) >= 3, out[-3000:]
+        assert binary["flash_bytes"] > 1000 and binary["ram_bytes"] > 1000, binary
+        figures.append((binary["flash_bytes"], binary["ram_bytes"], counts["value"], layers))
     # every run read the same complete ELF and counted the same (icount is exact)
     assert len(set(figures)) == 1, figures
 

@@ -250,6 +250,8 @@ class DeployResult:
                 for layer in self.layers
             ],
             "measurements": [m.as_dict() for m in self.measurements],
+            # sizes of the built program (static facts of its ELF), as the terminal prints them
+            "binary": _json_safe(self.metrics.get("binary")),
             "timing": None if self.timing is None else self.timing.as_dict(),
             "output": _json_safe(output),
             "log_path": str(self.log_path) if self.log_path else None,
