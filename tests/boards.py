@@ -104,6 +104,15 @@ def _comm(pid: int) -> str:
         return ""
 
 
+def _is_zombie(pid: int) -> bool:
+    """True when ``pid`` is dead but not yet reaped, or gone altogether."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
 def descendants(root: int) -> list[int]:
     """PIDs of all live descendants of ``root`` (scan of /proc)."""
     children: dict[int, list[int]] = {}
@@ -249,14 +258,29 @@ class SshBoard:
         return _run(argv, timeout=timeout_s)
 
     def session_pids(self) -> list[int]:
-        """The sshd processes serving connections (not the listener, not user programs)."""
-        return [pid for pid in descendants(self.sshd_pid) if _comm(pid) == "sshd"]
+        """The live sshd processes serving this board's connections: found in the tree of
+        this board's own listener (never by user or name machine-wide, where other tests'
+        boards run too); killed ones not yet reaped (zombies) are not counted."""
+        return [
+            pid
+            for pid in descendants(self.sshd_pid)
+            if _comm(pid) == "sshd" and not _is_zombie(pid)
+        ]
 
     def kill_sessions(self) -> int:
-        """SIGKILL every sshd process serving a connection: drops them mid-flight."""
+        """SIGKILL every sshd process serving a connection: drops them mid-flight.
+
+        Returns once each of them is dead (a zombie or reaped), so ``session_pids()`` right
+        after holds only sessions opened since. SIGKILL cannot be ignored: the wait ends as
+        soon as the kernel has run the kill; its deadline only guards against a hang."""
         pids = self.session_pids()
         for pid in pids:
             _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60.0
+        while any(not _is_zombie(pid) and _comm(pid) == "sshd" for pid in pids):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"sshd sessions {pids} survived SIGKILL")
+            time.sleep(0.01)
         return len(pids)
 
     @contextlib.contextmanager
