@@ -153,34 +153,56 @@ def rapl_tree(root: Path, energy_uj: int, max_range_uj: int) -> Path:
 
 
 class CounterWriter:
-    """Advances a stand-in energy counter file (µJ) at ``watts``, wrapping at ``max_range``,
-    as the RAPL/INA228 hardware would: written atomically every ``step_s`` from a thread."""
+    """A stand-in energy counter (µJ) advancing at ``watts`` and wrapping at ``max_range``,
+    as the RAPL/INA228 hardware does: the file is replaced by a FIFO, and every read gets
+    the value of the clock at that moment (a writer thread serves each reader as it opens
+    the file). So the value a reader sees is taken between the start and the end of its
+    read, as with the kernel's counter, however late the threads run on a loaded machine.
+    """
 
-    def __init__(self, path: Path, watts: float, max_range: int, step_s: float = 0.002) -> None:
+    def __init__(self, path: Path, watts: float, max_range: int) -> None:
+        import os
         import threading
         import time
 
-        self.path, self.watts, self.max_range, self.step_s = path, watts, max_range, step_s
+        self.path, self.watts, self.max_range = path, watts, max_range
         self._stop = threading.Event()
-        self._t0 = time.monotonic()
         self._start_uj = int(path.read_text())
+        path.unlink()
+        os.mkfifo(path, 0o644)
+        self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def value_uj(self) -> int:
+        import time
+
+        return self._start_uj + int(self.watts * 1e6 * (time.monotonic() - self._t0))
 
     def _run(self) -> None:
         import os
-        import time
 
-        tmp = self.path.with_suffix(".tmp")
         while not self._stop.is_set():
-            value = self._start_uj + int(self.watts * 1e6 * (time.monotonic() - self._t0))
-            tmp.write_text(f"{value % self.max_range}\n")
-            os.replace(tmp, self.path)
-            self._stop.wait(self.step_s)
+            fd = os.open(self.path, os.O_WRONLY)  # blocks until a reader opens the file
+            try:
+                if not self._stop.is_set():
+                    os.write(fd, f"{self.value_uj() % self.max_range}\n".encode())
+            except BrokenPipeError:  # the reader went away first
+                pass
+            finally:
+                os.close(fd)
+            # the reader may still hold the file open: let it close before serving again
+            self._stop.wait(0.001)
 
     def __enter__(self) -> CounterWriter:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import os
+
         self._stop.set()
-        self._thread.join()
+        # unblock the writer waiting for a reader
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self._thread.join(timeout=10.0)
+        os.close(fd)
+        assert not self._thread.is_alive(), "the stand-in counter writer did not stop"

@@ -233,3 +233,30 @@ def test_doctor_command_shows_power_monitors() -> None:
     res = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "200"})
     assert "Power monitors (--power SOURCE; optional)" in res.output
     assert "joulescope" in res.output and "No Joulescope found" in res.output
+
+
+def test_repeated_program_runs_are_not_billed_for_their_start_ups() -> None:
+    """A host-timed window of whole program runs (host, SSH boards) holds start-ups: it is
+    expected to outlast N x clean latency (no warning then), only a window too short to
+    hold the N inferences is flagged, and energy per inference is the window's mean power
+    x the clean latency, not the window's energy over N."""
+    # 10 runs of 10 inferences at 10 ms, each run 0.5 s with its start-up: a 5 s window
+    plan = PowerPlan(100, 10, 10, 0.01, Provenance.HOST, 1e-6, 5.0, 50, "test", 0.5)
+    assert plan.expected_duration_s == pytest.approx(5.0)
+    assert plan.inference_duration_s == pytest.approx(1.0)
+    healthy = _capture(energy=10.0, duration=5.2, provenance=Provenance.HOST, idle_power_w=1.0)
+    assert window_issues(plan, healthy, None, False) == []
+    too_short = _capture(energy=1.0, duration=0.8, provenance=Provenance.HOST)
+    codes = [i.code for i in window_issues(plan, too_short, None, False)]
+    assert IssueCode.POWER_WINDOW_MISMATCH in codes and IssueCode.POWER_WINDOW_SHORT in codes
+    by = {m.name: m for m in PowerResult("rapl", _caps(GateKind.HOST), plan, healthy).metrics()}
+    # 10 J / 5.2 s = 1.923 W; x 10 ms = 19.23 mJ per inference (10 J / 100 would be 100 mJ)
+    assert by["energy_per_inference"].value == pytest.approx(10.0 / 5.2 * 0.01 * 1e6)
+    assert "start-ups included" in by["energy_per_inference"].description
+    assert by["energy_active_per_inference"].value == pytest.approx((10.0 / 5.2 - 1.0) * 0.01 * 1e6)
+    assert by["power_window_expected"].value == pytest.approx(5.0)
+    assert by["power_window_expected"].provenance is Provenance.HOST
+    # the same window gated on the inferences alone (a power variant) is a mismatch
+    gated = PowerPlan(100, 10, 10, 0.01, Provenance.HOST, 1e-6, 0.5, 50, "test")
+    codes = [i.code for i in window_issues(gated, healthy, None, False)]
+    assert codes == [IssueCode.POWER_WINDOW_MISMATCH]

@@ -13,6 +13,7 @@ import threading
 import time
 from abc import abstractmethod
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,6 +56,9 @@ class PolledMonitor(PowerMonitor):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._window: tuple[float, float] | None = None
+        #: longest time one reading took (s): the timestamp of a reading is the middle of
+        #: its read, so a window edge is placed within half of it
+        self.slowest_read_s = 0.0
 
     # -- what a sensor provides -------------------------------------------------------------
 
@@ -106,13 +110,18 @@ class PolledMonitor(PowerMonitor):
             return
         next_at = time.monotonic()
         while not self._stop.is_set():
+            before = time.monotonic()
             try:
                 value = self.read_value(reader)
             except BaseException as exc:  # reported by capture(); the thread just ends
                 self._error = exc
                 return
-            self._times.append(time.monotonic())
+            after = time.monotonic()
+            # the sensor was read somewhere inside [before, after] (a sysfs read, or an SSH
+            # round trip): its midpoint is off by at most half the read's duration
+            self._times.append((before + after) / 2)
             self._values.append(value)
+            self.slowest_read_s = max(self.slowest_read_s, after - before)
             next_at += self.period_s
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
@@ -120,6 +129,7 @@ class PolledMonitor(PowerMonitor):
         if self.reader is None:
             raise CaptureError(f"{self.source} is not open", hint="This is a bug.")
         self._times, self._values, self._error = [], [], None
+        self.slowest_read_s = 0.0
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name=f"poll-{self.source}", daemon=True)
         self._thread.start()
@@ -166,7 +176,13 @@ class PolledMonitor(PowerMonitor):
             mids = (t[1:] + t[:-1]) / 2
             power = np.diff(v) / np.diff(t)
             outside = (t[1:] <= start) | (t[:-1] >= end)
-            idle = float(np.mean(power[outside])) if outside.any() else None
+            # energy over time outside the window (a mean of rates would weigh short and
+            # long poll intervals alike)
+            idle = (
+                float(np.sum(np.diff(v)[outside]) / np.sum(np.diff(t)[outside]))
+                if outside.any()
+                else None
+            )
             trace = decimated_trace(
                 (mids - t[0]).tolist(), power.tolist(), start - t[0], end - t[0]
             )
@@ -184,7 +200,7 @@ class PolledMonitor(PowerMonitor):
             duration_resolution_s=self.period_s,
             samples=inside,
             sample_rate_hz=rate,
-            identity=self.identity(),
+            identity=self._identity_with_reads(),
             provenance=self.capabilities.provenance,
             idle_power_w=idle,
             trace=trace,
@@ -195,6 +211,11 @@ class PolledMonitor(PowerMonitor):
             )
             + (f", read on {reader.where}" if reader is not None else ""),
         )
+
+    def _identity_with_reads(self) -> MonitorIdentity:
+        identity = self.identity()
+        slowest = {"slowest_read_ms": f"{self.slowest_read_s * 1e3:.3f}"}
+        return replace(identity, details={**identity.details, **slowest})
 
     def close(self) -> None:
         self._stop_thread()

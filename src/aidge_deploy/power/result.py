@@ -8,12 +8,16 @@ this machine host, a model estimated (with its uncertainty factor in the descrip
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aidge_deploy.metrics import Metric, Provenance
 from aidge_deploy.power.protocol import MonitorCapabilities, PowerCapture
+
+#: step of the host clock that times program runs (``time.monotonic``)
+_MONOTONIC_RESOLUTION_S = time.get_clock_info("monotonic").resolution
 
 
 class PowerIssue(Protocol):
@@ -40,10 +44,30 @@ class PowerPlan:
     min_window_s: float
     min_samples: int
     basis: str
+    #: host wall time (s) of one repeat when a repeat is a whole program run (start-up and
+    #: I/O included: host, Linux boards), measured on the profile run; None when the window
+    #: holds nothing but the inferences (power variant, models)
+    repeat_duration_s: float | None = None
+
+    @property
+    def inference_duration_s(self) -> float:
+        """N x clean latency: the time the window spends inferring."""
+        return self.inferences * self.clean_latency_s
 
     @property
     def expected_duration_s(self) -> float:
-        return self.inferences * self.clean_latency_s
+        """What the window should last: N x clean latency, or the repeats' wall time when
+        each repeat is a program run (its start-up is in the host-timed window too)."""
+        if self.repeat_duration_s is not None:
+            return self.repeats * self.repeat_duration_s
+        return self.inference_duration_s
+
+    @property
+    def inference_share(self) -> float | None:
+        """Fraction of the expected window spent inferring, when it holds more (start-ups)."""
+        if self.repeat_duration_s is None or self.expected_duration_s <= 0:
+            return None
+        return min(1.0, self.inference_duration_s / self.expected_duration_s)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +78,8 @@ class PowerPlan:
             "clean_latency_provenance": self.clean_latency_provenance.value,
             "min_window_s": self.min_window_s,
             "min_samples": self.min_samples,
+            "repeat_duration_s": self.repeat_duration_s,
+            "inference_duration_s": self.inference_duration_s,
             "expected_duration_s": self.expected_duration_s,
             "basis": self.basis,
         }
@@ -109,9 +135,23 @@ class PowerResult:
 
     @property
     def energy_per_inference_uj(self) -> float | None:
+        """Window energy ÷ N; when the window also holds program start-ups (repeated runs),
+        the mean window power x the clean latency, so start-ups are not billed to inferences."""
         if self.capture is None or self.inferences <= 0:
             return None
+        if self.plan.repeat_duration_s is not None:
+            if self.capture.duration_s <= 0:
+                return None
+            return self.capture.energy_j / self.capture.duration_s * self.plan.clean_latency_s * 1e6
         return self.capture.energy_j / self.inferences * 1e6
+
+    def _energy_basis(self) -> str:
+        if self.plan.repeat_duration_s is not None:
+            return (
+                f"mean window power x clean latency {self.plan.clean_latency_s * 1e3:.6g} ms "
+                f"(the window holds {self.plan.repeats} program runs, start-ups included)"
+            )
+        return f"window energy ÷ {self.inferences} inferences"
 
     @property
     def average_power_mw(self) -> float | None:
@@ -148,7 +188,7 @@ class PowerResult:
                 "energy_per_inference",
                 self.energy_per_inference_uj,
                 "uJ",
-                f"window energy ÷ {self.inferences} inferences, {src}{unc}",
+                f"{self._energy_basis()}, {src}{unc}",
             ),
         ]
         idle_reason = f"{self.capabilities.gate.value}-gated monitor {self.source} does not see the idle target"
@@ -163,8 +203,12 @@ class PowerResult:
             )
         )
         active = None
-        if cap is not None and idle is not None and self.inferences > 0:
-            active = (cap.energy_j - idle * cap.duration_s) / self.inferences * 1e6
+        per_inference = self.energy_per_inference_uj
+        if cap is not None and idle is not None and per_inference is not None:
+            if self.plan.repeat_duration_s is not None:
+                active = per_inference - idle * self.plan.clean_latency_s * 1e6
+            else:
+                active = (cap.energy_j - idle * cap.duration_s) / self.inferences * 1e6
         out.append(
             m(
                 "energy_active_per_inference",
@@ -187,16 +231,28 @@ class PowerResult:
                     resolution=cap.duration_resolution_s,
                 )
             )
-        out.append(
-            Metric(
+        plan = self.plan
+        if plan.repeat_duration_s is None:
+            expected = Metric(
                 "power_window_expected",
-                self.plan.expected_duration_s,
+                plan.expected_duration_s,
                 "s",
-                self.plan.clean_latency_provenance,
-                f"N = {self.plan.inferences} x clean latency {self.plan.clean_latency_s * 1e3:.6g} ms",
-                resolution=self.plan.inferences * self.plan.clean_latency_resolution_s,
+                plan.clean_latency_provenance,
+                f"N = {plan.inferences} x clean latency {plan.clean_latency_s * 1e3:.6g} ms",
+                resolution=plan.inferences * plan.clean_latency_resolution_s,
             )
-        )
+        else:
+            expected = Metric(
+                "power_window_expected",
+                plan.expected_duration_s,
+                "s",
+                Provenance.HOST,
+                f"{plan.repeats} program runs x {plan.repeat_duration_s:.6g} s (host wall time "
+                f"of the profile run, start-up included; N x clean latency is "
+                f"{plan.inference_duration_s:.6g} s)",
+                resolution=plan.repeats * _MONOTONIC_RESOLUTION_S,
+            )
+        out.append(expected)
         if cap is not None and cap.sample_rate_hz:
             out.append(
                 Metric("power_samples", cap.samples, "samples", prov, "samples inside the window")

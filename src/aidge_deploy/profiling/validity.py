@@ -132,7 +132,8 @@ ISSUE_SPECS: Mapping[IssueCode, IssueSpec] = MappingProxyType(
         IssueCode.POWER_WINDOW_MISMATCH: IssueSpec(
             Severity.WARNING,
             f"The measured window differs from N x the clean latency by more than "
-            f"{POWER_WINDOW_TOLERANCE:.0%}: the window is not the N inferences it should be.",
+            f"{POWER_WINDOW_TOLERANCE:.0%} (for a host-timed window of whole program runs: is "
+            f"shorter than it): the window is not the N inferences it should be.",
         ),
         IssueCode.POWER_SAMPLE_RATE_LOW: IssueSpec(
             Severity.WARNING,

@@ -31,6 +31,8 @@ log = logging.getLogger("aidge_deploy")
 DEFAULT_MIN_WINDOW_S = {GateKind.SIGNAL: 5.0, GateKind.HOST: 5.0, GateKind.BOUNDARY: 0.01}
 #: at least this many samples inside the window
 MIN_WINDOW_SAMPLES = 50
+#: repeated program runs are planned this much longer than the minimum window
+REPEAT_MARGIN = 1.1
 #: a plan needing more repeats than this is refused (the program is far too short)
 MAX_REPEATS = 100_000
 
@@ -80,9 +82,11 @@ class PlanPowerRunStage(_PowerStage):
         wanted_s = min_window
         if caps.sample_rate_hz:
             wanted_s = max(wanted_s, min_samples / caps.sample_rate_hz)
-        repeat_s = target.power_repeat_duration(ctx.executed)
+        repeat_s = target.power_repeat_duration(ctx.prepared_context, ctx.built, ctx.executed)
         if repeat_s is not None and repeat_s > 0:
-            repeats = max(1, math.ceil(wanted_s / repeat_s))
+            # program runs vary from one to the next (start-up, the OS): plan a margin so a
+            # run of faster ones still fills the minimum window
+            repeats = max(1, math.ceil(wanted_s * REPEAT_MARGIN / repeat_s))
         else:
             inferences = max(1, math.ceil(wanted_s / latency_s)) if latency_s > 0 else 1
             repeats = max(1, math.ceil(inferences / per_repeat))
@@ -101,6 +105,7 @@ class PlanPowerRunStage(_PowerStage):
             clean_latency_resolution_s=resolution_s,
             min_window_s=min_window,
             min_samples=min_samples,
+            repeat_duration_s=repeat_s if repeat_s is not None and repeat_s > 0 else None,
             basis=f"N = {repeats} repeats x {per_repeat} inferences for a window of at least "
             f"{wanted_s:g} s"
             + (
@@ -220,7 +225,7 @@ def _arm(ctx: PipelineContext, firmware: object) -> None:
     ctx.opened_power_monitor.arm(
         WindowRequest(
             inferences=plan.inferences,
-            expected_duration_s=plan.expected_duration_s,
+            expected_duration_s=plan.inference_duration_s,
             resolution_s=plan.inferences * plan.clean_latency_resolution_s,
             work_dir=ctx.prepared_context.log_dir / "power",
             firmware=firmware if isinstance(firmware, Path) else None,
