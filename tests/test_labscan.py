@@ -1,7 +1,9 @@
 """``boards scan``: pairing probes with their own serial ports, and the lab file it writes.
 
-This machine has no boards; pairing and lab writing are tested on listings of lab machines
-(``tests/data/lab_scan``) fed where pyOCD and pyserial would answer.
+This machine has no boards; pairing and lab writing are tested on listings captured on real
+machines and published by their users (``tests/data/lab_scan/captured``, verbatim, sources
+in its README), and on two listings transcribed from lab machines (``tests/data/lab_scan``),
+fed where pyOCD and pyserial would answer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from aidge_deploy.cli.main import app
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.lab import FlashMethod, Reach, load_lab
 from aidge_deploy.labscan import PortInfo, ProbeInfo, lab_file_text, lab_from_scan, pair
+from lab_listings import captured, mbedls_listing, parse_list_ports_v, parse_pyocd_list
 
 DATA = Path(__file__).parent / "data" / "lab_scan"
 KNOWN = ["host", "stm32h7a3", "stm32h743", "stm32l4r5", "mps2-an386"]
@@ -146,3 +149,103 @@ def test_scan_cli_lists_pairs_and_writes_the_lab(
     doc = json.loads(res.stdout)
     assert doc["boards"][0]["ports"] == ["/dev/ttyACM0"]
     assert doc["unpaired_ports"] == ["/dev/ttyUSB0"]
+
+
+# --- listings captured on real machines (tests/data/lab_scan/captured, sources in README) ---
+
+
+def test_captured_pyocd_listings_read_as_pyocd_printed_them() -> None:
+    by_file = {
+        name: parse_pyocd_list(captured(name))
+        for name in (
+            "pyocd1572_pyocd_list.txt",
+            "pyocd1523_pyocd_list.txt",
+            "pyocd750_pyocd_list.txt",
+            "pyocd2017_pyocd_list.txt",
+            "pyocd1060_pyocd_list.txt",
+            "pyocd1123_pyocd_list.txt",
+        )
+    }
+    assert all(len(probes) == 1 for probes in by_file.values()), by_file
+    (stlink,) = by_file["pyocd1572_pyocd_list.txt"]
+    assert stlink.unique_id == "34FF72063048553717451543" and stlink.pyocd_target is None
+    (k64f,) = by_file["pyocd750_pyocd_list.txt"]  # pyOCD 0.2x: board and target in brackets
+    assert k64f.board_name == "FRDM-K64F" and k64f.pyocd_target == "k64f"
+    assert k64f.unique_id == "024002261e101e0d000000000000000000000000e3c9e3b5"
+    (arduino,) = by_file["pyocd2017_pyocd_list.txt"]
+    assert arduino.unique_id == "F09E9E7B1E90" and arduino.product.endswith("CMSIS-DAP")
+    assert all(p.flash_method is FlashMethod.PYOCD for ps in by_file.values() for p in ps)
+
+
+def test_captured_daplink_pairs_with_its_own_port_among_other_machines_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mbed-ls's listing of a K64F (DAPLink) with its serial port, on one machine, among
+    USB-UART ports captured elsewhere (an FT4232 with four ports of one serial number, a
+    CH340 with none): only the board's own port is paired."""
+    probes, own = mbedls_listing(captured("mbedls299_mbedls_j.json"))
+    others = parse_list_ports_v(captured("pyserial141_list_ports_v.txt")) + parse_list_ports_v(
+        captured("pyserial699_list_ports_v.txt")
+    )
+    scan = pair(probes, [*others, *own])
+    (board,) = scan.boards
+    assert board.uart is not None and board.uart.device == "COM18"
+    assert [p.device for p in board.ports] == ["COM18"]
+    assert sorted(p.device for p in scan.unpaired_ports) == sorted(p.device for p in others)
+    lab = lab_from_scan(scan, KNOWN, name="captured")
+    path = tmp_path / "lab.yaml"
+    path.write_text(lab_file_text(scan, lab, "pc", "now"))
+    text = path.read_text()
+    for port in others:  # every USB-UART of no probe is named for the user to place
+        assert f"Serial port of no probe (a separate USB-UART?): {port.device} " in text
+    loaded = load_lab(path)
+    k64f = loaded.board("k64f")
+    assert k64f.probe is not None
+    assert k64f.probe.unique_id == "0240000032044e4500257009997b00386781000097969900"
+    assert k64f.serial is not None and k64f.serial.usb_serial_number == board.uart.serial_number
+    monkeypatch.setattr(
+        "serial.tools.list_ports.comports",
+        lambda: [SimpleNamespace(**p.__dict__) for p in [*others, *own]],
+    )
+    assert loaded.deploy_options("k64f")["serial_port"] == "COM18"
+
+
+def test_captured_stlink_v2_dongle_has_no_uart_and_windows_ports_stay_apart(
+    tmp_path: Path,
+) -> None:
+    """A standalone ST-LINK/V2 (0483:3748) has no virtual COM port; the Windows listing
+    has a built-in COM1, an FTDI whose hwid pyserial could not parse, and a KitProg UART
+    without serial number: nothing pairs, nothing is lost, the lab file says what to add."""
+    probes = parse_pyocd_list(captured("pyocd1572_pyocd_list.txt"))
+    ports = parse_list_ports_v(captured("pyserial61_list_ports_v.txt"))
+    scan = pair(probes, ports)
+    assert not scan.empty
+    (board,) = scan.boards
+    assert board.uart is None
+    assert [p.device for p in scan.unpaired_ports] == ["COM7"]  # KitProg: USB, no serial
+    assert [p.device for p in scan.other_ports] == ["COM1", "COM6"]
+    lab = lab_from_scan(scan, KNOWN)
+    path = tmp_path / "lab.yaml"
+    path.write_text(lab_file_text(scan, lab, "pc", "now"))
+    (stlink,) = [b for b in load_lab(path).boards if b.probe is not None]
+    assert stlink.target == labscan.UNKNOWN_TARGET and stlink.serial is None
+    assert "no CDC port" in stlink.description and "set 'target'" in stlink.description
+
+
+def test_captured_listings_through_boards_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probes = parse_pyocd_list(captured("pyocd750_pyocd_list.txt")) + parse_pyocd_list(
+        captured("pyocd2017_pyocd_list.txt")
+    )
+    ports = parse_list_ports_v(captured("pyserial141_list_ports_v.txt"))
+    monkeypatch.setattr(labscan, "list_probes", lambda: (probes, []))
+    monkeypatch.setattr(labscan, "list_ports", lambda by_id_dir=labscan.BY_ID_DIR: ports)
+    out = tmp_path / "lab.yaml"
+    res = CliRunner().invoke(app, ["boards", "scan", "--write", str(out)])
+    assert res.exit_code == 0, res.output
+    text = flat(res.output)
+    assert "FRDM-K64F" in text and "F09E9E7B1E90" in text and "/dev/ttyUSB10" in text
+    lab = load_lab(out)
+    assert {b.probe.unique_id for b in lab.boards if b.probe} == {p.unique_id for p in probes}
+    assert lab.board("frdm-k64f").probe.pyocd_target == "k64f"  # type: ignore[union-attr]
