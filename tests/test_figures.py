@@ -46,7 +46,8 @@ def _summary(result: DeployResult) -> dict:  # type: ignore[type-arg]
     )
 
 
-def _printed(result: DeployResult) -> str:
+def printed_result(result: DeployResult) -> str:
+    """What ``aidge-deploy run/profile`` prints for ``result`` (no colours, 200 columns)."""
     console = Console(width=200, record=True, color_system=None)
     old = render.console
     render.console = console
@@ -94,7 +95,7 @@ def test_emulated_milliseconds_are_instructions_over_the_core_clock(board: str) 
     assert counts is not None and counts.provenance is Provenance.EMULATED
     summary = _summary(result)
     assert summary["timing"]["label"] == label
-    assert label in _printed(result)
+    assert label in printed_result(result)
 
 
 def test_emulated_time_without_cycle_counter_converts_the_tick() -> None:
@@ -128,7 +129,7 @@ def test_layer_times_print_to_the_tick_and_sub_tick_layers_get_no_ratio() -> Non
     assert "resolution" in (reshape.cells[SHARE].unavailable_reason or "")
     conv = next(row for row in table.rows if "Conv" in row.name)
     assert conv.cells[TIME].coarse  # 0.18 ms of a 1 ms tick
-    printed = _printed(result)
+    printed = printed_result(result)
     assert "0.1800000" not in printed and "0.180000" not in printed  # no six decimals
     assert "<1*" in printed  # below one tick: flagged, not 0
 
@@ -167,7 +168,7 @@ def test_terminal_bundle_and_html_give_the_same_median() -> None:
     assert metric is not None and metric.value == pytest.approx(expected)
     summary = _summary(result)
     assert summary["metrics"]["emulated_instructions"]["value"] == pytest.approx(expected)
-    printed = _printed(result)
+    printed = printed_result(result)
     shown = format_figure(expected, "instructions")
     assert f"emulated instructions: {shown}" in printed
     assert re.search(r"\d,\d{3}\.\d+ instructions", printed) is None  # counts are integers
@@ -228,7 +229,7 @@ def test_static_figures_are_static_and_a_program_image_is_not_flash() -> None:
     assert "flash_bytes" not in summary["metrics"]
     assert summary["metrics"]["image_bytes"]["provenance"] == "static"
     assert summary["metrics"]["static_data_bytes"]["provenance"] == "static"
-    assert "flash" not in _printed(host).lower()
+    assert "flash" not in printed_result(host).lower()
     mcu = result_from_capture("qemu", "mps2-an386_benchmark")
     binary = {"flash_bytes": 30000, "ram_bytes": 4000, "flash_capacity": 4 << 20}
     mcu = dataclasses.replace(mcu, metrics={**mcu.metrics, "binary": binary})
@@ -362,3 +363,34 @@ def test_a_farm_result_keeps_its_timing_and_resolutions() -> None:
     back = decode_result(json.loads(json.dumps(encode_result(result))))
     assert back.timing == result.timing
     assert back.measurements == result.measurements
+
+
+def test_every_counter_asked_for_is_shown_measured_or_not() -> None:
+    """Counters asked for (``--counters``) used to reach summary.json only: the terminal and
+    the HTML report showed neither their per-inference figures nor why one was missing."""
+    from aidge_deploy.metrics import Metric
+
+    host = result_from_capture("host", "benchmark_profiling")
+    clock = Metric("task-clock", 92919.4, "ns", Provenance.HOST, "task clock", resolution=1.0)
+    faults = Metric("page-faults", 9.25, "events", Provenance.HOST, "page faults")
+    missing = Metric.unavailable("cycles", "cycles", Provenance.HOST, "ENOENT: no such event")
+    result = dataclasses.replace(
+        host,
+        measurements=(*host.measurements, clock, faults, missing),
+        metrics={**host.metrics, "counters": ["cycles", "task-clock", "page-faults"]},
+    )
+    assert result.counter_metrics() == (missing, clock, faults)
+    printed = printed_result(result)
+    assert "Counters per inference" in printed
+    assert "92,919 ns" in printed and "9.25 events" in printed
+    assert "cycles: unavailable (ENOENT: no such event)" in printed
+    summary = _summary(result)
+    assert summary["counters"] == ["cycles", "task-clock", "page-faults"]
+    page = render_html(summary, {})
+    assert page.count('data-counter-table="1"') == 1
+    rows = re.findall(r'<tr data-counter="([^"]+)">(.*?)</tr>', page)
+    assert [name for name, _ in rows] == ["cycles", "task-clock", "page-faults"]
+    assert "unavailable (ENOENT: no such event)" in rows[0][1] and "92,919 ns" in rows[1][1]
+    # a run asked for no counter has no counter section
+    assert "Counters per inference" not in printed_result(host)
+    assert "data-counter-table" not in render_html(_summary(host), {})

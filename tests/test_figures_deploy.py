@@ -4,6 +4,7 @@ three emulated boards a millisecond is instructions ÷ the core clock."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from typing import Any
 
@@ -16,6 +17,7 @@ from aidge_deploy.profiling.layer_table import layer_table
 from aidge_deploy.results import DeployResult
 from boards import SshBoard
 from envparts import needs
+from test_figures import printed_result
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +50,62 @@ def assert_every_figure_is_labelled(result: DeployResult) -> None:
     assert result.metrics["provenance"] in {p.value for p in Provenance}
 
 
+def assert_json_carries_what_the_terminal_prints(result: DeployResult) -> None:
+    """``--json`` (``to_json``) holds every figure the terminal shows, with the same value,
+    unit and provenance: the headline figures, the latency statistics, every per-layer cell
+    (share and time/MAC included, with their resolution flags), every counter asked for
+    (measured or unavailable), the memories and the binary's sizes."""
+    printed = printed_result(result)
+    doc = json.loads(json.dumps(result.to_json()))
+    carried = {m["name"]: m for m in doc["measurements"]}
+    cycles = result.metric(str(result.metrics.get("cycles_name") or "cycles"))
+    shown = [m for m in (cycles, result.metric("latency"), result.metric("mlperf_latency")) if m]
+    counters = result.counter_metrics()
+    assert [m.name for m in counters] == list(result.metrics["counters"])
+    for metric in (*shown, *counters):
+        assert metric.formatted() in printed, (metric.name, metric.formatted())
+        entry = carried[metric.name]
+        assert (entry["value"], entry["unit"], entry["provenance"]) == (
+            metric.value,
+            metric.unit,
+            metric.provenance.value,
+        ), metric.name
+        assert entry["resolution"] == metric.resolution
+    if result.latency is not None:
+        assert doc["latency"] == pytest.approx(result.latency.__dict__)
+    table = layer_table(result)
+    assert [layer["name"] for layer in doc["layers"]] == [row.name for row in table.rows]
+    for row, layer in zip(table.rows, doc["layers"], strict=True):
+        assert row.name in printed
+        assert set(layer["figures"]) == set(row.cells), row.name
+        for key, cell in row.cells.items():
+            figure = layer["figures"][key]
+            assert figure["value"] == cell.value and figure["unit"] == cell.unit, (row.name, key)
+            assert figure["provenance"] == cell.provenance.value
+            assert figure["unavailable_reason"] == cell.unavailable_reason
+            if cell.resolution is not None and cell.value is not None:
+                assert figure["resolution"] == cell.resolution
+                assert figure["below_resolution"] == cell.below_resolution
+    if result.memory_peak_bytes is not None:
+        assert f"{int(result.memory_peak_bytes):,} B" in printed
+        assert doc["memory_peak_bytes"]["total"] == int(result.memory_peak_bytes)
+    if "Peak RSS" in printed:
+        assert carried["peak_rss"]["value"] == result.metrics["peak_rss_bytes"]
+    binary = result.metrics.get("binary")
+    assert binary, "the run reported no binary size"
+    for key in ("flash_bytes", "ram_bytes"):
+        assert f"{binary[key]:,} B" in printed and doc["binary"][key] == binary[key]
+
+
 def test_every_host_figure_is_labelled(export_factory: Any) -> None:
     result = aidge_deploy.deploy(
-        export_factory("benchmark"), DeployConfig(counters=("task-clock", "page-faults"))
+        export_factory("benchmark"),
+        # cycles: measured where the machine has a PMU, else unavailable with its reason
+        DeployConfig(counters=("task-clock", "page-faults", "cycles")),
     )
     assert_every_figure_is_labelled(result)
+    assert_json_carries_what_the_terminal_prints(result)
+    assert [m.name for m in result.counter_metrics()] == ["task-clock", "page-faults", "cycles"]
     assert {m.provenance for m in result.measurements} <= {Provenance.HOST, Provenance.STATIC}
     assert result.metric("task-clock") is not None
 
@@ -63,6 +116,7 @@ def test_every_emulated_figure_is_labelled(export_factory: Any) -> None:
     artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=3)
     result = aidge_deploy.deploy(artifact, DeployConfig(counters=("emulated",)))
     assert_every_figure_is_labelled(result)
+    assert_json_carries_what_the_terminal_prints(result)
     kinds = {m.provenance for m in every_metric(result)}
     assert kinds == {Provenance.EMULATED, Provenance.ESTIMATED, Provenance.STATIC}
 
@@ -76,6 +130,7 @@ def test_every_ssh_board_figure_is_labelled(ssh_board: SshBoard, export_factory:
         export_factory("benchmark", target="raspberrypi", nb_iterations=5), config
     )
     assert_every_figure_is_labelled(result)
+    assert_json_carries_what_the_terminal_prints(result)
     measured = {m.provenance for m in result.measurements} - {Provenance.STATIC}
     assert measured == {Provenance.SILICON}  # measured on the board
 

@@ -232,6 +232,15 @@ class Metric:
             "resolution": self.resolution,
         }
 
+    def as_flagged_dict(self) -> dict[str, Any]:
+        """``as_dict`` plus, for a value with a resolution, its ``coarse`` and
+        ``below_resolution`` flags (what files and ``--json`` carry)."""
+        entry = self.as_dict()
+        if self.resolution is not None and self.value is not None:
+            entry["coarse"] = self.coarse
+            entry["below_resolution"] = self.below_resolution
+        return entry
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Metric:
         """The inverse of ``as_dict`` (bundles read back by ``compare``)."""

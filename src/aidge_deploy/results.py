@@ -218,12 +218,24 @@ class DeployResult:
                 return m
         return None
 
+    def counter_metrics(self) -> tuple[Metric, ...]:
+        """The run's figure for each counter it was asked for (``--counters``), per
+        inference, in request order; an unavailable one says why."""
+        found = {m.name: m for m in self.measurements}
+        names = self.metrics.get("counters") or ()
+        return tuple(found[name] for name in names if name in found)
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe summary (outputs as lists)."""
         output: Any = self.output
         if isinstance(output, list):
             output = [np.asarray(o).tolist() for o in output]
         latency = self.latency
+        # the per-layer table as every view prints it: each cell a Metric (time with its
+        # resolution and flags, share and time/MAC only where they are true)
+        from aidge_deploy.profiling.layer_table import layer_table
+
+        table = {row.name: row.cells for row in layer_table(self).rows}
         return {
             "target": self.target,
             "backend": self.backend,
@@ -246,10 +258,14 @@ class DeployResult:
                     "macs": layer.macs,
                     "params": layer.params,
                     "energy_uj": layer.energy_uj,
+                    "figures": {
+                        key: cell.as_flagged_dict()
+                        for key, cell in table.get(layer.name, {}).items()
+                    },
                 }
                 for layer in self.layers
             ],
-            "measurements": [m.as_dict() for m in self.measurements],
+            "measurements": [m.as_flagged_dict() for m in self.measurements],
             # sizes of the built program (static facts of its ELF), as the terminal prints them
             "binary": _json_safe(self.metrics.get("binary")),
             "timing": None if self.timing is None else self.timing.as_dict(),

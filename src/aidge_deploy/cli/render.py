@@ -137,6 +137,32 @@ def _layers(result: DeployResult) -> None:
         )
 
 
+def _counters(result: DeployResult) -> None:
+    """The figure of every counter asked for, per inference (unavailable ones with their
+    reason), then how each pass reduced its samples."""
+    counters = result.counter_metrics()
+    if not counters:
+        return
+    table = Table(title="Counters per inference", title_justify="left")
+    table.add_column("counter", no_wrap=True)
+    table.add_column("value", justify="right", overflow="fold")
+    table.add_column("provenance")
+    for metric in counters:
+        value = metric.formatted() if metric.value is not None else "unavailable"
+        table.add_row(metric.name, value, metric.provenance.value)
+    console.print(table)
+    for metric in counters:  # the reasons, unwrapped by a narrow column
+        if metric.value is None:
+            console.print(f"{metric.name}: {metric.formatted()}", highlight=False)
+    for counter_pass in result.metrics.get("counter_passes") or ():
+        if counter_pass.get("basis"):
+            console.print(
+                f"[dim]pass {counter_pass['name']} ({', '.join(counter_pass['counters'])}): "
+                f"{counter_pass['basis']}[/dim]",
+                highlight=False,
+            )
+
+
 def _header_lines(title: str, unit: str, width: int) -> list[str]:
     """A column header one word per line (numbers, never wrapped, set the widths); words
     longer than ``width`` break after their hyphens (counter names: ``emu-branches-taken``)."""
@@ -176,6 +202,7 @@ def print_result(result: DeployResult) -> None:
     _headline(result)
     _latency(result)
     _layers(result)
+    _counters(result)
     if result.accuracy is not None:
         console.print(f"[bold]Accuracy on target:[/bold] {result.accuracy:.2%}")
     if isinstance(result.output, list):

@@ -56,6 +56,7 @@ table.sortable th[data-dir=asc]::after{content:" ▲"}table.sortable th[data-dir
 .cbar i{display:block;height:4px;border-radius:2px}
 .flag{font-size:10px;color:#b7791f;text-decoration:none;border-bottom:1px dotted #b7791f;margin-left:4px}
 td.na{color:#8a90a0}
+td.nw{white-space:nowrap}
 .u{font-weight:400;color:#6b7488}
 .banner{border-left:5px solid #8e44ad;background:#f5ecfa;padding:10px 14px;border-radius:6px;margin:0 0 18px;font-weight:600;color:#5b2a72}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:12px}
@@ -122,21 +123,49 @@ def _cards(summary: Mapping[str, Any]) -> str:
         metric = metrics.get(key)
         if metric is None:
             continue
+        text = figure_text(metric["value"], metric["unit"], metric.get("resolution"))
+        note = metric.get("description") or ""
+        if metric["value"] is None:  # the reason under the word, not a paragraph as a figure
+            text, note = "unavailable", f"{metric.get('unavailable_reason')}. {note}"
+        cards.append(
+            f'<div class="card" data-metric="{escape(key)}"><div class="k">'
+            f"{_chip(metric['provenance'])}{escape(title)}</div>"
+            f'<div class="v">{escape(text)}</div>'
+            f'<div class="p">{escape(note)}</div></div>'
+        )
+    if not cards:
+        return '<p class="muted">This run reported no headline figure.</p>'
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _counters(summary: Mapping[str, Any]) -> str:
+    """Every counter asked for, per inference: measured ones with how they were reduced,
+    unavailable ones with their reason ("" when the run was asked for none)."""
+    rows = []
+    for name in summary.get("counters") or ():
+        metric = summary["metrics"].get(name)
+        if metric is None:
+            continue
         text = figure_text(
             metric["value"],
             metric["unit"],
             metric.get("resolution"),
             unavailable_reason=metric.get("unavailable_reason"),
         )
-        cards.append(
-            f'<div class="card" data-metric="{escape(key)}"><div class="k">'
-            f"{_chip(metric['provenance'])}{escape(title)}</div>"
-            f'<div class="v">{escape(text)}</div>'
-            f'<div class="p">{escape(metric.get("description") or "")}</div></div>'
+        na = " na" if metric["value"] is None else ""
+        rows.append(
+            f'<tr data-counter="{escape(name)}"><td class="nw">{_chip(metric["provenance"])}'
+            f'<code>{escape(name)}</code></td><td class="num{na}">{escape(text)}</td>'
+            f'<td class="muted">{escape(metric.get("description") or "")}</td></tr>'
         )
-    if not cards:
-        return '<p class="muted">This run reported no headline figure.</p>'
-    return f'<div class="cards">{"".join(cards)}</div>'
+    if not rows:
+        return ""
+    return (
+        '<h2>Counters per inference</h2><table data-counter-table="1"><tr><th>counter</th>'
+        "<th class='num'>per inference</th><th>what it counts, and how it was reduced</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def _validity(summary: Mapping[str, Any]) -> str:
@@ -339,7 +368,8 @@ def render_html(
         f"<section>{_cards(summary)}</section>"
         f"<section>{_validity(summary)}</section>"
         f"<section>{layers_section(summary)}</section>"
-        f"<section>{_latency(summary)}</section>"
+        + (f"<section>{counters}</section>" if (counters := _counters(summary)) else "")
+        + f"<section>{_latency(summary)}</section>"
         f"<section>{_memory(summary)}</section>"
         + (f"<section>{power}</section>" if (power := power_section(summary, _prov_badge)) else "")
         + f"<section>{_run(summary, metadata)}</section>"

@@ -46,11 +46,8 @@ def cycles_name(result: DeployResult) -> str:
 
 def metric_entry(metric: Metric, **extra: Any) -> dict[str, Any]:
     """A ``Metric`` as the summary stores it (plus the resolution flags of a time)."""
-    entry = metric.as_dict()
+    entry = metric.as_flagged_dict()
     entry.pop("name")
-    if metric.resolution is not None and metric.value is not None:
-        entry["coarse"] = metric.coarse
-        entry["below_resolution"] = metric.below_resolution
     entry.update(extra)
     return entry
 
@@ -206,6 +203,8 @@ def build_summary(
         "aggregation": method.value,
         "identity": dict(identity),
         "metrics": _headline_metrics(result),
+        # the counters asked for (keys of ``metrics``): per inference, measured or not
+        "counters": [m.name for m in result.counter_metrics()],
         "latency": _latency_block(result),
         "cycles_samples": [float(c) for c in raw_cycles] if raw_cycles else None,
         "layer_columns": columns,

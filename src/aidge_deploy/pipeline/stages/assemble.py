@@ -242,6 +242,8 @@ def assemble_result(
         "cycles_unit": cycle_unit,
         "cycles_counter_bits": target.cycle_counter_bits,
         "counter_bits": counter_bits,
+        # the counters the run was asked for, in request order (measured or unavailable)
+        "counters": list(profile.requested) if profile is not None else [],
         "counter_units": dict(profile.units) if profile is not None else {},
         "counter_quantities": {
             cycle_name: cycle_unit,  # cycles or instructions
