@@ -22,6 +22,7 @@ from aidge_core.export_utils import ExportArtifact
 from aidge_deploy import stats
 from aidge_deploy.metrics import Metric as Metric  # re-exported: the public home of results
 from aidge_deploy.metrics import Provenance as Provenance
+from aidge_deploy.profiling.layer_table import layer_table
 from aidge_deploy.timing import TimingInfo
 
 if TYPE_CHECKING:
@@ -233,8 +234,6 @@ class DeployResult:
         latency = self.latency
         # the per-layer table as every view prints it: each cell a Metric (time with its
         # resolution and flags, share and time/MAC only where they are true)
-        from aidge_deploy.profiling.layer_table import layer_table
-
         table = {row.name: row.cells for row in layer_table(self).rows}
         return {
             "target": self.target,

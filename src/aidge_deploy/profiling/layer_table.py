@@ -10,11 +10,12 @@ ns/MAC are "unavailable (below the timer's resolution)", not 0 and not a quotien
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from aidge_deploy.metrics import Metric, Provenance
-from aidge_deploy.results import DeployResult
+from aidge_deploy.timing import TimingInfo
 
 #: column keys of the derived and static figures
 TIME = "time"
@@ -24,6 +25,42 @@ PARAMS = "params"
 TIME_PER_MAC = "time_per_mac"
 #: per-layer energy of one call (power monitors that attribute energy to layers)
 ENERGY = "energy"
+
+
+class _Layer(Protocol):
+    """What the table reads of a ``results.LayerFigure``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def time_ms(self) -> float | None: ...
+    @property
+    def counters(self) -> Mapping[str, float]: ...
+    @property
+    def macs(self) -> int | None: ...
+    @property
+    def params(self) -> int | None: ...
+    @property
+    def energy_uj(self) -> float | None: ...
+
+
+class _Power(Protocol):
+    @property
+    def provenance(self) -> Provenance: ...
+
+
+class Profiled(Protocol):
+    """What the table reads of a ``results.DeployResult`` (a protocol, so that the result's
+    ``to_json`` can carry the table without an import cycle)."""
+
+    @property
+    def layers(self) -> Sequence[_Layer]: ...
+    @property
+    def metrics(self) -> Mapping[str, Any]: ...
+    @property
+    def timing(self) -> TimingInfo | None: ...
+    @property
+    def power(self) -> _Power | None: ...
 
 
 @dataclass(frozen=True)
@@ -73,13 +110,13 @@ class LayerTable:
         return tuple(out)
 
 
-def _provenance(result: DeployResult, key: str, default: Provenance) -> Provenance:
+def _provenance(result: Profiled, key: str, default: Provenance) -> Provenance:
     table = result.metrics.get("counter_provenance") or {}
     raw = table.get(key)
     return Provenance(raw) if raw is not None else default
 
 
-def layer_table(result: DeployResult) -> LayerTable:
+def layer_table(result: Profiled) -> LayerTable:
     """The per-layer table of ``result`` (empty without layers)."""
     layers = result.layers
     if not layers:
@@ -180,7 +217,7 @@ def layer_table(result: DeployResult) -> LayerTable:
     return LayerTable(tuple(columns), tuple(rows))
 
 
-def _quantity(result: DeployResult, counter: str) -> str:
+def _quantity(result: Profiled, counter: str) -> str:
     quantities = result.metrics.get("counter_quantities") or {}
     return str(quantities.get(counter) or counter)
 
@@ -195,5 +232,6 @@ __all__ = [
     "LayerColumn",
     "LayerRow",
     "LayerTable",
+    "Profiled",
     "layer_table",
 ]
