@@ -152,7 +152,7 @@ def test_user_tests_on_host_and_emulated_boards(
     )
     assert "latency =" in violation and "max 1e-09 ms" in violation
     bundle = base / "test_model" / "test_latency_budget_violation-host" / "host"
-    assert f"bundle {bundle}" in out
+    assert f"[target host; bundle {bundle}" in violation, violation
     assert (bundle / "manifest.json").is_file()
     # the run's bundle and log are attached to the test report
     assert "aidge-deploy host" in out and "--- last" in out
