@@ -84,19 +84,19 @@ def test_rows_reject_frozen_rows_then_wrapped_values() -> None:
         {"cycles": 104, "inst": 2**31 + 1},  # inst wrapped
         {"cycles": 102, "inst": 82},
     ]
-    out = aggregate_rows(rows)
+    out = aggregate_rows(rows, counter_bits=32)
     assert out["cycles"].value == 102 and dict(out["cycles"].rejected) == {RejectReason.FROZEN: 1}
     assert out["inst"].value == 81
     assert dict(out["inst"].rejected) == {RejectReason.FROZEN: 1, RejectReason.WRAPPED: 1}
 
 
 def test_rows_all_frozen_keep_zero() -> None:
-    out = aggregate_rows([{"a": 0}, {"a": 0}], "mean")
+    out = aggregate_rows([{"a": 0}, {"a": 0}], "mean", counter_bits=32)
     assert out["a"].value == 0 and out["a"].n_rejected == 0
 
 
 def test_rows_with_a_counter_missing_in_some_iterations() -> None:
-    out = aggregate_rows([{"a": 1, "b": 5}, {"a": 3}])
+    out = aggregate_rows([{"a": 1, "b": 5}, {"a": 3}], counter_bits=32)
     assert out["a"].n_used == 2 and out["b"].n_used == 1 and out["b"].value == 5
 
 

@@ -355,6 +355,61 @@ def test_emulated_pass_says_its_aggregation_and_never_sums_medians() -> None:
     assert mean.totals["emu-instructions"] == pytest.approx(100 / 3)
 
 
+def test_an_emulated_count_past_2_31_is_not_declared_wrapped() -> None:
+    """Issue 9 item 5: the plugin's counts are 64-bit; a global 32-bit width declared a long
+    layer (past 2^31 instructions) wrapped and dropped it as invalid."""
+    from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols, pass_result_from_trace
+    from aidge_deploy.profiling.counters import select_counters
+    from aidge_deploy.profiling.passes import merge_passes, plan_passes
+
+    selection = select_counters("emu-instructions", "emulated")
+    (only,) = plan_passes(selection, 4)
+    long = 3_000_000_000  # > 2^31
+    trace = _trace([[5, 5], [long, 10], [long + 2, 10], [long + 4, 10]])
+    result = pass_result_from_trace(
+        only,
+        trace,
+        PmuSymbols(0x100, 0x200),
+        layer_names=["conv", "fc"],
+        warmup=1,
+        aggregation=Aggregation.MEDIAN,
+        icount_shift=6,
+    )
+    assert not result.unavailable and "rejected" not in result.basis
+    assert [lc.values["emu-instructions"] for lc in result.layers] == [long + 2, 10.0]
+    assert result.totals["emu-instructions"] == long + 12
+    profile = merge_passes(selection, [result])
+    assert profile.counter_bits == {"emu-instructions": 64}  # the width of this counter
+    (metric,) = profile.measurements()
+    assert metric.value == long + 12
+
+
+@pytest.mark.parametrize(
+    ("name", "validation", "tinyml"),
+    [
+        ("mps2-an386_benchmark_profiling", False, False),
+        ("mps2-an386_validation", True, False),
+        ("mps2-an386_tinyml", False, True),
+    ],
+)
+def test_one_legacy_results_builder_agrees_with_deploy(
+    name: str, validation: bool, tinyml: bool
+) -> None:
+    """The exporter's ``build_results_from_uart_log`` and ``deploy()``'s ``output`` are the
+    same dict for the same UART log (one builder: ``legacy_results``)."""
+    from aidge_deploy import benchmark_api, legacy_results
+    from aidge_deploy.pipeline.stages import assemble
+
+    assert benchmark_api.legacy_results is legacy_results.legacy_results
+    assert assemble.legacy_results is legacy_results.legacy_results
+    result = result_from_capture("contract", name, target="stm32h743")
+    log = LOGS / "contract" / f"{name}.log"
+    from_log = build_results_from_uart_log(log, [7, 7, 7], None, validation, tinyml)
+    assert isinstance(result.output, dict)
+    assert json.dumps(from_log, sort_keys=True) == json.dumps(result.output, sort_keys=True)
+    assert from_log["timings"] == ([] if tinyml else list(result.timings or []))
+
+
 def test_a_farm_result_keeps_its_timing_and_resolutions() -> None:
     """The ``api`` backend returns what the agent measured: timing and resolutions included."""
     from aidge_deploy.farm.resultcodec import decode_result, encode_result

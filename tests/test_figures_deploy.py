@@ -48,6 +48,15 @@ def assert_every_figure_is_labelled(result: DeployResult) -> None:
     if result.timings:
         assert result.timing is not None and result.timing.resolution_ms
     assert result.metrics["provenance"] in {p.value for p in Provenance}
+    # facts of the build and the model are static, never "measured" (issue 9 item 4)
+    build_facts = [m for m in metrics if m.name in STATIC_FIGURES]
+    assert {"macs", "params", "activation_memory"} <= {m.name for m in build_facts}
+    for metric in build_facts:
+        assert metric.provenance is Provenance.STATIC, metric.name
+
+
+#: figures of the build or the model: the measurements and the per-layer cells so named
+STATIC_FIGURES = frozenset({"macs", "params", "activation_memory"})
 
 
 def assert_json_carries_what_the_terminal_prints(result: DeployResult) -> None:

@@ -108,13 +108,16 @@ def test_per_inference_total_is_the_reduction_of_per_iteration_sums() -> None:
     (only,) = plan_passes(select_counters("CPU_CYCLES", "armv8m-pmu"), 4)
     conv = [{"CPU_CYCLES": v} for v in (10.0, 10.0, 30.0)]
     fc = [{"CPU_CYCLES": v} for v in (30.0, 10.0, 10.0)]
-    result = pass_result_from_samples(only, [("conv", conv), ("fc", fc)], "median")
+    result = pass_result_from_samples(only, [("conv", conv), ("fc", fc)], "median", counter_bits=32)
     assert [lc.values["CPU_CYCLES"] for lc in result.layers] == [10.0, 10.0]
     assert result.totals["CPU_CYCLES"] == 40.0  # sums 40, 20, 40: not 10 + 10
     assert "per-iteration sums" in result.basis
-    mean = pass_result_from_samples(only, [("conv", conv), ("fc", fc)], "mean")
+    mean = pass_result_from_samples(only, [("conv", conv), ("fc", fc)], "mean", counter_bits=32)
     assert mean.basis.startswith("mean over 3 iterations")  # it used to say "median" always
-    short = pass_result_from_samples(only, [("conv", conv[:2]), ("fc", fc[:2])], "trimmed")
+    assert "per inference: the mean of the per-iteration sums" in mean.basis
+    short = pass_result_from_samples(
+        only, [("conv", conv[:2]), ("fc", fc[:2])], "trimmed", counter_bits=32
+    )
     assert short.basis.startswith("median (trimmed asked")
 
 
@@ -188,7 +191,7 @@ def test_pass_result_from_samples_rejects_wrapped_and_frozen() -> None:
     ]
     rows_fc = [{"CPU_CYCLES": 10.0, "INST_RETIRED": 2.0**31 + 1}] * 3
     result = pass_result_from_samples(
-        counter_pass, [("conv", rows_conv), ("fc", rows_fc)], "median"
+        counter_pass, [("conv", rows_conv), ("fc", rows_fc)], "median", counter_bits=32
     )
     assert result.layers[0].values == {"CPU_CYCLES": 102.0}
     assert "INST_RETIRED" in result.unavailable and "fc" in result.unavailable["INST_RETIRED"]

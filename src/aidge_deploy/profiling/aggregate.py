@@ -127,7 +127,7 @@ def aggregate_rows(
     rows: Sequence[Mapping[str, float]],
     method: Aggregation | str = Aggregation.MEDIAN,
     *,
-    counter_bits: int | None = 32,
+    counter_bits: int | None,
 ) -> dict[str, Aggregate]:
     """Reduce per-iteration counter rows (one mapping counter -> value per iteration).
 
@@ -135,6 +135,8 @@ def aggregate_rows(
     rejected, unless every row is zero — then zero is the honest answer. Each remaining
     value is then checked on its own for wrap-around. Returns one ``Aggregate`` per
     counter name seen in any row; a counter missing from a row is simply not sampled there.
+    ``counter_bits`` is the width of the counters read (32 for DWT CYCCNT and the Arm PMU;
+    None for 64-bit counts, which never wrap in a run): no default, every caller says.
     """
     method = Aggregation(method)
     names: list[str] = []

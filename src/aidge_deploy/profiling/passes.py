@@ -128,7 +128,7 @@ def pass_result_from_samples(
     layers: Sequence[tuple[str, Sequence[Mapping[str, float]]]],
     method: Aggregation | str = Aggregation.MEDIAN,
     *,
-    counter_bits: int | None = 32,
+    counter_bits: int | None,
 ) -> PassResult:
     """Reduce per-iteration, per-layer counter rows of one pass (``profiling.aggregate``).
 
@@ -183,8 +183,8 @@ def pass_result_from_samples(
     if applied != method.value:
         applied += f" ({method.value} asked; it needs at least {TRIMMED_MIN_SAMPLES} samples)"
     basis = (
-        f"{applied} over {iterations} iterations per layer; per inference: the same of the "
-        "per-iteration sums over the layers"
+        f"{applied} over {iterations} iterations per layer; per inference: the {applied} of "
+        "the per-iteration sums over the layers"
     )
     if rejected:
         basis += f" ({rejected} wrapped or frozen samples rejected)"
