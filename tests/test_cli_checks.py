@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -146,6 +147,30 @@ def test_target_without_its_backend_or_connection_fails_before_exporting(
              "cannot be reached with backend 'local'", "--backend ssh")  # fmt: skip
     rejected(["profile", str(tiny_cnn), "--target", "raspberrypi", "--backend", "ssh"],
              cache, "host")  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_during_the_checks_says_interrupted_not_a_silent_kill(
+    sig: signal.Signals, tiny_cnn: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop signals are handled from the first check on (the checks import Aidge and
+    read the model: seconds on a busy machine), not only once the run has started."""
+    import aidge_deploy.modelexport as modelexport
+
+    real = modelexport.check_onnx_model
+
+    def signalled(model: Path) -> None:
+        os.kill(os.getpid(), sig)  # a real signal to this process, mid-check
+        real(model)
+
+    monkeypatch.setattr(modelexport, "check_onnx_model", signalled)
+    before = signal.getsignal(sig)
+    res = runner.invoke(app, ["profile", str(tiny_cnn)])
+    out = flat(res.output)
+    assert res.exit_code == 128 + sig, out
+    assert f"Interrupted ({sig.name})" in out and "nothing was exported, built or run" in out
+    assert nothing_made(cache)
+    assert signal.getsignal(sig) is before, "the previous handler is back"
 
 
 # --------------------------------------------------------------------------- --report

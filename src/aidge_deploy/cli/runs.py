@@ -11,9 +11,10 @@ the options. Heavy imports (``aidge_core`` through the API) happen inside the fu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,9 @@ def print_interrupted(exc: RunInterrupted) -> None:
             err_console.print(
                 f"  [bold]Log:[/bold] {exc.log_path}", highlight=False, soft_wrap=True
             )
+        else:
+            err_console.print("  Stopped while checking the inputs: nothing was exported, "
+                              "built or run.", highlight=False)  # fmt: skip
     except OSError:
         pass
 
@@ -73,26 +77,36 @@ def check_folder_arg(path: Path, option: str, *, must_exist: bool, what: str) ->
         raise ConfigError(f"{option} {path} does not exist", hint=f"Pass the folder {what}.")
 
 
-def supervised(
-    body: Callable[[RunControl, ProgressCallback], DeployResult], *, as_json: bool, verbose: bool
-) -> None:
-    """Run ``body`` under a fresh ``RunControl`` with the stop signals handled; print the result.
-
-    ``body`` gets the control (to record the run's log folder) and the progress callback.
-    """
+@contextlib.contextmanager
+def stoppable() -> Iterator[RunControl]:
+    """The control of one command, with Ctrl-C, SIGTERM and SIGHUP handled from its first
+    input check to its last line: a signal at any point prints "Interrupted" (and the log
+    folder once the run has one) and exits 128 + the signal, never a silent kill."""
     control = RunControl()
     try:
-        with (
-            interruptible(control),
-            control.activate(),
-            progress_display(not as_json) as progress,
-        ):
-            result = body(control, progress)
+        with interruptible(control):
+            yield control
     except RunInterrupted as exc:
         if exc.log_path is None:
             exc.log_path = control.log_path
         print_interrupted(exc)
         raise typer.Exit(code=exc.exit_status) from None
+
+
+def supervised(
+    control: RunControl,
+    body: Callable[[RunControl, ProgressCallback], DeployResult],
+    *,
+    as_json: bool,
+    verbose: bool,
+) -> None:
+    """Run ``body`` under ``control`` (from ``stoppable``); print the result.
+
+    ``body`` gets the control (to record the run's log folder) and the progress callback.
+    """
+    try:
+        with control.activate(), progress_display(not as_json) as progress:
+            result = body(control, progress)
     except ReportError as exc:
         if exc.result is not None:  # the run succeeded; only its bundle could not be written
             emit(exc.result, as_json)
@@ -106,26 +120,27 @@ def run_export(
     export_dir: Path, config_values: dict[str, Any], *, as_json: bool, verbose: bool
 ) -> None:
     """``aidge-deploy run``: deploy an existing export folder."""
-    from aidge_deploy.api import deploy
-    from aidge_deploy.config import DeployConfig
+    with stoppable() as control:
+        from aidge_deploy.api import deploy
+        from aidge_deploy.config import DeployConfig
 
-    try:
-        check_folder_arg(
-            export_dir, "EXPORT_DIR", must_exist=True, what="holding .aidge-export.json"
-        )
-        config = DeployConfig(**config_values)
-        config.check_values()
-        if config.report_dir is not None:
-            from aidge_deploy.report.destination import check_report_dir
+        try:
+            check_folder_arg(
+                export_dir, "EXPORT_DIR", must_exist=True, what="holding .aidge-export.json"
+            )
+            config = DeployConfig(**config_values)
+            config.check_values()
+            if config.report_dir is not None:
+                from aidge_deploy.report.destination import check_report_dir
 
-            check_report_dir(config.report_dir, overwrite=config.report_overwrite)
-    except DeployError as exc:
-        raise fail(exc, verbose) from None
+                check_report_dir(config.report_dir, overwrite=config.report_overwrite)
+        except DeployError as exc:
+            raise fail(exc, verbose) from None
 
-    def body(control: RunControl, progress: ProgressCallback) -> DeployResult:
-        return deploy(export_dir, config, progress=progress, control=control)
+        def body(control: RunControl, progress: ProgressCallback) -> DeployResult:
+            return deploy(export_dir, config, progress=progress, control=control)
 
-    supervised(body, as_json=as_json, verbose=verbose)
+        supervised(control, body, as_json=as_json, verbose=verbose)
 
 
 def profile_model(
@@ -141,60 +156,61 @@ def profile_model(
     verbose: bool,
 ) -> None:
     """``aidge-deploy profile``: export ``model`` (or reuse its cached export) and deploy it."""
-    from aidge_deploy.api import deploy, new_run_dir
-    from aidge_deploy.config import DeployConfig
-    from aidge_deploy.exportcache import prepare_export
-    from aidge_deploy.modelexport import (
-        ApplicationKind,
-        Dtype,
-        ExportRequest,
-        check_onnx_model,
-        check_request,
-    )
-    from aidge_deploy.pipeline.stages.preflight import check_deploy_config
-    from aidge_deploy.progress import ProgressKind, ProgressUpdate
-
-    try:
-        if dtype not in {d.value for d in Dtype}:
-            raise ConfigError(f"Unknown dtype {dtype!r}", hint="Use float32 or int8.")
-        request = ExportRequest(
-            model=model,
-            target=target,
-            out_dir=Path("."),  # decided by the export cache (or --work-dir)
-            dtype=Dtype(dtype),
-            kind=ApplicationKind.BENCHMARK,
-            nb_iterations=iterations,
-            nb_warmup=warmup,
-            profiling=True,
+    with stoppable() as control:
+        from aidge_deploy.api import deploy, new_run_dir
+        from aidge_deploy.config import DeployConfig
+        from aidge_deploy.exportcache import prepare_export
+        from aidge_deploy.modelexport import (
+            ApplicationKind,
+            Dtype,
+            ExportRequest,
+            check_onnx_model,
+            check_request,
         )
-        check_request(request)
-        check_onnx_model(model)
-        if work_dir is not None:
-            check_folder_arg(work_dir, "--work-dir", must_exist=False, what="for the export")
-        config: DeployConfig = DeployConfig(target=target, **config_values)
-        check_deploy_config(config, target)  # values, target, backend, report, tools
-    except DeployError as exc:
-        raise fail(exc, verbose) from None
+        from aidge_deploy.pipeline.stages.preflight import check_deploy_config
+        from aidge_deploy.progress import ProgressKind, ProgressUpdate
 
-    def body(control: RunControl, progress: ProgressCallback) -> DeployResult:
-        run_dir = new_run_dir(target)
-        control.log_path = run_dir
-        progress(ProgressUpdate("Export", ProgressKind.START))
-        export = prepare_export(request, work_dir=work_dir, log_path=run_dir / "export.log")
-        progress(ProgressUpdate("Export", ProgressKind.DONE))
-        how = (
-            "reused: same model, target and settings"
-            if export.reused
-            else f"exported in {export.duration_s:.1f} s"
-        )
-        (err_console if as_json else console).print(
-            f"[bold]Export:[/bold] {export.path} [dim]({how})[/dim]",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return deploy(export.artifact, config, progress=progress, work_dir=run_dir)
+        try:
+            if dtype not in {d.value for d in Dtype}:
+                raise ConfigError(f"Unknown dtype {dtype!r}", hint="Use float32 or int8.")
+            request = ExportRequest(
+                model=model,
+                target=target,
+                out_dir=Path("."),  # decided by the export cache (or --work-dir)
+                dtype=Dtype(dtype),
+                kind=ApplicationKind.BENCHMARK,
+                nb_iterations=iterations,
+                nb_warmup=warmup,
+                profiling=True,
+            )
+            check_request(request)
+            check_onnx_model(model)
+            if work_dir is not None:
+                check_folder_arg(work_dir, "--work-dir", must_exist=False, what="for the export")
+            config: DeployConfig = DeployConfig(target=target, **config_values)
+            check_deploy_config(config, target)  # values, target, backend, report, tools
+        except DeployError as exc:
+            raise fail(exc, verbose) from None
 
-    supervised(body, as_json=as_json, verbose=verbose)
+        def body(control: RunControl, progress: ProgressCallback) -> DeployResult:
+            run_dir = new_run_dir(target)
+            control.log_path = run_dir
+            progress(ProgressUpdate("Export", ProgressKind.START))
+            export = prepare_export(request, work_dir=work_dir, log_path=run_dir / "export.log")
+            progress(ProgressUpdate("Export", ProgressKind.DONE))
+            how = (
+                "reused: same model, target and settings"
+                if export.reused
+                else f"exported in {export.duration_s:.1f} s"
+            )
+            (err_console if as_json else console).print(
+                f"[bold]Export:[/bold] {export.path} [dim]({how})[/dim]",
+                highlight=False,
+                soft_wrap=True,
+            )
+            return deploy(export.artifact, config, progress=progress, work_dir=run_dir)
+
+        supervised(control, body, as_json=as_json, verbose=verbose)
 
 
 __all__ = [
@@ -204,5 +220,6 @@ __all__ = [
     "print_interrupted",
     "profile_model",
     "run_export",
+    "stoppable",
     "supervised",
 ]
