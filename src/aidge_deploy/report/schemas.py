@@ -12,11 +12,12 @@ import functools
 import json
 from enum import StrEnum
 from importlib import resources
-from typing import Any
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import ReportError
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 
 class SchemaName(StrEnum):
@@ -36,13 +37,22 @@ def load_schema(name: SchemaName) -> dict[str, Any]:
         .read_text(encoding="utf-8")
     )
     schema: dict[str, Any] = json.loads(text)
-    Draft202012Validator.check_schema(schema)
+    _validator_class().check_schema(schema)
     return schema
+
+
+def _validator_class() -> type[Draft202012Validator]:
+    """jsonschema, imported when a document is validated: importing it costs a run that
+    writes no bundle a tenth of a second or more (its format checkers), and every run
+    imports this module through the ``--report`` check."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator
 
 
 def schema_errors(name: SchemaName, document: Any) -> list[str]:
     """Every violation of the schema, as ``path: message`` lines (empty when valid)."""
-    validator = Draft202012Validator(load_schema(name))
+    validator = _validator_class()(load_schema(name))
     errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
     return [f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}" for e in errors]
 
