@@ -301,6 +301,31 @@ def test_help_does_not_import_aidge_core_or_matplotlib() -> None:
         assert line == "HEAVY", f"aidge-deploy {' '.join(args)} --help imports {line[6:]}"
 
 
+def test_no_command_takes_a_secret_as_an_option() -> None:
+    """A command line is readable by every user (``ps``, /proc/*/cmdline): passwords,
+    passphrases and tokens come from the environment, a file or a hidden prompt, never an
+    option's value (``--token-file PATH`` names a file: allowed)."""
+    import click
+    import typer.main
+
+    def walk(command: click.Command, path: str) -> Iterator[tuple[str, str]]:
+        for param in command.params:
+            for name in param.opts:
+                yield path, name
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, f"{path} {name}")
+
+    options = list(walk(typer.main.get_command(app), "aidge-deploy"))
+    assert len(options) > 50, "the walk saw the commands"
+    secret = re.compile(r"passw|passphrase|secret|token|api-?key|credential", re.IGNORECASE)
+    named_secrets = [
+        f"{path} {name}"
+        for path, name in options
+        if secret.search(name) and not name.endswith(("-file", "-path"))
+    ]
+    assert named_secrets == []
+
+
 # --------------------------------------------------------------------------- 80 columns
 
 
