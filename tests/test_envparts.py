@@ -166,3 +166,25 @@ def test_every_skip_of_the_suite_goes_through_envparts() -> None:
                 if names & {"pytest", "mark"}:
                     found.append(f"{path.name}:{node.lineno} {node.attr}")
     assert found == []
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "true"), ("true", "true"), ("1", "1")])
+def test_ci_entry_point_runs_as_ci(tmp_path: Path, given: str | None, seen: str) -> None:
+    """``.ci/run`` is CI whether or not its runner sets ``CI``: run for real, with a stand-in
+    ``run.sh`` that reports what it was given."""
+    import os
+    import shutil
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(repo / ".ci" / "run", tmp_path / ".ci" / "run")
+    stand_in = tmp_path / "run.sh"
+    stand_in.write_text('#!/bin/sh\necho "CI=$CI ARGS=$*"\n')
+    stand_in.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    if given is not None:
+        env["CI"] = given
+    done = subprocess.run([str(tmp_path / ".ci" / "run")], capture_output=True, text=True,
+                          env=env, timeout=30, check=True)  # fmt: skip
+    assert done.stdout.strip() == f"CI={seen} ARGS=test"
