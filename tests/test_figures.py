@@ -27,6 +27,7 @@ from aidge_deploy.profiling.qemu_plugin import PluginTrace, Snapshot
 from aidge_deploy.profiling.validity import assess
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.registry import get_deploy_target
+from aidge_deploy.report.format import figure_text
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.summary import build_summary
 from aidge_deploy.results import DeployResult, LayerFigure
@@ -95,7 +96,22 @@ def test_emulated_milliseconds_are_instructions_over_the_core_clock(board: str) 
     assert counts is not None and counts.provenance is Provenance.EMULATED
     summary = _summary(result)
     assert summary["timing"]["label"] == label
-    assert label in printed_result(result)
+    assert summary["metrics"]["latency"]["value"] == pytest.approx(
+        stats.median(instructions) / hz * 1e3
+    )
+    for row in summary["layers"]:  # per-layer times in the bundle: the same rule
+        count = row["metrics"]["emulated_instructions"]["value"]
+        assert row["metrics"]["time"]["value"] == pytest.approx(count / hz * 1e3)
+    printed = printed_result(result)
+    latency = result.metric("latency")
+    assert latency is not None and f"latency: {latency.formatted()}" in printed
+    assert label in printed
+    page = render_html(summary, {})
+    assert f"Times are {label}: estimates from those counts" in page  # the banner
+    card = re.search(r'data-metric="latency".*?<div class="v">([^<]*)</div>', page, re.S)
+    assert card is not None and card.group(1) == figure_text(
+        summary["metrics"]["latency"]["value"], "ms", summary["metrics"]["latency"]["resolution"]
+    )
 
 
 def test_emulated_time_without_cycle_counter_converts_the_tick() -> None:

@@ -241,3 +241,30 @@ def test_real_bundle_report_renders_with_charts(export_factory: Any, tmp_path: P
     assert "measured on the host" in html and "Program image" in html
     assert_no_quantity_charted_twice(html)
     screenshot(tmp_path, report, "report_host.png")
+
+
+def test_sub_tick_layer_times_read_in_the_timers_unit_and_are_never_0() -> None:
+    """Per-layer times of a 1 ms tick (0.18, 0.22, 0, 0.16 ms): the table used to say
+    "<1,000 µs" and the chart "180 µs" ... "0 µs" — finer than the timer, and a 0."""
+    page = render_html(_silicon_summary(), {})
+    header = re.search(r'<th[^>]*data-key="time"[^>]*>(.*?)</th>', page)
+    assert header is not None and "(ms)" in header.group(1)
+    chart = re.search(r'<svg[^>]*data-chart="layer-time"[^>]*>(.*?)</svg>', page, re.S)
+    assert chart is not None
+    labels = re.findall(r"<text[^>]*>([^<]*(?:ms|µs|ns))</text>", chart.group(1))
+    assert labels == ["&lt;1 ms"] * 4, labels
+    assert "e.g. _2_Reshape_0: &lt;1 ms" in page  # the validity note: not "0 ms"
+
+
+def test_histogram_pads_no_bin_below_one_step() -> None:
+    """Five 0.5/0.6 ms samples on a 0.1 ms grid: the padding bins used to run down to a
+    bin centred on 0 ms (axis "<100 µs"), a reading no run made."""
+    from aidge_deploy.report.svg import MIN_BINS, histogram_bins
+
+    low, high, counts = histogram_bins([0.5, 0.6, 0.6, 0.5, 0.6], 0.1)
+    assert len(counts) >= MIN_BINS and sum(counts) == 5
+    assert low + 0.05 == pytest.approx(0.1)  # the first bin is one step, not 0
+    assert high == pytest.approx(low + 0.1 * len(counts))
+    page = render_html(_silicon_summary(), {})
+    hist = re.search(r'<svg[^>]*data-chart="latency-histogram"[^>]*>(.*?)</svg>', page, re.S)
+    assert hist is not None and "&lt;" not in hist.group(1)

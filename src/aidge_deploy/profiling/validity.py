@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from aidge_deploy.config import Aggregation
-from aidge_deploy.metrics import COARSE_STEPS
+from aidge_deploy.metrics import COARSE_STEPS, format_figure
 from aidge_deploy.profiling.aggregate import (
     TRIMMED_MIN_SAMPLES,
     Aggregate,
@@ -315,7 +315,7 @@ def _coarse_issues(result: DeployResult, latency: Aggregate | None) -> list[Issu
                     IssueCode.TIMER_RESOLUTION_COARSE,
                     f"the per-layer timer steps by {_fmt(step)} ms: {len(coarse)} of "
                     f"{len(times)} layer(s) span fewer than {COARSE_STEPS} steps ({below} less "
-                    f"than one; e.g. {name}: {_fmt(fastest)} ms)",
+                    f"than one; e.g. {name}: {format_figure(fastest, 'ms', step)})",
                     name,
                 )
             )
@@ -326,7 +326,7 @@ def _coarse_issues(result: DeployResult, latency: Aggregate | None) -> list[Issu
             Issue(
                 IssueCode.TIMER_RESOLUTION_COARSE,
                 f"the latency samples step by {_fmt(step)} ms and the latency is "
-                f"{_fmt(value)} ms: fewer than {COARSE_STEPS} steps",
+                f"{format_figure(value, 'ms', step)}: fewer than {COARSE_STEPS} steps",
                 "latency",
             )
         )

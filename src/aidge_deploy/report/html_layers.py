@@ -49,6 +49,12 @@ _FLAG_NOTE = {
 }
 
 
+def _time_unit(peak_ms: float, resolution_ms: float | None) -> str:
+    """The unit of a column of times: readable for its largest value, never finer than its
+    timer (a 1 ms tick's sub-tick readings are "<1 ms", not "<1,000 µs")."""
+    return time_unit_for(max(peak_ms, resolution_ms or 0.0))
+
+
 def _chip(provenance: str) -> str:
     return f'<span class="prov prov-{escape(provenance)}" title="{escape(provenance)}"></span>'
 
@@ -62,7 +68,7 @@ def _cell(fig: Mapping[str, Any] | None, column: Mapping[str, Any], peak: float,
         return f'<td class="num na" data-v="" title="{escape(reason)}">n/a</td>'
     unit = column["unit"]
     if unit == "ms":
-        shown_unit = time_unit_for(peak)
+        shown_unit = _time_unit(peak, column.get("resolution"))
         text = time_text(float(value), fig.get("resolution"), shown_unit, with_unit=False)
     else:
         text = figure_text(float(value), unit, fig.get("resolution"), with_unit=False)
@@ -97,8 +103,8 @@ def _table(summary: Mapping[str, Any]) -> str:
     colors = {c["key"]: PALETTE[i % len(PALETTE)] for i, c in enumerate(columns)}
     head = ['<th data-sort="num">#</th>', '<th data-sort="text">layer</th>']
     for column in columns:
-        unit = time_unit_for(peaks[column["key"]]) if column["unit"] == "ms" else column["unit"]
         res = column.get("resolution")
+        unit = _time_unit(peaks[column["key"]], res) if column["unit"] == "ms" else column["unit"]
         res_note = ""
         if res is not None and column["unit"] == "ms":
             res_note = f" · step {time_text(res, res, time_unit_for(res))}"
@@ -137,11 +143,13 @@ def _charts(summary: Mapping[str, Any]) -> str:
             for layer in summary["layers"]
         ]
         unit = column["unit"]
+        resolution = column.get("resolution")
         if unit == "ms":
             peak = max((float(v) for _, v in items if v is not None), default=0.0)
-            unit = time_unit_for(peak)
+            unit = _time_unit(peak, resolution)
             factor = {"ms": 1.0, "µs": 1e3, "ns": 1e6}[unit]
             items = [(name, None if v is None else float(v) * factor) for name, v in items]
+            resolution = None if resolution is None else resolution * factor
         title = "time per call" if key == "time" else str(column.get("title") or key)
         charts.append(
             f"<h3>{_chip(column['provenance'])}{escape(title)} ({escape(unit)}) "
@@ -152,6 +160,7 @@ def _charts(summary: Mapping[str, Any]) -> str:
                 chart_id=f"layer-{key}",
                 color=PALETTE[i % len(PALETTE)],
                 quantity=str(column["quantity"]),
+                resolution=resolution,  # labels to the timer's step; below it "<step"
             )
         )
     return "".join(charts)

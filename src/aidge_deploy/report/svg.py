@@ -114,9 +114,13 @@ def histogram_bins(
     if resolution is not None and resolution > 0:
         steps = round((hi - lo) / resolution)
         if steps + 1 <= MAX_BINS:
-            pad = max(0, (MIN_BINS - (steps + 1)) // 2)
-            lo_edge = lo - resolution * (pad + 0.5)
-            n_bins = steps + 1 + 2 * pad
+            extra = max(0, MIN_BINS - (steps + 1))
+            # empty bins on both sides, but none below one step when no sample is negative
+            # (a time or a count never is; a bin at 0 or below would be a reading never made)
+            room = max(0, math.floor(lo / resolution + 1e-9) - 1) if lo >= 0 else extra
+            below = min(extra // 2, room)
+            lo_edge = lo - resolution * (below + 0.5)
+            n_bins = steps + 1 + extra
             counts = [0] * n_bins
             for s in samples:
                 counts[min(n_bins - 1, max(0, int((s - lo_edge) / resolution)))] += 1
