@@ -10,6 +10,7 @@ then SIGKILL to every process group it started.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -43,6 +44,21 @@ def farm_available() -> str | None:
     if not (BIN / "labgrid-coordinator").exists():
         return "labgrid-coordinator is not installed"
     return None
+
+
+def _preload_farm_libraries() -> None:
+    """Import the farm's database and password libraries when this plugin loads.
+
+    ``pytester`` restores ``sys.modules`` after each test that uses it, dropping what was
+    first imported during that test (``test_testing_plugin`` starts a farm there).
+    SQLAlchemy's Python modules were then imported a second time while its compiled
+    (Cython) parts stayed loaded with the first import's classes, and the next query in
+    that worker failed with "TypeError: 'InternalTraversal' object is not callable".
+    Imported here, before any test, they are in every snapshot and never dropped.
+    """
+    if farm_available() is None:
+        for name in ("aidge_deploy.farm.db", "aidge_deploy.farm.auth"):  # SQLAlchemy, bcrypt
+            importlib.import_module(name)
 
 
 def needs_farm() -> pytest.MarkDecorator:
@@ -79,6 +95,9 @@ def stop(
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(5)
+
+
+_preload_farm_libraries()
 
 
 @dataclass

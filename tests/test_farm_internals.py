@@ -172,3 +172,31 @@ def test_queue_positions_of_a_list_are_each_jobs_own(db) -> None:  # type: ignor
         assert waiting and any(queue_position(s, j) > 0 for j in waiting)
         for j in jobs:
             assert job_view(s, j, queue=queue) == job_view(s, j)
+
+
+def test_farm_libraries_survive_a_pytester_run_in_the_same_worker(tmp_path: Path) -> None:
+    """pytester drops the modules a test imported first; the farm kit (a plugin, loaded
+    before any test) imports SQLAlchemy so that a farm started inside a pytester test
+    does not leave the next farm test of that worker with a half re-imported SQLAlchemy."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import farmkit
+from _pytest.pytester import SysModulesSnapshot
+
+def users(path):
+    from aidge_deploy.farm.auth import add_user
+    from aidge_deploy.farm.db import Database
+    db = Database("sqlite:///" + path)
+    with db.session() as s:
+        add_user(s, "alice", "alice-pass-123")
+    db.dispose()
+
+snapshot = SysModulesSnapshot()  # what a pytester test does around its body
+users({str(tmp_path / "a.db")!r})
+snapshot.restore()
+users({str(tmp_path / "b.db")!r})  # the next farm test of the worker
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
