@@ -107,6 +107,8 @@ class Farm:
     coordinator: str = ""
     url: str = ""
     agent_timeout: float = 6.0
+    #: the PID of every agent this farm started: the mark its jobs' processes carry
+    agent_pids: list[int] = field(default_factory=list)
 
     # --- processes -------------------------------------------------------------------
 
@@ -239,8 +241,24 @@ class Farm:
             home,
             env={"AIDGE_DEPLOY_CACHE_DIR": str(home / "cache")},
         )
+        self.agent_pids.append(proc.pid)
         _wait(lambda: self._boards_online(boards), 60, f"agent {name}", proc)
         return proc
+
+    def job_processes(self, job_id: int) -> list[int]:
+        """Live processes of this farm's job ``job_id``: marked with the job's id and one of
+        this farm's agents (another farm on the machine, e.g. another test worker's, has
+        job ids of its own, starting at 1 too)."""
+        from aidge_deploy.farm.reaper import job_processes
+
+        return [p for a in self.agent_pids for p in job_processes(str(job_id), agent=str(a))]
+
+    def end_job_processes(self, job_id: int) -> None:
+        """End what is left of this farm's job ``job_id`` (its agent was killed)."""
+        from aidge_deploy.farm.reaper import end_job_processes
+
+        for a in self.agent_pids:
+            end_job_processes(str(job_id), agent=str(a))
 
     def _boards_online(self, boards: dict[str, str]) -> bool:
         with self.client(*ADMIN) as c:

@@ -195,6 +195,8 @@ def _wait_job(client: Any, job_id: int, states: set[str], timeout: float = 120) 
         job = client.get(f"/api/jobs/{job_id}").json()
         if job["state"] in states:
             return job
+        if job["state"] in ("done", "failed", "cancelled"):  # it will not change any more
+            raise AssertionError(f"job {job_id} ended {job['state']}, wanted {states}: {job}")
         time.sleep(0.1)
     raise AssertionError(f"job {job_id} stayed {job.get('state')}, wanted {states}")
 
@@ -217,12 +219,6 @@ def _submit(client: Any, export: Any, board: str | None = None, **config: Any) -
     return int(r.json()["id"])
 
 
-def _job_processes(job_id: int) -> list[int]:
-    from aidge_deploy.farm.reaper import job_processes
-
-    return job_processes(str(job_id))
-
-
 def test_cancel_running_job_leaves_nothing(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
     # a benchmark long enough to be cancelled while QEMU runs
     export = export_factory("benchmark", target="mps2-an386", nb_iterations=400)
@@ -230,14 +226,14 @@ def test_cancel_running_job_leaves_nothing(farm: Farm, export_factory) -> None: 
         job_id = _submit(alice, export, "an386-a", run_timeout=300)
         _wait_job(alice, job_id, {"running"}, timeout=180)
         time.sleep(0.5)
-        assert _job_processes(job_id), "the job runs in processes marked with its id"
+        assert farm.job_processes(job_id), "the job runs in processes marked with its id"
         alice.post(f"/api/jobs/{job_id}/cancel")
         job = _wait_job(alice, job_id, {"cancelled", "failed", "done"}, timeout=60)
         assert job["state"] == "cancelled", job
         deadline = time.monotonic() + 15
-        while _job_processes(job_id) and time.monotonic() < deadline:
+        while farm.job_processes(job_id) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _job_processes(job_id), "a process of the cancelled job is still running"
+        assert not farm.job_processes(job_id), "a process of the cancelled job is still running"
         # the board is free again: the next job on it runs
         quick = export_factory("output", target="mps2-an386")
         nxt = _submit(alice, quick, "an386-a")
@@ -260,9 +256,7 @@ def test_agent_killed_mid_run(farm: Farm, export_factory) -> None:  # type: igno
         done = _wait_job(alice, nxt, {"done", "failed"})
         assert done["state"] == "done" and done["board"] == "an386-b", done
     # the killed agent left its QEMU as an orphan of nobody we track: end it for the next tests
-    from aidge_deploy.farm.reaper import end_job_processes
-
-    end_job_processes(str(first))
+    farm.end_job_processes(first)
     farm.start_agent("host-a", HOST_A)
 
 

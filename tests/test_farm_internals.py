@@ -174,6 +174,43 @@ def test_queue_positions_of_a_list_are_each_jobs_own(db) -> None:  # type: ignor
             assert job_view(s, j, queue=queue) == job_view(s, j)
 
 
+def test_queue_position_counts_only_jobs_served_first_for_the_same_board(db) -> None:  # type: ignore[no-untyped-def]
+    """Ahead of a job: queued jobs of its target that labgrid serves first (higher priority,
+    or as high and older) and that may take its board — never those waiting for another
+    board, nor another target's."""
+    from aidge_deploy.farm.auth import add_user
+    from aidge_deploy.farm.db import Export, Job
+    from aidge_deploy.farm.jobs import QueuePositions, queue_position
+
+    with db.session() as s:
+        user = add_user(s, "erin", "erin-pass-1234")
+        s.add(Export(hash="0" * 64, size=1, target="t", application="a", protocol="p"))
+        s.flush()
+
+        def job(board: str | None, target: str = "mps2-an386", prio: float = 0.0, st: str = "queued") -> Job:  # fmt: skip
+            j = Job(user_id=user.id, export_hash="0" * 64, target=target, requested_board=board,
+                    priority=prio, state=st)  # fmt: skip
+            s.add(j)
+            s.flush()
+            return j
+
+        job("an386-b")  # waits for another board
+        job(None, target="mps3-an547")  # another target
+        job("an386-a", st="building")  # not queued
+        any1 = job(None)  # may take an386-a
+        pinned = job("an386-a")
+        job("an386-a")  # younger, same priority: behind
+        urgent = job("an386-a", prio=10.0)  # younger but served first
+        any2 = job(None)
+        reserved = job("an386-a", st="reserved")
+        expected = {pinned.id: 2, any1.id: 2, urgent.id: 0, any2.id: 5, reserved.id: 0}
+    with db.session() as s:
+        queue = QueuePositions(s)
+        for job_id, ahead in expected.items():
+            row = s.get(Job, job_id)
+            assert queue_position(s, row) == ahead == queue.of(row), (job_id, ahead)
+
+
 def test_farm_libraries_survive_a_pytester_run_in_the_same_worker(tmp_path: Path) -> None:
     """pytester drops the modules a test imported first; the farm kit (a plugin, loaded
     before any test) imports SQLAlchemy so that a farm started inside a pytester test

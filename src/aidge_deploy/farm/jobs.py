@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.auth import Principal
@@ -252,31 +252,59 @@ def job_phases(s: Session, job_id: int) -> dict[str, float]:
     return {name: seconds for name, seconds in rows}
 
 
+def _ahead_of(job: Job) -> tuple[float, int]:
+    """A queued job's place in labgrid's order: higher priority first, then older first."""
+    return (-job.priority, job.id)
+
+
 def queue_position(s: Session, job: Job) -> int:
-    """Jobs of the same board or target queued before this one."""
+    """Queued jobs that labgrid serves before this one and that may take its board: of its
+    target, with a higher priority or as high and older; for a job asking for one board,
+    not those waiting for another board. A reserved job has its board: 0."""
+    if job.job_state is not JobState.QUEUED:
+        return 0
     q = select(func.count(Job.id)).where(
         Job.state == JobState.QUEUED.value,
-        Job.id < job.id,
         Job.target == job.target,
+        or_(Job.priority > job.priority, and_(Job.priority == job.priority, Job.id < job.id)),
     )
+    if job.requested_board is not None:
+        q = q.where(or_(Job.requested_board.is_(None), Job.requested_board == job.requested_board))
     return int(s.scalar(q) or 0)
 
 
 class QueuePositions:
-    """Every queued job's id by target, read in one query: the position of each job of a
-    list without one count per job."""
+    """The queue read in one query: each job's ``queue_position`` in a list without one
+    count per job (same rule as ``queue_position``)."""
 
     def __init__(self, s: Session) -> None:
-        self._ids: dict[str, list[int]] = {}
+        #: per target, the order keys of all its queued jobs, and of those asking for a board
+        self._all: dict[str, list[tuple[float, int]]] = {}
+        self._pinned: dict[str, list[tuple[float, int]]] = {}
+        self._board: dict[tuple[str, str], list[tuple[float, int]]] = {}
         rows = s.execute(
-            select(Job.target, Job.id).where(Job.state == JobState.QUEUED.value).order_by(Job.id)
+            select(Job.target, Job.requested_board, Job.priority, Job.id).where(
+                Job.state == JobState.QUEUED.value
+            )
         )
-        for target, job_id in rows:
-            self._ids.setdefault(target, []).append(job_id)
+        for target, board, priority, job_id in rows:
+            key = (-priority, job_id)
+            self._all.setdefault(target, []).append(key)
+            if board is not None:
+                self._pinned.setdefault(target, []).append(key)
+                self._board.setdefault((target, board), []).append(key)
+        for keys in (*self._all.values(), *self._pinned.values(), *self._board.values()):
+            keys.sort()
 
     def of(self, job: Job) -> int:
-        """Jobs of the same target queued before ``job`` (as ``queue_position``)."""
-        return bisect.bisect_left(self._ids.get(job.target, []), job.id)
+        if job.job_state is not JobState.QUEUED:
+            return 0
+        key = _ahead_of(job)
+        ahead = bisect.bisect_left(self._all.get(job.target, []), key)
+        if job.requested_board is not None:  # not those waiting for another board
+            ahead -= bisect.bisect_left(self._pinned.get(job.target, []), key)
+            ahead += bisect.bisect_left(self._board.get((job.target, job.requested_board), []), key)
+        return ahead
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@
     const started = job.times.building;
     if (started) document.getElementById("job-started").textContent = when(started);
     const queue = document.getElementById("queue-position");
-    if (queue && job.queue_position !== undefined) queue.textContent = job.queue_position + " job(s) of this target ahead";
+    if (queue && job.queue_position !== undefined) queue.textContent = job.queue_position + " job(s) ahead in the queue";
     const items = [];
     for (const st of data.stages) {
       const li = el("li");
