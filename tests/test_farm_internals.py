@@ -237,3 +237,97 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_notifier_forgets_a_key_when_its_last_waiter_leaves() -> None:
+    """A waiter that is woken, times out or is cancelled (its client went away) leaves no
+    event behind: keys nobody notifies again do not pile up."""
+    import asyncio
+
+    from aidge_deploy.farm.notify import Notifier
+
+    async def scenario() -> None:
+        n = Notifier(slice_s=0.01)
+        n.bind(asyncio.get_running_loop())
+        for i in range(50):  # pages of finished jobs: never notified again
+            await n.wait(f"job:{i}", 5.0)
+        assert len(n) == 0
+        waiter = asyncio.create_task(n.wait("job:x", 0.01))
+        other = asyncio.create_task(Notifier.wait(n, "job:x", 0.01))
+        await asyncio.sleep(0)
+        assert len(n) == 1  # one key, two waiters
+        await asyncio.gather(waiter, other)
+        assert len(n) == 0
+        slow = Notifier(slice_s=60.0)
+        slow.bind(asyncio.get_running_loop())
+        gone = asyncio.create_task(slow.wait("job:y", 60.0))
+        await asyncio.sleep(0)
+        assert len(slow) == 1
+        gone.cancel()  # the request's task, cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert len(slow) == 0
+        woken = asyncio.create_task(slow.wait("job:z", 60.0))
+        await asyncio.sleep(0)
+        slow.notify("job:z")
+        await woken  # woken at once, not after 60 s
+        assert len(slow) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_long_poll_stops_when_its_client_is_gone(tmp_path: Path) -> None:
+    """The job's long poll (REST events and the job page's progress) stops waiting when
+    its client disconnected, instead of holding a waiter until ``long_poll_max``."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from aidge_deploy.farm.auth import Principal, add_user
+    from aidge_deploy.farm.db import Export, Job, JobEvent
+    from aidge_deploy.farm.notify import Notifier
+    from aidge_deploy.farm.routes_user import follow_job
+    from aidge_deploy.farm.service import FarmState
+    from aidge_deploy.farm.settings import FarmSettings
+    from aidge_deploy.farm.states import Role
+
+    state = FarmState(FarmSettings(data_dir=tmp_path, long_poll_max=3.0))
+    with state.db.session() as s:
+        user = add_user(s, "frank", "frank-pass-123")
+        s.add(Export(hash="0" * 64, size=1, target="t", application="a", protocol="p"))
+        s.flush()
+        job = Job(user_id=user.id, export_hash="0" * 64, target="mps2-an386", state="queued")
+        s.add(job)
+        s.flush()
+        event = JobEvent(job_id=job.id, kind="state", state="queued")
+        s.add(event)
+        s.flush()
+        job_id, last = job.id, event.id
+    who = Principal(user_id=user.id, name="frank", role=Role.USER)
+    waited: list[str] = []
+
+    class Counting(Notifier):
+        async def wait(self, key: str, timeout: float) -> None:
+            waited.append(key)
+            await super().wait(key, timeout)
+
+    async def poll(disconnected: bool) -> dict:  # type: ignore[type-arg]
+        state.notifier = Counting(slice_s=0.05)
+        state.notifier.bind(asyncio.get_running_loop())
+
+        async def receive() -> dict:  # type: ignore[type-arg]
+            if disconnected:
+                return {"type": "http.disconnect"}
+            await asyncio.sleep(3600)
+            return {}
+
+        request = Request({"type": "http", "method": "GET", "headers": []}, receive)
+        return await follow_job(state, who, job_id, after=last, wait=3.0, request=request)
+
+    try:
+        page = asyncio.run(poll(disconnected=True))
+        assert page["events"] == [] and waited == []  # returned without waiting
+        asyncio.run(poll(disconnected=False))
+        assert waited and set(waited) == {f"job:{job_id}"}  # a client still there: it waits
+    finally:
+        state.db.dispose()

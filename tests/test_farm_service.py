@@ -353,3 +353,54 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_failed_logins_are_rate_limited(tmp_path: Path) -> None:
+    """Password guessing, through the API's token or the dashboard's login form (one
+    throttle): after the allowed failures for a name, or from an address, the next login
+    is refused with 429 and Retry-After — the right password too, unchecked — while other
+    users log in as usual and a successful login never counts."""
+    from starlette.testclient import TestClient
+
+    from aidge_deploy.farm.auth import add_user
+    from aidge_deploy.farm.db import Database
+    from aidge_deploy.farm.service import create_app
+    from aidge_deploy.farm.settings import FarmSettings, LoginLimits
+    from aidge_deploy.farm.states import Role
+    from farmweb import csrf
+
+    db = Database(f"sqlite:///{tmp_path / 'farm.db'}")
+    with db.session() as s:
+        for name, password in (ADMIN, ALICE, BOB):
+            add_user(s, name, password, role=Role.ADMIN if name == ADMIN[0] else Role.USER)
+    db.dispose()
+    limits = LoginLimits(per_user=3, per_address=6, window_s=600)
+    app = create_app(FarmSettings(data_dir=tmp_path, login_limits=limits), start_dispatcher=False)
+
+    def api_login(c: TestClient, user: str, password: str) -> Any:
+        return c.post("/api/token", json={"username": user, "password": password})
+
+    def form_login(c: TestClient, user: str, password: str) -> Any:
+        token = csrf(c.get("/login").text)
+        data = {"username": user, "password": password, "csrf_token": token}
+        return c.post("/login", data=data, follow_redirects=False)
+
+    with TestClient(app) as c:
+        for _ in range(5):  # successes never count
+            assert api_login(c, *ALICE).status_code == 200
+        assert api_login(c, "alice", "guess-1").status_code == 401
+        assert form_login(c, "alice", "guess-2").status_code == 401
+        assert api_login(c, "alice", "guess-3").status_code == 401
+        for attempt in (api_login, form_login):
+            refused = attempt(c, *ALICE)  # the right password, not even checked
+            assert refused.status_code == 429, refused.text
+            assert int(refused.headers["retry-after"]) > 0
+            assert "too many failed logins" in refused.text.lower()
+            assert ALICE[1] not in refused.text
+        assert api_login(c, *BOB).status_code == 200  # another name: untouched
+        # many names from one address: its limit (6 failures) is reached as well
+        for name in ("carol", "dave", "erin"):
+            assert api_login(c, name, "guess-x").status_code == 401
+        assert api_login(c, *BOB).status_code == 429
+        assert form_login(c, *ADMIN).status_code == 429

@@ -172,15 +172,18 @@ def _offers(state: FarmState, agent: str) -> list[dict[str, Any]]:
 
 
 @router.post("/poll")
-async def poll(who: AgentDep, state: StateDep, wait: float = 20.0) -> dict[str, Any]:
-    """Jobs reserved on this agent's boards; waits up to ``wait`` s for one."""
+async def poll(
+    request: Request, who: AgentDep, state: StateDep, wait: float = 20.0
+) -> dict[str, Any]:
+    """Jobs reserved on this agent's boards; waits up to ``wait`` s for one (less if the
+    agent goes away)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, min(wait, state.settings.long_poll_max))
     while True:
         await run_in_threadpool(_touch, state, who.name)
         offers = await run_in_threadpool(_offers, state, who.name)
         remaining = deadline - loop.time()
-        if offers or remaining <= 0:
+        if offers or remaining <= 0 or await request.is_disconnected():
             return {"jobs": offers}
         await state.notifier.wait(f"agent:{who.name}", remaining)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,20 @@ def health(state: StateDep) -> dict[str, Any]:
     return {"status": "ok", "coordinator": state.dispatcher.coordinator_connected}
 
 
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
 @router.post("/token", tags=["auth"])
-def token(body: TokenRequest, state: StateDep) -> dict[str, Any]:
+def token(body: TokenRequest, request: Request, state: StateDep) -> dict[str, Any]:
+    """A bearer token for a user's name and password (failed attempts are rate limited:
+    HTTP 429 with ``Retry-After``)."""
+    address = client_address(request)
+    state.logins.check(body.username, address)
     with state.db.session() as s:
         user = authenticate(s, body.username, body.password)
         if user is None:
+            state.logins.failed(body.username, address)
             raise FarmRequestError(
                 401,
                 "wrong username or password",
@@ -193,23 +203,46 @@ async def get_job(job_id: int, who: UserDep, state: StateDep) -> dict[str, Any]:
     return await run_in_threadpool(_job_status, state, who, job_id)
 
 
+def read_events_page(state: FarmState, who: Principal, job_id: int, after: int) -> dict[str, Any]:
+    with state.db.session() as s:
+        return job_events_page(s, who, job_id, after)
+
+
+async def follow_job(
+    state: FarmState,
+    who: Principal,
+    job_id: int,
+    *,
+    after: int,
+    wait: float,
+    request: Request | None = None,
+    changed: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """The job and its events after event id ``after`` (``jobs.job_events_page``), waiting
+    up to ``wait`` s (capped by ``long_poll_max``) until there is one, the job has ended,
+    or ``changed()`` (run in the thread pool) says something else the caller shows
+    changed. Stops waiting as soon as the client of ``request`` is gone. The one long poll
+    of a job: the REST API's events and the job page's progress."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, min(wait, state.settings.long_poll_max))
+    while True:
+        page = await run_in_threadpool(read_events_page, state, who, job_id, after)
+        remaining = deadline - loop.time()
+        if page["events"] or remaining <= 0 or JobState(page["job"]["state"]) in TERMINAL:
+            return page
+        if changed is not None and await run_in_threadpool(changed):
+            return page
+        if request is not None and await request.is_disconnected():
+            return page
+        await state.notifier.wait(f"job:{job_id}", remaining)
+
+
 @router.get("/jobs/{job_id}/events", tags=["jobs"])
 async def job_events(
-    job_id: int, who: UserDep, state: StateDep, after: int = 0, wait: float = 0.0
+    job_id: int, request: Request, who: UserDep, state: StateDep, after: int = 0, wait: float = 0.0
 ) -> dict[str, Any]:
     """Events after event id ``after``; waits up to ``wait`` s for one (long poll)."""
-    deadline = asyncio.get_running_loop().time() + max(0.0, min(wait, state.settings.long_poll_max))
-
-    def read() -> dict[str, Any]:
-        with state.db.session() as s:
-            return job_events_page(s, who, job_id, after)
-
-    while True:
-        out = await run_in_threadpool(read)
-        remaining = deadline - asyncio.get_running_loop().time()
-        if out["events"] or remaining <= 0 or JobState(out["job"]["state"]) in TERMINAL:
-            return out
-        await state.notifier.wait(f"job:{job_id}", remaining)
+    return await follow_job(state, who, job_id, after=after, wait=wait, request=request)
 
 
 def _file(state: Any, who: Any, job_id: int, name: str, media: str) -> FileResponse:

@@ -39,6 +39,7 @@ from aidge_deploy.farm.jobs import FarmRequestError
 from aidge_deploy.farm.notify import Notifier
 from aidge_deploy.farm.settings import FarmSettings
 from aidge_deploy.farm.store import ExportStore, UploadTooLarge
+from aidge_deploy.farm.throttle import LoginThrottle
 
 log = logging.getLogger("aidge_deploy.farm")
 
@@ -57,6 +58,7 @@ class FarmState:
         self.notifier = Notifier()
         self.tokens = TokenCache()
         self.tokens.watch(self.db.sessions)
+        self.logins = LoginThrottle(settings.login_limits)
         self.dispatcher = Dispatcher(self)
 
     def job_dir(self, job_id: int) -> Path:
@@ -150,7 +152,9 @@ class ServerTiming:
 
 
 def error_response(status: int, message: str, hint: str = "", **extra: Any) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if status == 429 and "retry_after" in extra:
+        headers["Retry-After"] = str(extra["retry_after"])
     return JSONResponse(
         {"error": {"message": message, "hint": hint, **extra}}, status_code=status, headers=headers
     )

@@ -7,6 +7,15 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
+class LoginLimits:
+    """Failed logins allowed in ``window_s`` seconds before more are refused (``throttle``)."""
+
+    per_user: int = 10
+    per_address: int = 30
+    window_s: int = 300
+
+
+@dataclass(frozen=True)
 class FarmSettings:
     data_dir: Path
     #: labgrid coordinator ``HOST:PORT``
@@ -27,6 +36,8 @@ class FarmSettings:
     long_poll_max: float = 25.0
     #: the coordinator address agents are told to use (default: ``coordinator``)
     agent_coordinator: str | None = None
+    #: failed logins (API token and dashboard) allowed per user name and per address
+    login_limits: LoginLimits = field(default_factory=LoginLimits)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -38,4 +49,4 @@ class FarmSettings:
         return Path(self.data_dir) / "jobs"
 
 
-__all__ = ["FarmSettings"]
+__all__ = ["FarmSettings", "LoginLimits"]

@@ -10,7 +10,6 @@ same "no job N" as for a job that does not exist, page, log, bundle or report al
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from dataclasses import dataclass
@@ -24,7 +23,8 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from aidge_deploy.farm.archive import ArchiveError
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.jobs import FarmRequestError, job_events_page, job_for, load_config
+from aidge_deploy.farm.jobs import FarmRequestError, job_for, load_config
+from aidge_deploy.farm.routes_user import follow_job, read_events_page
 from aidge_deploy.farm.service import FarmState, StateDep
 from aidge_deploy.farm.states import TERMINAL, JobState
 from aidge_deploy.farm.web.bundles import bundle_zip, report_file
@@ -90,11 +90,6 @@ def stage_rows(events: list[dict[str, Any]], job_state: str) -> list[StageRow]:
     return [rows[name] for name in order]
 
 
-def _events(state: FarmState, who: Principal, job_id: int, after: int) -> dict[str, Any]:
-    with state.db.session() as s:
-        return job_events_page(s, who, job_id, after)
-
-
 def log_tail(path: Path) -> tuple[str, str, bool]:
     """The log's version (size and time: changes when the agent sends a new one), its last
     ``LOG_TAIL`` bytes as text, and whether older text was left out."""
@@ -117,7 +112,7 @@ def _page_context(state: FarmState, who: Principal, job_id: int) -> dict[str, An
         job = job_for(s, who, job_id)
         model = job_model(s, job)
         config = load_config(job)
-    data = _events(state, who, job_id, 0)
+    data = read_events_page(state, who, job_id, 0)
     view = data["job"]
     folder = state.job_dir(job_id)
     log_version, log_text, log_truncated = log_tail(folder / "log.txt")
@@ -155,6 +150,7 @@ async def job_page(job_id: int, request: Request, who: PageUser, state: StateDep
 @router.get("/jobs/{job_id}/progress")
 async def job_progress(
     job_id: int,
+    request: Request,
     who: PageUser,
     state: StateDep,
     after: int = 0,
@@ -162,28 +158,29 @@ async def job_progress(
     wait: float = 0.0,
 ) -> dict[str, Any]:
     """Events after event ``after``, the stages, and the log's tail when its version is not
-    ``log``; waits up to ``wait`` s for a change (long poll: an event wakes it at once, a
-    new log within a second)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(0.0, min(wait, state.settings.long_poll_max))
+    ``log``; waits up to ``wait`` s for a change (the API's long poll, ``follow_job``: an
+    event wakes it at once, a new log within a second)."""
     path = state.job_dir(job_id) / "log.txt"
-    while True:
-        data = await run_in_threadpool(_events, state, who, job_id, 0)
-        new = [e for e in data["events"] if e["id"] > after]
-        version, text, truncated = await run_in_threadpool(log_tail, path)
-        terminal = JobState(data["job"]["state"]) in TERMINAL
-        remaining = deadline - loop.time()
-        if new or version != log or terminal or remaining <= 0:
-            return {
-                "job": data["job"],
-                "events": new,
-                "stages": [vars(r) for r in stage_rows(data["events"], data["job"]["state"])],
-                "log": None
-                if version == log
-                else {"version": version, "text": text, "truncated": truncated},
-                "terminal": terminal,
-            }
-        await state.notifier.wait(f"job:{job_id}", remaining)
+    await follow_job(
+        state,
+        who,
+        job_id,
+        after=after,
+        wait=wait,
+        request=request,
+        changed=lambda: log_tail(path)[0] != log,
+    )
+    data = await run_in_threadpool(read_events_page, state, who, job_id, 0)
+    version, text, truncated = await run_in_threadpool(log_tail, path)
+    return {
+        "job": data["job"],
+        "events": [e for e in data["events"] if e["id"] > after],
+        "stages": [vars(r) for r in stage_rows(data["events"], data["job"]["state"])],
+        "log": None
+        if version == log
+        else {"version": version, "text": text, "truncated": truncated},
+        "terminal": JobState(data["job"]["state"]) in TERMINAL,
+    }
 
 
 @router.get("/jobs/{job_id}/report")

@@ -7,7 +7,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from aidge_deploy.farm.auth import authenticate, issue_user_token, revoke_token
+from aidge_deploy.farm.routes_user import client_address
 from aidge_deploy.farm.service import StateDep
+from aidge_deploy.farm.throttle import TooManyLogins
 from aidge_deploy.farm.web.session import (
     check_csrf,
     check_login_csrf,
@@ -62,8 +64,17 @@ async def login(request: Request, state: StateDep) -> Response:
             token, _expires = issue_user_token(s, user)
             return token
 
+    address = client_address(request)
+    try:
+        state.logins.check(username, address)
+    except TooManyLogins as exc:
+        message = exc.message[:1].upper() + exc.message[1:] + "."
+        page = _login_page(request, next_path, message, username=username, status=429)
+        page.headers["Retry-After"] = str(exc.retry_after)
+        return page
     token = await run_in_threadpool(check)
     if token is None:
+        state.logins.failed(username, address)
         return _login_page(
             request, next_path, "Wrong username or password.", username=username, status=401
         )
