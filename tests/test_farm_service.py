@@ -404,3 +404,97 @@ def test_failed_logins_are_rate_limited(tmp_path: Path) -> None:
             assert api_login(c, name, "guess-x").status_code == 401
         assert api_login(c, *BOB).status_code == 429
         assert form_login(c, *ADMIN).status_code == 429
+
+
+def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[no-untyped-def]
+    service_farm: Farm, export_factory
+) -> None:
+    """Through ``deploy(backend="api")``: a job that fails on the board, a job cancelled
+    on the farm and a job that does not finish in ``api_job_timeout`` each raise their own
+    typed error with the job id, a hint and the job's log URL; the timed-out job is
+    cancelled on the farm (it does not run on for nobody). The test's agent plays the
+    board host (claims and ends jobs) so no board is needed."""
+    import aidge_deploy
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.errors import FarmError, FarmJobCancelled, FarmJobFailed, FarmTimeout
+
+    farm = service_farm
+    export = export_factory("output", target="mps2-an386")
+    agent = _register_boards(farm, {"an386-a": "mps2-an386"})
+    alice = farm.client(*ALICE)
+
+    def deploy_in_thread(**extra: Any) -> tuple[threading.Thread, list[BaseException]]:
+        raised: list[BaseException] = []
+        config = DeployConfig(
+            backend="api",
+            api_url=farm.url,
+            api_username=ALICE[0],
+            api_password=ALICE[1],
+            api_board_name="an386-a",
+            api_poll_interval=0.2,
+            **extra,
+        )
+
+        def run() -> None:
+            try:
+                aidge_deploy.deploy(export, config)
+            except BaseException as exc:  # handed to the test
+                raised.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread, raised
+
+    def reserved_job() -> int:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            jobs = [j for j in alice.get("/api/jobs").json() if j["state"] == "reserved"]
+            if jobs:
+                return int(jobs[0]["id"])
+            time.sleep(0.1)
+        raise AssertionError("no job of alice's was reserved")
+
+    def check(err: BaseException, cls: type[FarmError], job_id: int) -> FarmError:
+        assert isinstance(err, cls), repr(err)
+        log_url = f"{farm.url}/api/jobs/{job_id}/log"
+        assert err.job_id == job_id and err.log_url == log_url
+        assert log_url in (err.hint or ""), err.hint
+        assert ALICE[1] not in str(err) + (err.hint or "")
+        return err
+
+    # failure on the board: the board host's error, its type and hint, the log downloaded
+    thread, raised = deploy_in_thread()
+    job_id = reserved_job()
+    lease = agent.post(f"/api/agent/jobs/{job_id}/claim").json()["lease"]
+    log = b"==> build.log <==\nmake: *** [all] Error 2\n"
+    r = agent.put(f"/api/agent/jobs/{job_id}/files/log.txt", params={"lease": lease}, content=log)
+    assert r.status_code == 200, r.text
+    end = {
+        "lease": lease,
+        "state": "failed",
+        "error": "the build failed",
+        "error_hint": "Check the toolchain.",
+        "error_type": "BuildError",
+    }
+    assert agent.post(f"/api/agent/jobs/{job_id}/finish", json=end).status_code == 200
+    thread.join(60)
+    failed = check(raised[0], FarmJobFailed, job_id)
+    assert "the build failed" in failed.message and "an386-a" in failed.message
+    assert failed.remote_type == "BuildError" and "Check the toolchain." in (failed.hint or "")
+    assert failed.log_path is not None and failed.log_path.read_bytes() == log
+
+    # cancelled on the farm (by its owner, from elsewhere) while it waits for the board
+    thread, raised = deploy_in_thread()
+    job_id = reserved_job()
+    assert alice.post(f"/api/jobs/{job_id}/cancel").json()["state"] == "cancelled"
+    thread.join(60)
+    check(raised[0], FarmJobCancelled, job_id)
+
+    # not finished in api_job_timeout (nobody claims it): an error, and cancelled there
+    thread, raised = deploy_in_thread(api_job_timeout=1.0)
+    job_id = reserved_job()
+    thread.join(60)
+    check(raised[0], FarmTimeout, job_id)
+    assert alice.get(f"/api/jobs/{job_id}").json()["state"] == "cancelled"
+    alice.close()
+    agent.close()

@@ -148,12 +148,14 @@ class ApiDeployTarget(DeployTarget, RemoteBuildTarget, RemoteResultTarget):
             if view["state"] == "queued" and "queue_position" in view:
                 self._report(ctx, f"farm job {view['id']}: queued ({view['queue_position']} ahead)")
             if time.monotonic() > deadline:
+                log_url = farm.root + view["urls"]["log"]
                 raise FarmTimeout(
-                    f"farm job {view['id']} did not finish in {c.api_job_timeout:.0f} s "
+                    f"farm job {view['id']} did not finish in {c.api_job_timeout:g} s "
                     f"(it was {view['state']}); it is cancelled",
-                    hint="Raise api_job_timeout, or pick a less busy board or target.",
+                    hint="Raise api_job_timeout, or pick a less busy board or target. "
+                    f"Farm log: {log_url}",
                     job_id=int(view["id"]),
-                    log_url=farm.root + view["urls"]["log"],
+                    log_url=log_url,
                 )
 
     def _download_log(
