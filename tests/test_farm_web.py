@@ -252,6 +252,48 @@ def test_uploaded_names_and_errors_are_shown_not_run(
     page.context.close()
 
 
+XSS_HOST = "<script>window.__pwned=3</script>lab-pc"
+XSS_VERSION = '<img src=x onerror="window.__pwned=5">1.0'
+
+
+def test_agent_supplied_names_are_shown_not_run(farm: Farm, chromium: Any) -> None:
+    """What an agent sends (its host name, its version) is shown as text on the boards
+    page, live-updated by script, and on the admin page; none of it runs."""
+    token = farm.agent_token("xss-agent")
+    with httpx.Client(
+        base_url=farm.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    ) as agent:
+        body = {
+            "hostname": XSS_HOST,
+            "version": XSS_VERSION,
+            "boards": [{"name": "xss-board", "target": "mps3-an547", "kind": "hw"}],
+        }
+        assert agent.post("/api/agent/register", json=body).status_code == 200
+
+    def shown_not_run(page: Any, dialogs: list[str], name: str) -> None:
+        assert page.evaluate("window.__pwned") is None and dialogs == []
+        screenshot(page, name)
+        page.context.close()
+
+    page = browser_login(chromium, farm, ALICE, "/boards")
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    host = page.locator("#boards tr[data-board='xss-board'] td").nth(2)
+    assert host.inner_text() == XSS_HOST
+    # after a live redraw by boards.js too (it marks the page's last update)
+    stamp = page.locator("#updated").inner_text()
+    wait_for(lambda: page.locator("#updated").inner_text() != stamp, 30, "redrawn")
+    assert host.inner_text() == XSS_HOST
+    shown_not_run(page, dialogs, "farm_hostile_agent_boards")
+
+    admin = browser_login(chromium, farm, ADMIN, "/admin")
+    admin_dialogs: list[str] = []
+    admin.on("dialog", lambda d: (admin_dialogs.append(d.message), d.dismiss()))
+    text = admin.locator("tr[data-agent='xss-agent']").inner_text()
+    assert XSS_HOST in text and XSS_VERSION in text
+    shown_not_run(admin, admin_dialogs, "farm_hostile_agent_admin")
+
+
 _FORM_RE = re.compile(r'<form[^>]*method="post"[^>]*action="([^"]+)"[^>]*>(.*?)</form>', re.S)
 
 
