@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import re
+import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -498,3 +501,57 @@ def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[n
     assert alice.get(f"/api/jobs/{job_id}").json()["state"] == "cancelled"
     alice.close()
     agent.close()
+
+
+def _shipped_commands() -> list[tuple[str, list[str]]]:
+    """Every command line of the systemd units in contrib/farm/systemd and of the README's
+    farm section: (where, argv), continuation lines joined, comments dropped."""
+    import shlex
+
+    root = Path(__file__).parent.parent
+    found: list[tuple[str, list[str]]] = []
+    for unit in sorted((root / "contrib" / "farm" / "systemd").glob("*.service")):
+        text = unit.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            if line.startswith("ExecStart="):
+                found.append((unit.name, shlex.split(line[len("ExecStart=") :])))
+    readme = (root / "README.md").read_text().replace("\\\n", " ")
+    for line in readme.splitlines():
+        line = re.sub(r"^(\w+=\S*\s+)+", "", line.split("#", 1)[0].strip())  # VAR=value
+        if line.startswith(("aidge-deploy farm ", "labgrid-coordinator ", "labgrid-exporter ")):
+            found.append(("README.md", shlex.split(line)))
+    return found
+
+
+def test_shipped_units_and_readme_commands_parse() -> None:
+    """The systemd units and the README's farm commands are real command lines: each
+    parses with the CLI it names (every option exists and takes the value given)."""
+    import typer.main
+
+    from aidge_deploy.cli.main import app
+
+    commands = _shipped_commands()
+    where = {w for w, _ in commands}
+    assert {"aidge-farm.service", "aidge-farm-agent.service", "README.md"} <= where, where
+    assert {"labgrid-coordinator.service", "labgrid-exporter.service"} <= where, where
+    cli = typer.main.get_command(app)
+    for place, argv in commands:
+        program = Path(argv[0]).name
+        if program == "aidge-deploy":
+            group: Any = cli
+            args = argv[1:]
+            while hasattr(group, "commands") and args and args[0] in group.commands:
+                group, args = group.commands[args[0]], args[1:]
+            assert not hasattr(group, "commands"), (place, argv)
+            group.make_context(program, list(args))  # raises on an unknown option or value
+            continue
+        # labgrid's own programs: their argparse --help lists every option used
+        help_text = subprocess.run(
+            [str(Path(sys.executable).parent / program), "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        for word in argv[1:]:
+            if word.startswith("-"):
+                assert f" {word}" in help_text, (place, word)
