@@ -28,6 +28,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from aidge_deploy.farm.states import JobState
 
+#: connections kept open to a SQLite database (one per request thread)
+SQLITE_POOL_SIZE = 40
+
 
 def now() -> float:
     return time.time()
@@ -179,6 +182,11 @@ class Database:
         kwargs: dict[str, Any] = {}
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            # as many kept connections as request threads (anyio's pool: 40): beyond
+            # the default 5 + 10, a burst of requests waited for a connection, and each
+            # overflow one was opened (WAL pragmas) and closed again per request
+            kwargs["pool_size"] = SQLITE_POOL_SIZE
+            kwargs["max_overflow"] = 8
         self.url = url
         self.engine: Engine = create_engine(url, **kwargs)
         if url.startswith("sqlite"):
