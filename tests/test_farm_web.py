@@ -406,7 +406,9 @@ def test_admin_manages_users(farm: Farm, chromium: Any) -> None:
     assert admin.locator("#users tr[data-user='carol']").get_attribute("data-disabled") == "no"
     # agents: last heartbeat and version
     agent_row = admin.locator("#agents tr[data-agent='idle-agent']")
-    assert "online" in agent_row.inner_text()
+    cells = [c.inner_text() for c in agent_row.locator("td").all()]
+    assert cells[0] == "idle-agent" and cells[1] == "h" and cells[-1] == "online", cells
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(.+ ago\)", cells[3]), cells
     screenshot(admin, "farm_admin")
     carol.context.close()
     admin.context.close()

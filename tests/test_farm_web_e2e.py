@@ -166,9 +166,10 @@ def test_submit_an_onnx_model(farm: Farm, tiny_cnn: Path, chromium: Any, tmp_pat
     page.wait_for_url("**/jobs/*", timeout=300_000)
     job_id = int(page.url.rsplit("/", 1)[1])
     assert page.locator("#model").inner_text() == "tiny_cnn.onnx"
-    wait_for(lambda: job_state(farm, job_id, BOB) in TERMINAL, 300, "the ONNX job")
+    # the page follows the job and reloads itself once it ended (job.js): wait for that
+    # (a reload of our own could race with the page's and detach it)
+    page.locator("#job[data-terminal='yes']").wait_for(timeout=300_000)
     assert job_state(farm, job_id, BOB) == "done"
-    page.reload()
     frame = page.frame_locator("#report")
     bars = frame.locator("svg[data-chart='layer-emulated_instructions'] rect.bar")
     bars.first.wait_for(state="attached")  # the frame loads after the page
@@ -238,7 +239,12 @@ def test_compare_two_jobs_gives_the_cli_verdict(
 
 
 def test_drain_a_board_and_cancel_a_queued_job(farm: Farm, archive: Path, chromium: Any) -> None:
+    from aidge_deploy import __version__
+
     admin = browser_login(chromium, farm, ADMIN, "/admin")
+    # the agent serving the boards, with its version and last heartbeat
+    agent = [c.inner_text() for c in admin.locator("#agents tr[data-agent='host-a'] td").all()]
+    assert agent[2] == str(__version__) and agent[3].endswith(" ago)") and agent[4] == "online"
     with admin.expect_navigation():
         admin.locator(
             "#admin-boards tr[data-board='an386-b'] form[action$='/drain'] button"
