@@ -294,6 +294,50 @@ def test_agent_supplied_names_are_shown_not_run(farm: Farm, chromium: Any) -> No
     shown_not_run(admin, admin_dialogs, "farm_hostile_agent_admin")
 
 
+def _rows(html: str) -> dict[int, str]:
+    return {int(j): st for j, st in re.findall(r'data-job="(\d+)" data-state="(\w+)"', html)}
+
+
+def test_jobs_page_filters_by_user_board_target_and_state(
+    farm: Farm, jobs: dict[str, int], chromium: Any
+) -> None:
+    done, failed = jobs["done"], jobs["failed"]
+    with web_client(farm, ADMIN) as admin, web_client(farm, ALICE) as alice:
+        everything = _rows(admin.get("/jobs").text)
+        assert {done: "done", failed: "failed"}.items() <= everything.items()
+        cases = {
+            "user=alice": {done, failed},
+            "user=bob": set(),
+            "board=an386-a": {done, failed},
+            "board=an547-a": set(),
+            "target=mps2-an386": {done, failed},
+            "target=mps3-an547": set(),
+            "job_state=failed": {failed},
+            "user=alice&board=an386-a&target=mps2-an386&job_state=done": {done},
+        }
+        for query, wanted in cases.items():
+            rows = _rows(admin.get(f"/jobs?{query}").text)
+            assert {done, failed} & set(rows) == wanted, (query, rows)
+            key, _, value = query.rpartition("&")[2].partition("=")
+            if key == "job_state":
+                assert set(rows.values()) <= {value}, (query, rows)
+            if not rows:
+                assert "No job matches these filters" in admin.get(f"/jobs?{query}").text
+        # a user's filter never reaches beyond her own jobs (the user filter is admins')
+        mine = _rows(alice.get("/jobs?user=bob").text)
+        assert {done, failed} <= set(mine)
+    # in the browser: the filter form
+    page = browser_login(chromium, farm, ADMIN, "/jobs")
+    page.select_option("#filters select[name=job_state]", "failed")
+    with page.expect_navigation():
+        page.click("#filters button[type=submit]")
+    assert "job_state=failed" in page.url
+    states = [r.get_attribute("data-state") for r in page.locator("#jobs tr[data-job]").all()]
+    assert states and set(states) == {"failed"}, states
+    screenshot(page, "farm_jobs_filtered")
+    page.context.close()
+
+
 _FORM_RE = re.compile(r'<form[^>]*method="post"[^>]*action="([^"]+)"[^>]*>(.*?)</form>', re.S)
 
 
