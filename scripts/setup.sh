@@ -16,6 +16,8 @@ APT_PACKAGES=(
   g++-aarch64-linux-gnu qemu-user qemu-user-static binfmt-support procps util-linux
   # HTML report check in headless Chromium
   chromium
+  # the farm service on a real PostgreSQL server (the tests start their own, on loopback)
+  postgresql
 )
 
 missing=()

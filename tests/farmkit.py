@@ -109,6 +109,9 @@ class Farm:
     agent_timeout: float = 6.0
     #: the PID of every agent this farm started: the mark its jobs' processes carry
     agent_pids: list[int] = field(default_factory=list)
+    #: the service's database (default: SQLite in its data folder); given to the service
+    #: in AIDGE_FARM_DATABASE_URL, as a URL with a password should be
+    db_url: str | None = None
 
     # --- processes -------------------------------------------------------------------
 
@@ -154,9 +157,8 @@ class Farm:
         from aidge_deploy.farm.db import Database
         from aidge_deploy.farm.states import Role
 
-        data = self.root / "service"
-        data.mkdir(parents=True, exist_ok=True)
-        db = Database(f"sqlite:///{data / 'farm.db'}")
+        (self.root / "service").mkdir(parents=True, exist_ok=True)
+        db = Database(self.database_url)
         with db.session() as s:
             add_user(s, *ADMIN, role=Role.ADMIN)
             add_user(s, *ALICE)
@@ -167,11 +169,15 @@ class Farm:
         from aidge_deploy.farm.auth import issue_agent_token
         from aidge_deploy.farm.db import Database
 
-        db = Database(f"sqlite:///{self.root / 'service' / 'farm.db'}")
+        db = Database(self.database_url)
         with db.session() as s:
             token = issue_agent_token(s, name)
         db.dispose()
         return token
+
+    @property
+    def database_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.root / 'service' / 'farm.db'}"
 
     def start_service(self, extra: list[str] | None = None) -> str:
         data = self.root / "service"
@@ -195,6 +201,7 @@ class Farm:
                 *(extra or []),
             ],
             data,
+            env={"AIDGE_FARM_DATABASE_URL": self.db_url} if self.db_url else None,
         )
         self.url = _wait(
             lambda: url_file.read_text().strip() if url_file.exists() else None,
@@ -294,8 +301,8 @@ def farm_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("farm")
 
 
-def make_farm(root: Path, agent_timeout: float = 6.0) -> Farm:
-    farm = Farm(root=root, agent_timeout=agent_timeout)
+def make_farm(root: Path, agent_timeout: float = 6.0, db_url: str | None = None) -> Farm:
+    farm = Farm(root=root, agent_timeout=agent_timeout, db_url=db_url)
     farm.start_coordinator()
     farm.setup_users()
     farm.start_service()

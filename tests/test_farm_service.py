@@ -9,18 +9,22 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import os
 import re
+import signal
 import subprocess
 import sys
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from envparts import missing
 from farmkit import ADMIN, ALICE, BOB, Farm, needs_farm
 
 pytestmark = [needs_farm()]
@@ -555,3 +559,100 @@ def test_shipped_units_and_readme_commands_parse() -> None:
         for word in argv[1:]:
             if word.startswith("-"):
                 assert f" {word}" in help_text, (place, word)
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return found[-1].parent if found else None
+
+
+@pytest.fixture
+def postgres() -> Iterator[str]:
+    """A real PostgreSQL server of its own on loopback (initdb in a temporary folder, run
+    as the ``postgres`` system user: the server refuses root); yields its SQLAlchemy URL."""
+    import pwd
+    import shutil
+    import socket
+
+    bin_dir = _postgres_bin()
+    try:
+        owner = pwd.getpwnam("postgres")
+    except KeyError:
+        owner = None
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        missing("psycopg is not installed (the postgres extra)")
+    if bin_dir is None or owner is None or shutil.which("runuser") is None:
+        missing("PostgreSQL (package postgresql) or runuser is missing")
+    assert bin_dir is not None and owner is not None
+    import tempfile
+
+    # not under pytest's folder: the server's user cannot enter root's 0700 folders
+    root = Path(tempfile.mkdtemp(prefix="aidge-farm-pg-"))
+    os.chown(root, owner.pw_uid, owner.pw_gid)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def as_postgres(*args: str) -> None:
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", *args],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    data = root / "data"
+    as_postgres(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "farm")
+    opts = f"-h 127.0.0.1 -p {port} -k {root}"
+    as_postgres(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-o", opts, "start")  # fmt: skip
+    try:
+        as_postgres(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "farm", "farm")  # fmt: skip
+        yield f"postgresql+psycopg://farm@127.0.0.1:{port}/farm"
+    finally:
+        as_postgres(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_service_on_postgresql(postgres: str, farm_root: Path, export_factory) -> None:  # type: ignore[no-untyped-def]
+    """``--database-url`` (or ``AIDGE_FARM_DATABASE_URL``) to a real PostgreSQL server: the
+    users and agent token made with the CLI, the service, a job from upload to done, and a
+    restart of the service that finds it again — and no SQLite file anywhere."""
+    from farmkit import BIN, make_farm
+
+    cli = str(BIN / "aidge-deploy")
+    env = {**os.environ, "AIDGE_FARM_DATABASE_URL": postgres, "AIDGE_DEPLOY_API_PASSWORD": "carol-pass-123"}  # fmt: skip
+    farm = make_farm(farm_root, db_url=postgres)
+    try:
+        added = subprocess.run([cli, "farm", "user", "add", "carol"], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        listed = subprocess.run([cli, "farm", "user", "list"], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        users = {tuple(line.split()) for line in listed.stdout.splitlines()}
+        assert {("admin", "admin"), ("alice", "user"), ("carol", "user")} <= users, users
+        export = export_factory("output", target="mps2-an386")
+        agent = _register_boards(farm, {"an386-a": "mps2-an386"})
+        with farm.client("carol", "carol-pass-123") as carol:
+            up = carol.post("/api/exports", content=_pack(export))
+            assert up.status_code == 201, up.text
+            job = carol.post("/api/jobs", json={"export": up.json()["id"], "board": "an386-a"})
+            assert job.status_code == 201, job.text
+            job_id = int(job.json()["id"])
+            _wait_state(carol, job_id, {"reserved"})
+            lease = agent.post(f"/api/agent/jobs/{job_id}/claim").json()["lease"]
+            r = agent.put(f"/api/agent/jobs/{job_id}/files/result.json", params={"lease": lease}, content=b"{}")  # fmt: skip
+            assert r.status_code == 200, r.text
+            end = {"lease": lease, "state": "done", "deploy_seconds": 0.5}
+            assert agent.post(f"/api/agent/jobs/{job_id}/finish", json=end).status_code == 200
+            assert carol.get(f"/api/jobs/{job_id}").json()["state"] == "done"
+        agent.close()
+        farm.kill("service", signal.SIGTERM)
+        farm.start_service()
+        with farm.client("carol", "carol-pass-123") as carol:
+            jobs = carol.get("/api/jobs").json()
+            assert [(j["id"], j["state"]) for j in jobs] == [(job_id, "done")]
+            assert carol.get(f"/api/jobs/{job_id}/result").content == b"{}"
+        assert not list(farm_root.rglob("*.db")), "a SQLite database was written"
+    finally:
+        farm.stop_all()

@@ -33,6 +33,16 @@ DEFAULT_DATA = Path("~/.local/share/aidge-deploy/farm")
 DataDir = Annotated[
     Path, typer.Option("--data-dir", help="Farm state (database, exports, results).")
 ]
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        envvar="AIDGE_FARM_DATABASE_URL",
+        help="SQLAlchemy URL of the farm's database (default: SQLite in --data-dir), "
+        "e.g. postgresql+psycopg://farm@db-host/farm; the service and these commands must "
+        "use the same. A URL with a password goes in AIDGE_FARM_DATABASE_URL, not here.",
+    ),
+]
 
 
 def _data(path: Path) -> Path:
@@ -57,12 +67,13 @@ def read_password(confirm: bool) -> str:
     return str(typer.prompt("Password", hide_input=True, confirmation_prompt=confirm))
 
 
-def _db(data_dir: Path):  # type: ignore[no-untyped-def]
+def _db(data_dir: Path, database_url: str | None):  # type: ignore[no-untyped-def]
     from aidge_deploy.farm.db import Database
     from aidge_deploy.farm.settings import FarmSettings
 
-    settings = FarmSettings(data_dir=_data(data_dir))
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings = FarmSettings(data_dir=_data(data_dir), database_url=database_url)
+    if database_url is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
     return Database(settings.db_url)
 
 
@@ -71,6 +82,7 @@ def user_add(
     name: str,
     admin: Annotated[bool, typer.Option("--admin", help="Role admin (sees all jobs).")] = False,
     data_dir: DataDir = DEFAULT_DATA,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Add a user; the password comes from AIDGE_DEPLOY_API_PASSWORD or a prompt."""
     from aidge_deploy.farm.auth import add_user
@@ -78,7 +90,7 @@ def user_add(
 
     try:
         password = read_password(confirm=True)
-        db = _db(data_dir)
+        db = _db(data_dir, database_url)
         with db.session() as s:
             add_user(s, name, password, Role.ADMIN if admin else Role.USER)
         db.dispose()
@@ -88,13 +100,15 @@ def user_add(
 
 
 @user_app.command("passwd")
-def user_passwd(name: str, data_dir: DataDir = DEFAULT_DATA) -> None:
+def user_passwd(
+    name: str, data_dir: DataDir = DEFAULT_DATA, database_url: DatabaseUrl = None
+) -> None:
     """Reset a user's password (their tokens end)."""
     from aidge_deploy.farm.auth import set_password
 
     try:
         password = read_password(confirm=True)
-        db = _db(data_dir)
+        db = _db(data_dir, database_url)
         with db.session() as s:
             set_password(s, name, password)
         db.dispose()
@@ -104,12 +118,12 @@ def user_passwd(name: str, data_dir: DataDir = DEFAULT_DATA) -> None:
 
 
 @user_app.command("list")
-def user_list(data_dir: DataDir = DEFAULT_DATA) -> None:
+def user_list(data_dir: DataDir = DEFAULT_DATA, database_url: DatabaseUrl = None) -> None:
     from sqlalchemy import select
 
     from aidge_deploy.farm.db import User
 
-    db = _db(data_dir)
+    db = _db(data_dir, database_url)
     with db.session() as s:
         for u in s.scalars(select(User).order_by(User.name)):
             console.print(f"{u.name}\t{u.role}{'\tdisabled' if u.disabled else ''}")
@@ -120,6 +134,7 @@ def user_list(data_dir: DataDir = DEFAULT_DATA) -> None:
 def agent_token(
     name: str,
     data_dir: DataDir = DEFAULT_DATA,
+    database_url: DatabaseUrl = None,
     write: Annotated[
         Path | None, typer.Option(help="Write the token to this file (mode 600).")
     ] = None,
@@ -128,7 +143,7 @@ def agent_token(
     from aidge_deploy.farm.auth import issue_agent_token
 
     try:
-        db = _db(data_dir)
+        db = _db(data_dir, database_url)
         with db.session() as s:
             token = issue_agent_token(s, name)
         db.dispose()
@@ -157,9 +172,7 @@ def serve(
     coordinator: Annotated[
         str, typer.Option(envvar="LG_COORDINATOR", help="labgrid coordinator HOST:PORT.")
     ] = "127.0.0.1:20408",
-    database_url: Annotated[
-        str | None, typer.Option(help="SQLAlchemy URL (default: SQLite in --data-dir).")
-    ] = None,
+    database_url: DatabaseUrl = None,
     farm_name: Annotated[str, typer.Option(help="Name of this farm (labgrid tag).")] = "farm",
     agent_timeout: Annotated[
         float, typer.Option(help="Seconds without heartbeat before an agent is lost.")
