@@ -203,6 +203,14 @@ def test_refusals_store_and_run_nothing(service_farm: Farm, export_factory) -> N
     assert carol_export.status_code == 201
     r = bob.post("/api/jobs", json={"export": carol_export.json()["id"], "board": "an386-a"})
     assert r.status_code == 404
+    assert bob.get(f"/api/exports/{carol_export.json()['id']}").status_code == 404
+    assert alice.get(f"/api/exports/{carol_export.json()['id']}").status_code == 200
+    # passwords and tokens are stored hashed, never as given
+    db = (farm.root / "service" / "farm.db").read_bytes()
+    for wal in (farm.root / "service").glob("farm.db-wal"):
+        db += wal.read_bytes()
+    for secret in (ALICE[1], BOB[1], ADMIN[1], short):
+        assert secret.encode() not in db
     # an admin sees everything
     with farm.client(*ADMIN) as admin:
         assert [j["id"] for j in admin.get("/api/jobs").json()] == [job_id]
