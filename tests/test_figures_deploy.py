@@ -17,6 +17,7 @@ from aidge_deploy.profiling.layer_table import layer_table
 from aidge_deploy.results import DeployResult
 from boards import SshBoard
 from envparts import needs
+from test_figures import _summary as summary_of
 from test_figures import printed_result
 
 pytestmark = pytest.mark.slow
@@ -48,6 +49,19 @@ def assert_every_figure_is_labelled(result: DeployResult) -> None:
     if result.timings:
         assert result.timing is not None and result.timing.resolution_ms
     assert result.metrics["provenance"] in {p.value for p in Provenance}
+    # the bundle's figures too (its binary sizes and accuracy are Metrics built for it)
+    summary = summary_of(result)
+    entries = [*summary["metrics"].items()] + [
+        (f"{layer['name']}/{key}", entry)
+        for layer in summary["layers"]
+        for key, entry in layer["metrics"].items()
+    ]
+    for name, entry in entries:
+        assert entry["unit"] and entry["provenance"] in {p.value for p in Provenance}, name
+        if entry["value"] is None:
+            assert entry["unavailable_reason"], name
+        elif is_time_unit(entry["unit"]):
+            assert entry["resolution"], f"{name} is a time without its timer's resolution"
     # facts of the build and the model are static, never "measured" (issue 9 item 4)
     build_facts = [m for m in metrics if m.name in STATIC_FIGURES]
     assert {"macs", "params", "activation_memory"} <= {m.name for m in build_facts}

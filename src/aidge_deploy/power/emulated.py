@@ -12,10 +12,10 @@ model's uncertainty, never a measurement. Time is instructions ÷ core clock (CP
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+from aidge_deploy import stats
 from aidge_deploy.boards.baremetal.qemu.pmu import CYCLES_SYMBOL as CYCLES
 from aidge_deploy.boards.baremetal.qemu.pmu import FORWARD_SYMBOL, per_forward_layer_rows
 from aidge_deploy.elf import ElfReadError, read_elf
@@ -155,7 +155,8 @@ class EmulatedEnergyMonitor(PowerMonitor):
             rows = per_forward_layer_rows(local, len(self._layers), 0, wanted)
             for name, per_forward in zip(self._layers, rows, strict=True):
                 energies = [self.model.energy_j(r) for r in per_forward]
-                layer_energy[name] = statistics.median(energies) if energies else 0.0
+                if energies:  # a layer never timed has no energy figure (not 0)
+                    layer_energy[name] = stats.median(energies)
         return PowerCapture(
             energy_j=energy,
             duration_s=duration,
