@@ -246,10 +246,14 @@ def test_static_figures_are_static_and_a_program_image_is_not_flash() -> None:
     assert summary["metrics"]["image_bytes"]["provenance"] == "static"
     assert summary["metrics"]["static_data_bytes"]["provenance"] == "static"
     assert "flash" not in printed_result(host).lower()
+    as_json = host.to_json()["binary"]  # --json: it used to say "flash_bytes" for a program
+    assert as_json["image_bytes"] == 9000 and as_json["static_data_bytes"] == 1200
+    assert as_json["provenance"] == "static" and "flash" not in json.dumps(as_json)
     mcu = result_from_capture("qemu", "mps2-an386_benchmark")
     binary = {"flash_bytes": 30000, "ram_bytes": 4000, "flash_capacity": 4 << 20}
     mcu = dataclasses.replace(mcu, metrics={**mcu.metrics, "binary": binary})
     assert _summary(mcu)["metrics"]["flash_bytes"]["provenance"] == "static"
+    assert mcu.to_json()["binary"]["flash_bytes"] == 30000
 
 
 # -- item 5: unsafe defaults -------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 import aidge_deploy
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.metrics import Metric, Provenance, is_time_unit
+from aidge_deploy.profiling.binary import size_metrics
 from aidge_deploy.profiling.layer_table import layer_table
 from aidge_deploy.results import DeployResult
 from boards import SshBoard
@@ -114,10 +115,12 @@ def assert_json_carries_what_the_terminal_prints(result: DeployResult) -> None:
         assert doc["memory_peak_bytes"]["total"] == int(result.memory_peak_bytes)
     if "Peak RSS" in printed:
         assert carried["peak_rss"]["value"] == result.metrics["peak_rss_bytes"]
-    binary = result.metrics.get("binary")
-    assert binary, "the run reported no binary size"
-    for key in ("flash_bytes", "ram_bytes"):
-        assert f"{binary[key]:,} B" in printed and doc["binary"][key] == binary[key]
+    sizes = size_metrics(result.metrics.get("binary"))
+    assert len(sizes) == 2, "the run reported no binary size"
+    for size in sizes:  # flash and RAM of a firmware, image and data of a program
+        assert f"{size.value:,} B" in printed and doc["binary"][size.name] == size.value
+    if result.metrics["binary"].get("flash_capacity") is None:
+        assert "flash" not in json.dumps(doc["binary"]), "a program's image is not flash"
 
 
 def test_every_host_figure_is_labelled(export_factory: Any) -> None:

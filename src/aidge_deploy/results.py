@@ -22,6 +22,7 @@ from aidge_core.export_utils import ExportArtifact
 from aidge_deploy import stats
 from aidge_deploy.metrics import Metric as Metric  # re-exported: the public home of results
 from aidge_deploy.metrics import Provenance as Provenance
+from aidge_deploy.profiling.binary import sizes_json
 from aidge_deploy.profiling.layer_table import layer_table
 from aidge_deploy.timing import TimingInfo
 
@@ -266,7 +267,7 @@ class DeployResult:
             ],
             "measurements": [m.as_flagged_dict() for m in self.measurements],
             # sizes of the built program (static facts of its ELF), as the terminal prints them
-            "binary": _json_safe(self.metrics.get("binary")),
+            "binary": _json_safe(sizes_json(self.metrics.get("binary"))),
             "timing": None if self.timing is None else self.timing.as_dict(),
             "output": _json_safe(output),
             "log_path": str(self.log_path) if self.log_path else None,

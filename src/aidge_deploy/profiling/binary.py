@@ -7,12 +7,14 @@ split (``.data`` costs flash and RAM; ``.bss`` RAM only), so no toolchain ``size
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aidge_deploy.elf import ElfReadError, read_elf
 from aidge_deploy.errors import MemoryFitError
+from aidge_deploy.metrics import Metric, Provenance
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,47 @@ class BinaryInfo:
             "ram_capacity": self.ram_capacity,
             "sections": [s.__dict__ for s in self.sections],
         }
+
+
+#: (figure name, key of ``BinaryInfo.as_dict``, description): flash exists on a
+#: microcontroller (its hardware model has a flash capacity); a host or Linux-board program
+#: is a file whose loadable bytes are not "flash"
+_FIRMWARE_SIZES = (
+    ("flash_bytes", "flash_bytes", "flash use of the firmware (loadable bytes of its ELF)"),
+    ("ram_bytes", "ram_bytes", "static RAM of the firmware (data + bss of its ELF)"),
+)
+_PROGRAM_SIZES = (
+    ("image_bytes", "flash_bytes", "loadable bytes of the program's ELF"),
+    ("static_data_bytes", "ram_bytes", "static data of the program (data + bss)"),
+)
+
+
+def size_metrics(binary: Mapping[str, Any] | None) -> list[Metric]:
+    """The sizes of a built program (``BinaryInfo.as_dict``) as static ``Metric`` objects,
+    named for what the program is: a firmware's flash and RAM, a program's image and data."""
+    if not isinstance(binary, Mapping):
+        return []
+    names = _FIRMWARE_SIZES if binary.get("flash_capacity") is not None else _PROGRAM_SIZES
+    return [
+        Metric(name, int(binary[key]), "B", Provenance.STATIC, what)
+        for name, key, what in names
+        if binary.get(key) is not None
+    ]
+
+
+def sizes_json(binary: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``BinaryInfo.as_dict`` as ``--json`` prints it: the sizes under the names of
+    ``size_metrics`` (a host program has no "flash"), with the rest of the ELF's facts."""
+    if not isinstance(binary, Mapping):
+        return None
+    renamed = {"flash_bytes", "ram_bytes", "flash_capacity", "ram_capacity"}
+    out: dict[str, Any] = {k: v for k, v in binary.items() if k not in renamed}
+    out.update({m.name: m.value for m in size_metrics(binary)})
+    if binary.get("flash_capacity") is not None:
+        out["flash_capacity"] = binary["flash_capacity"]
+        out["ram_capacity"] = binary.get("ram_capacity")
+    out["provenance"] = Provenance.STATIC.value
+    return out
 
 
 def memory_capacities(hardware_target: Any) -> tuple[MemoryCapacity, ...]:

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from aidge_deploy.config import Aggregation
+from aidge_deploy.profiling.binary import size_metrics
 from aidge_deploy.profiling.layer_table import layer_table
 from aidge_deploy.profiling.validity import Validity
 from aidge_deploy.results import DeployResult, LatencyStats, Metric, Provenance
@@ -52,35 +53,10 @@ def metric_entry(metric: Metric, **extra: Any) -> dict[str, Any]:
     return entry
 
 
-def _binary_metrics(result: DeployResult) -> list[Metric]:
-    binary = result.metrics.get("binary")
-    if not isinstance(binary, Mapping):
-        return []
-    # flash exists on a microcontroller (its hardware model has a flash capacity); a host
-    # or Linux-board program is a file whose loadable bytes are not "flash"
-    mcu = binary.get("flash_capacity") is not None
-    pairs = (
-        (
-            ("flash_bytes", "flash_bytes", "flash use of the firmware (loadable bytes of its ELF)"),
-            ("ram_bytes", "ram_bytes", "static RAM of the firmware (data + bss of its ELF)"),
-        )
-        if mcu
-        else (
-            ("image_bytes", "flash_bytes", "loadable bytes of the program's ELF"),
-            ("static_data_bytes", "ram_bytes", "static data of the program (data + bss)"),
-        )
-    )
-    out = []
-    for name, key, what in pairs:
-        if binary.get(key) is not None:
-            out.append(Metric(name, int(binary[key]), "B", Provenance.STATIC, what))
-    return out
-
-
 def _headline_metrics(result: DeployResult) -> dict[str, dict[str, Any]]:
     aggregates = result.metrics.get("aggregates") or {}
     metrics: dict[str, dict[str, Any]] = {}
-    for m in (*result.measurements, *_binary_metrics(result)):
+    for m in (*result.measurements, *size_metrics(result.metrics.get("binary"))):
         extra = {"aggregate": aggregates[m.name]} if m.name in aggregates else {}
         metrics[m.name] = metric_entry(m, **extra)
     if result.accuracy is not None:
