@@ -234,3 +234,23 @@ def test_evaluate_worst_check_decides(bundles: dict[str, Path]) -> None:
     assert evaluation.verdict == Verdict.WARN and evaluation.exit_code == EXIT_WARN
     statuses = {c.key: c.status for c in evaluation.checks}
     assert statuses == {"image_bytes": Verdict.PASS, "no_such_metric": Verdict.WARN}
+
+
+def test_a_threshold_check_prints_figures_to_their_timer_step() -> None:
+    """Issue 9 item 2 in compare: a check used to say "0.606538 -> 0.612 ms" for latencies
+    read in 0.1 ms steps (a median of such samples is no finer)."""
+    from aidge_deploy.report.compare import Figure, _check
+
+    rule = ThresholdRule("latency", Direction.SMALLER, 5, None)
+    base = Figure(0.606538, "ms", "silicon", resolution=0.1)
+    cand = Figure(0.806538, "ms", "silicon", resolution=0.1)
+    check = _check("latency", rule, base, cand)
+    assert check is not None
+    assert check.message.startswith("latency: 0.6 -> 0.8 ms (smaller is better; regression 0.2,")
+    counts = _check(
+        "cycles",
+        ThresholdRule("cycles", Direction.SMALLER, 5, None),
+        Figure(1000.0, "cycles", "silicon"),
+        Figure(1001.0, "cycles", "silicon"),
+    )
+    assert counts is not None and "1000 -> 1001 cycles" in counts.message

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aidge_deploy.errors import ReportError
+from aidge_deploy.metrics import format_figure
 from aidge_deploy.report.manifest import BundleManifest, FileRole, verify_bundle
 from aidge_deploy.report.schemas import SchemaName, validate_document
 
@@ -406,12 +407,21 @@ def _check(key: str, rule: ThresholdRule, fb: Figure | None, fc: Figure | None) 
     allowance = rule.allowance(fb.value)
     failed = regression > allowance
     verb = "regressed" if failed else "within allowance"
+    # each figure to its own timer's step, never finer; their difference to the coarser step
+    step = max((f.resolution for f in (fb, fc) if f.resolution is not None), default=None)
+
+    def shown(value: float, resolution: float | None) -> str:
+        if resolution is None:
+            return f"{value:.6g}"
+        return format_figure(value, fb.unit, resolution, with_unit=False)
+
     return Check(
         key,
         rule.pattern,
         Verdict.FAIL if failed else Verdict.PASS,
-        f"{key}: {fb.value:.6g} -> {fc.value:.6g} {fb.unit} ({rule.direction.value} is better; "
-        f"regression {regression:.6g}, allowed {allowance:.6g}): {verb}",
+        f"{key}: {shown(fb.value, fb.resolution)} -> {shown(fc.value, fc.resolution)} "
+        f"{fb.unit} ({rule.direction.value} is better; regression {shown(regression, step)}, "
+        f"allowed {allowance:.6g}): {verb}",
         fb.value,
         fc.value,
         regression,
