@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import median_of, timed
+from common import installed_env, median_of, timed
 
 GOAL_S = 0.3
 
@@ -30,14 +30,16 @@ def script() -> list[str]:
 def cpu_of(argv: list[str]) -> float:
     """User + system CPU seconds of one run of ``argv`` (a child of this process)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    subprocess.run(argv, check=True, capture_output=True, timeout=60, env=installed_env())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main(repeats: int) -> None:
+    env = installed_env()
+
     def run(argv: list[str]) -> None:
-        subprocess.run(argv, check=True, capture_output=True, timeout=60)
+        subprocess.run(argv, check=True, capture_output=True, timeout=60, env=env)
 
     help_argv = [*script(), "--help"]
     run(help_argv)  # warm the page cache and .pyc files
