@@ -61,9 +61,9 @@ def test_four_parallel_profiles_on_host(tiny_cnn: Path, tmp_path: Path) -> None:
         assert data["memory_peak_bytes"] == first["memory_peak_bytes"]
         assert data["memory_peak_bytes"]["total"] > 0
         # every run read the complete binary of the one shared build (never 0 B mid-write)
-        sizes = (data["binary"]["flash_bytes"], data["binary"]["ram_bytes"])
+        sizes = (data["binary"]["image_bytes"], data["binary"]["static_data_bytes"])
         assert sizes[0] > 1000 and sizes[1] > 0, data["binary"]
-        assert sizes == (first["binary"]["flash_bytes"], first["binary"]["ram_bytes"])
+        assert sizes == (first["binary"]["image_bytes"], first["binary"]["static_data_bytes"])
         rss = [m for m in data["measurements"] if m["name"] == "peak_rss"]
         assert rss and rss[0]["value"] > 100_000, "peak RSS of the program itself"
     exports = list((tmp_path / "cache" / "exports").iterdir())
