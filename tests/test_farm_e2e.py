@@ -258,6 +258,11 @@ def test_agent_killed_mid_run(farm: Farm, export_factory) -> None:  # type: igno
     # the killed agent left its QEMU as an orphan of nobody we track: end it for the next tests
     farm.end_job_processes(first)
     farm.start_agent("host-a", HOST_A)
+    # the killed agent's board was freed (its labgrid lock and reservation): back with its
+    # agent, it takes the next job
+    with farm.client(*ALICE) as alice:
+        again = _wait_job(alice, _submit(alice, quick, "an386-a"), {"done", "failed"})
+        assert again["state"] == "done" and again["board"] == "an386-a", again
 
 
 def test_service_restart_loses_no_job(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
