@@ -129,6 +129,50 @@ def check_request(request: ExportRequest) -> None:
         )
 
 
+#: bytes per timed iteration that Aidge's benchmark ``main()`` keeps on its stack: two
+#: ``uint32_t`` arrays (ticks, cycles) on a microcontroller, one ``double`` array on Linux
+TIMING_BYTES_PER_ITERATION = 8
+#: the stack of a Linux program when the board's own limit is not known here (``ulimit -s``)
+LINUX_DEFAULT_STACK_BYTES = 8 << 20
+#: what the rest of ``main()`` and the inference need on the stack, besides the timing arrays
+STACK_RESERVE_BYTES = 256 << 10
+
+
+def check_iterations_fit(nb_iterations: int, target: str, hardware_target: object, *,
+                         local_host: bool) -> None:  # fmt: skip
+    """Refuse an iteration count whose timing arrays cannot fit the program's stack.
+
+    Aidge's benchmark templates size those arrays by ``nb_iterations`` on ``main()``'s
+    stack: too many iterations crash the program (SIGSEGV on Linux, a silent hard fault on
+    a microcontroller) after a full export and build. A microcontroller's stack can grow
+    into all of its RAM, so the bound there is the RAM itself; a Linux program's is its stack
+    limit (this machine's ``ulimit -s`` for the local host, the usual 8 MiB elsewhere).
+    """
+    from aidge_deploy.profiling.binary import memory_capacities
+
+    need = nb_iterations * TIMING_BYTES_PER_ITERATION
+    ram = [c.capacity for c in memory_capacities(hardware_target) if c.role == "ram"]
+    if ram:
+        room, where = sum(ram), f"the RAM of {target} ({sum(ram):,} B)"
+    else:
+        room, where = LINUX_DEFAULT_STACK_BYTES, "the usual Linux stack limit (8 MiB)"
+        if local_host:
+            import resource
+
+            soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+            if soft == resource.RLIM_INFINITY:
+                return
+            room, where = soft, f"this machine's stack limit (ulimit -s: {soft:,} B)"
+        room -= STACK_RESERVE_BYTES
+    if need > room:
+        most = max(1, room // TIMING_BYTES_PER_ITERATION)
+        raise ConfigError(
+            f"--iterations {nb_iterations} needs {need:,} B of timing arrays on the program's "
+            f"stack, more than {where} allows",
+            hint=f"Use at most {most:,} iterations per run (or several runs).",
+        )
+
+
 def onnx_input_shapes(model: Path) -> list[tuple[str, tuple[int, ...]]]:
     import onnx
 

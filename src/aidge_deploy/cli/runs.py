@@ -164,6 +164,7 @@ def profile_model(
             ApplicationKind,
             Dtype,
             ExportRequest,
+            check_iterations_fit,
             check_onnx_model,
             check_request,
         )
@@ -188,7 +189,15 @@ def profile_model(
             if work_dir is not None:
                 check_folder_arg(work_dir, "--work-dir", must_exist=False, what="for the export")
             config: DeployConfig = DeployConfig(target=target, **config_values)
-            check_deploy_config(config, target)  # values, target, backend, report, tools
+            cls = check_deploy_config(config, target)  # values, target, backend, report, tools
+            check_iterations_fit(
+                iterations,
+                target,
+                cls(config).hardware_target,
+                local_host=target == "host"
+                and config.backend_kind == "local"
+                and not config.docker_image,
+            )
         except DeployError as exc:
             raise fail(exc, verbose) from None
 
