@@ -364,6 +364,23 @@ def test_every_form_is_protected_against_csrf(farm: Farm, jobs: dict[str, int]) 
             "/admin/users/alice/password",
         }
         assert expected <= set(actions), sorted(actions)
+        # every POST route of the pages, also those whose form shows only in another state
+        # (a drained board's "return", a disabled user's "enable"); the login form is below
+        from aidge_deploy.farm.web import admin as admin_pages
+        from aidge_deploy.farm.web import compare, jobpage, login, pages, submit
+
+        names = {"{name}": "an386-a", "{job_id}": str(queued)}
+        for module in (admin_pages, compare, jobpage, login, pages, submit):
+            for route in module.router.routes:
+                path = getattr(route, "path", "")
+                if "POST" not in getattr(route, "methods", ()) or path == "/login":
+                    continue
+                if path.startswith("/admin/users/"):
+                    path = path.replace("{name}", "alice")
+                for key, value in names.items():
+                    path = path.replace(key, value)
+                actions.setdefault(path, [])
+        assert {"/admin/boards/an386-a/return", "/admin/users/alice/enable"} <= set(actions)
         good = csrf(admin.get("/jobs").text)
         other = csrf(alice.get("/jobs").text)
         for action, fields in actions.items():
