@@ -129,17 +129,24 @@ def test_scan_on_this_machine_says_plainly_when_nothing_is_attached() -> None:
         assert "Boards" in res.output or "USB serial ports" in res.output
 
 
+def _scan_and_write(
+    monkeypatch: pytest.MonkeyPatch, probes: list[ProbeInfo], ports: list[PortInfo], out: Path
+) -> str:
+    """``boards scan --write out`` with pyOCD and pyserial answering ``probes``/``ports``
+    (stand-ins for the lab machine's); returns the output, flattened."""
+    monkeypatch.setattr(labscan, "list_probes", lambda: (probes, []))
+    monkeypatch.setattr(labscan, "list_ports", lambda by_id_dir=labscan.BY_ID_DIR: ports)
+    res = CliRunner().invoke(app, ["boards", "scan", "--write", str(out)])
+    assert res.exit_code == 0, res.output
+    return flat(res.output)
+
+
 def test_scan_cli_lists_pairs_and_writes_the_lab(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     probes, ports = listing("bench_stlink_ftdi")
-    # stand-ins for pyOCD and pyserial answering on the lab machine
-    monkeypatch.setattr(labscan, "list_probes", lambda: (probes, []))
-    monkeypatch.setattr(labscan, "list_ports", lambda by_id_dir=labscan.BY_ID_DIR: ports)
     out = tmp_path / "lab.yaml"
-    res = CliRunner().invoke(app, ["boards", "scan", "--write", str(out)])
-    assert res.exit_code == 0, res.output
-    text = flat(res.output)
+    text = _scan_and_write(monkeypatch, probes, ports, out)
     assert "NUCLEO-H7A3ZI-Q" in text and "/dev/ttyACM0" in text and "/dev/ttyUSB0" in text
     lab = load_lab(out)
     assert lab.board("nucleo-h7a3zi-q").target == "stm32h7a3"
@@ -239,12 +246,8 @@ def test_captured_listings_through_boards_scan(
         captured("pyocd2017_pyocd_list.txt")
     )
     ports = parse_list_ports_v(captured("pyserial141_list_ports_v.txt"))
-    monkeypatch.setattr(labscan, "list_probes", lambda: (probes, []))
-    monkeypatch.setattr(labscan, "list_ports", lambda by_id_dir=labscan.BY_ID_DIR: ports)
     out = tmp_path / "lab.yaml"
-    res = CliRunner().invoke(app, ["boards", "scan", "--write", str(out)])
-    assert res.exit_code == 0, res.output
-    text = flat(res.output)
+    text = _scan_and_write(monkeypatch, probes, ports, out)
     assert "FRDM-K64F" in text and "F09E9E7B1E90" in text and "/dev/ttyUSB10" in text
     lab = load_lab(out)
     assert {b.probe.unique_id for b in lab.boards if b.probe} == {p.unique_id for p in probes}
