@@ -188,6 +188,7 @@ def test_host_rapl_window(tiny_cnn: Path, tmp_path: Path) -> None:
     # latency (start-ups are not billed to the inferences)
     assert plan["expected_duration_s"] == pytest.approx(plan["repeats"] * plan["repeat_duration_s"])
     assert plan["inference_duration_s"] < plan["expected_duration_s"]
+    assert metrics["power_window_duration"]["value"] >= plan["target_window_s"] >= 0.5
     assert metrics["energy_per_inference"]["value"] == pytest.approx(
         metrics["power_average"]["value"] * 1e-3 * plan["clean_latency_s"] * 1e6, rel=1e-9
     )

@@ -190,6 +190,8 @@ def test_ssh_board_power_run_reads_the_boards_sensor(
     assert power is not None and power.capture is not None, power
     assert power.provenance is Provenance.SILICON and power.capabilities.gate.value == "host"
     assert power.plan.inferences == power.plan.repeats * 7  # 2 warm-up + 5 timed per run
+    # runs go on until the planned window is filled, however fast each turned out
+    assert power.capture.duration_s >= power.plan.target_window_s >= 1.0
     avg = result.metric("power_average")
     assert avg is not None and avg.value == pytest.approx(1250.0, rel=1e-6)  # mW, constant
     idle = result.metric("power_idle")
@@ -197,3 +199,7 @@ def test_ssh_board_power_run_reads_the_boards_sensor(
     energy = result.metric("energy_per_inference")
     assert energy is not None and energy.value is not None and energy.value > 0
     assert energy.provenance is Provenance.SILICON
+    # 1.25 W x the clean latency: the program's start-ups in the window are not billed
+    assert energy.value == pytest.approx(1.25 * power.plan.clean_latency_s * 1e6, rel=1e-6)
+    # a healthy run on the board carries no power warning (its window holds start-ups)
+    assert [i.code for i in power.issues] == [], ([i.message for i in power.issues], power.plan)

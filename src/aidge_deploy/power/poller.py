@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 IDLE_S = 0.3
 #: poll period bounds (s)
 MIN_PERIOD_S, MAX_PERIOD_S, DEFAULT_PERIOD_S = 0.005, 0.2, 0.02
+#: reads timed at open, and the poll period kept above their slowest by this factor
+PROBE_READS, READ_MARGIN = 3, 1.5
 
 
 class PolledMonitor(PowerMonitor):
@@ -99,7 +101,15 @@ class PolledMonitor(PowerMonitor):
         self.reader = self.reader_factory()
         try:
             self.resolve(self.reader)
-            self.read_value(self.reader)  # readable now, not only in the thread
+            # readable now, not only in the thread; and how fast: a sensor read over SSH
+            # is a round trip, slower than the chip updates. The poll period (and so the
+            # sample rate N is planned on) is what the reads allow, not the chip's rate.
+            slowest = 0.0
+            for _ in range(PROBE_READS):
+                before = time.monotonic()
+                self.read_value(self.reader)
+                slowest = max(slowest, time.monotonic() - before)
+            self.period_s = max(self.period_s, READ_MARGIN * slowest)
         except BaseException:
             self.close()
             raise

@@ -48,6 +48,9 @@ class PowerPlan:
     #: I/O included: host, Linux boards), measured on the profile run; None when the window
     #: holds nothing but the inferences (power variant, models)
     repeat_duration_s: float | None = None
+    #: the window the plan aims at (s): at least ``min_window_s`` and long enough for
+    #: ``min_samples`` at the monitor's rate; repeated program runs go on until it is reached
+    target_window_s: float = 0.0
 
     @property
     def inference_duration_s(self) -> float:
@@ -79,6 +82,7 @@ class PowerPlan:
             "min_window_s": self.min_window_s,
             "min_samples": self.min_samples,
             "repeat_duration_s": self.repeat_duration_s,
+            "target_window_s": self.target_window_s,
             "inference_duration_s": self.inference_duration_s,
             "expected_duration_s": self.expected_duration_s,
             "basis": self.basis,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 
 from aidge_deploy.errors import CaptureError, ConfigError
 from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
@@ -31,8 +32,6 @@ log = logging.getLogger("aidge_deploy")
 DEFAULT_MIN_WINDOW_S = {GateKind.SIGNAL: 5.0, GateKind.HOST: 5.0, GateKind.BOUNDARY: 0.01}
 #: at least this many samples inside the window
 MIN_WINDOW_SAMPLES = 50
-#: repeated program runs are planned this much longer than the minimum window
-REPEAT_MARGIN = 1.1
 #: a plan needing more repeats than this is refused (the program is far too short)
 MAX_REPEATS = 100_000
 
@@ -84,9 +83,8 @@ class PlanPowerRunStage(_PowerStage):
             wanted_s = max(wanted_s, min_samples / caps.sample_rate_hz)
         repeat_s = target.power_repeat_duration(ctx.prepared_context, ctx.built, ctx.executed)
         if repeat_s is not None and repeat_s > 0:
-            # program runs vary from one to the next (start-up, the OS): plan a margin so a
-            # run of faster ones still fills the minimum window
-            repeats = max(1, math.ceil(wanted_s * REPEAT_MARGIN / repeat_s))
+            # at least these; the target runs more if faster runs leave the window short
+            repeats = max(1, math.ceil(wanted_s / repeat_s))
         else:
             inferences = max(1, math.ceil(wanted_s / latency_s)) if latency_s > 0 else 1
             repeats = max(1, math.ceil(inferences / per_repeat))
@@ -106,6 +104,7 @@ class PlanPowerRunStage(_PowerStage):
             min_window_s=min_window,
             min_samples=min_samples,
             repeat_duration_s=repeat_s if repeat_s is not None and repeat_s > 0 else None,
+            target_window_s=wanted_s,
             basis=f"N = {repeats} repeats x {per_repeat} inferences for a window of at least "
             f"{wanted_s:g} s"
             + (
@@ -171,6 +170,15 @@ class CollectPowerTerminalStage(_PowerStage):
         monitor = ctx.opened_power_monitor
         plan = ctx.planned_power_run
         run = ctx.completed_power_run
+        if run.repeats is not None and run.repeats != plan.repeats:
+            # the target ran more repeats to fill the planned window: N is what ran
+            plan = replace(
+                plan,
+                repeats=run.repeats,
+                inferences=run.repeats * plan.inferences_per_repeat,
+                basis=f"{plan.basis}; {run.repeats} repeats ran to fill the window",
+            )
+            ctx.power_plan = plan
         terminal = target.parse_power_terminal(run, plan)
         monitor.set_host_window(run.started_s, run.ended_s)
         capture = None
