@@ -129,6 +129,28 @@ def test_scan_on_this_machine_says_plainly_when_nothing_is_attached() -> None:
         assert "Boards" in res.output or "USB serial ports" in res.output
 
 
+def test_scan_with_no_boards_says_so_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever this machine has plugged in: pyOCD seeing no probe and pyserial only the
+    PC's built-in port (stand-ins answering as they do on a machine with no boards)."""
+    monkeypatch.setattr(labscan, "list_probes", lambda: ([], []))
+    monkeypatch.setattr(
+        labscan, "list_ports", lambda by_id_dir=labscan.BY_ID_DIR: [PortInfo(device="/dev/ttyS0")]
+    )
+    res = CliRunner().invoke(app, ["boards", "scan"])
+    assert res.exit_code == 0, res.output
+    text = flat(res.output)
+    assert "No boards attached: pyOCD sees no debug probe and there is no USB serial port" in text
+    assert "Ignored built-in serial ports: /dev/ttyS0" in text
+    out = tmp_path / "lab.yaml"
+    res = CliRunner().invoke(app, ["boards", "scan", "--write", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "No debug probe and no USB serial port was attached" in out.read_text()
+    boards = load_lab(out).boards
+    assert boards[0].name == "host" and not any(b.probe or b.serial for b in boards)
+
+
 def _scan_and_write(
     monkeypatch: pytest.MonkeyPatch, probes: list[ProbeInfo], ports: list[PortInfo], out: Path
 ) -> str:
