@@ -181,17 +181,21 @@ class CounterWriter:
     def _run(self) -> None:
         import os
 
+        fresh = self.path.with_name(self.path.name + ".next")
         while not self._stop.is_set():
             fd = os.open(self.path, os.O_WRONLY)  # blocks until a reader opens the file
             try:
+                # a new FIFO takes the name before this reader gets its value: the next
+                # read (which starts once this one has its line, maybe before this end
+                # closes) opens the new FIFO and waits for a value of its own
+                os.mkfifo(fresh, 0o644)
+                os.replace(fresh, self.path)
                 if not self._stop.is_set():
                     os.write(fd, f"{self.value_uj() % self.max_range}\n".encode())
             except BrokenPipeError:  # the reader went away first
                 pass
             finally:
                 os.close(fd)
-            # the reader may still hold the file open: let it close before serving again
-            self._stop.wait(0.001)
 
     def __enter__(self) -> CounterWriter:
         self._thread.start()

@@ -126,6 +126,18 @@ def test_rapl_absent_and_unreadable(tmp_path: Path) -> None:
         monitor.open()
 
 
+def test_a_sensor_file_without_a_number_is_a_capture_error(tree: Path, tmp_path: Path) -> None:
+    rapl_tree(tmp_path, energy_uj=0, max_range_uj=1_000).write_text("\n")
+    rapl = RaplMonitor(parse_power_source("rapl"), lambda: LocalSysfs(tmp_path))
+    with pytest.raises(CaptureError, match=r"intel-rapl:0/energy_uj .* read '', not an integer"):
+        rapl.open()
+    power = next(tree.rglob("power1_input"))
+    power.write_text("-EIO\n")
+    hwmon = HwmonMonitor(parse_power_source("hwmon:ina226"), lambda: LocalSysfs(tree))
+    with pytest.raises(CaptureError, match=r"power1_input .* read '-EIO', not an integer"):
+        hwmon.open()
+
+
 def _ssh_config(board: Any, root: Path, power: str) -> DeployConfig:
     return DeployConfig(
         target="raspberrypi",

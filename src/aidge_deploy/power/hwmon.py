@@ -124,7 +124,7 @@ class HwmonMonitor(PolledMonitor):
 
     def read_value(self, reader: SysfsReader) -> float:
         files = [f for rail in self.chip.rails for f in rail.files]
-        raw = [int(v) for v in reader.read(files)]
+        raw = reader.read_ints(files)
         kind = self.chip.kind
         if kind == "energy":
             return sum(raw) * 1e-6  # µJ -> J

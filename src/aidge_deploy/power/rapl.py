@@ -60,7 +60,7 @@ class RaplMonitor(PolledMonitor):
         self.wraps = 0
 
     def read_value(self, reader: SysfsReader) -> float:
-        raw = [int(v) for v in reader.read([f"{z.directory}/energy_uj" for z in self.zones])]
+        raw = reader.read_ints([f"{z.directory}/energy_uj" for z in self.zones])
         if self._last is not None:
             for i, (before, now) in enumerate(zip(self._last, raw, strict=True)):
                 if now < before:  # wrapped since the last poll
