@@ -136,6 +136,14 @@ def test_empty_onnx_is_not_a_valid_model(tmp_path: Path, cache: Path) -> None:
     assert "max()" not in out and "operator" not in out
 
 
+def test_a_pipe_or_device_is_not_a_model_file(tmp_path: Path, cache: Path) -> None:
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null")):
+        out = rejected(["profile", str(path)], cache, "is not a regular file")
+        assert "empty" not in out
+
+
 def test_folder_and_file_mixups_say_which(tmp_path: Path, tiny_cnn: Path, cache: Path) -> None:
     rejected(["profile", str(tmp_path)], cache, "is a folder, not a model file")
     rejected(["run", str(tiny_cnn)], cache, "is a file, not a folder")

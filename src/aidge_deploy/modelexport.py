@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import io
 import logging
+import stat
 import warnings
 from dataclasses import dataclass
 from enum import StrEnum
@@ -85,9 +86,12 @@ def check_onnx_model(model: Path) -> None:
             "`aidge-deploy run EXPORT_DIR`).",
         )
     try:
-        size = model.stat().st_size
+        info = model.stat()
     except OSError as exc:
         raise ConfigError(f"Cannot read {model}: {exc.strerror}", hint=hint) from None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or read as empty
+        raise ConfigError(f"{model} is not a regular file (a pipe or a device)", hint=hint)
+    size = info.st_size
     if size == 0:
         raise ConfigError(f"{model} is not a valid ONNX model: the file is empty", hint=hint)
     import onnx
