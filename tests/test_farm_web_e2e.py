@@ -103,7 +103,9 @@ def test_submit_watch_result_and_downloads(farm: Farm, archive: Path, chromium: 
         if state in TERMINAL and page.locator("#job").get_attribute("data-terminal") == "yes":
             break
         time.sleep(0.1)
-    assert seen and seen[0] in ("queued", "reserved") and seen[-1] == "done", seen
+    # the page follows the job live (a free board may have taken it before the page first
+    # drew: "queued" is then read from its history below, not required live)
+    assert seen and seen[0] not in TERMINAL and seen[-1] == "done", seen
     assert {"building", "running"} & set(seen), seen
     # the history on the page: every state in order, each with its time
     states = [
