@@ -255,12 +255,15 @@ class Agent:
                 continue
             if r.status_code != 200:
                 continue
-            data = r.json()
-            for job_id in set(data.get("cancel", [])) | set(data.get("stop", [])):
-                with self._lock:
-                    run = self.running.get(job_id)
-                if run is not None:
-                    run.cancel("cancel requested")
+            try:
+                data = r.json()
+                for job_id in set(data.get("cancel", [])) | set(data.get("stop", [])):
+                    with self._lock:
+                        run = self.running.get(job_id)
+                    if run is not None:
+                        run.cancel("cancel requested")
+            except Exception:  # a lost heartbeat thread would make the whole agent "lost"
+                log.exception("heartbeat: acting on the service's answer failed")
 
     def _start(self, offer: dict[str, Any]) -> bool:
         job_id = int(offer["id"])

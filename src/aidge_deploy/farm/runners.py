@@ -16,6 +16,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -26,6 +27,13 @@ from aidge_deploy.farm.reaper import AGENT_ENV, JOB_ENV, SPARE_MARK
 #: modules the fork server imports before forking runners ("__main__": the agent's own
 #: entry script, which each child would otherwise run again)
 PRELOAD = ("__main__", "aidge_deploy.farm.preload")
+
+#: A forkserver child's exit status is read once, from a pipe. Two threads polling the same
+#: child at once (a job's own wait, and ``Process.start()`` of another job, which polls
+#: every live child) can both find it readable: one reads the status, the other the end of
+#: the pipe, which ``multiprocessing`` reports as status 255 — a finished job seen failed.
+#: Every poll of a runner (start, exit status, liveness, close) holds this lock.
+_POLL_LOCK = threading.Lock()
 
 
 class Runners:
@@ -51,7 +59,8 @@ class Runners:
         proc = self._ctx.Process(
             target=child_main, args=(str(spec_path), theirs), name=f"job-{job_id}", daemon=True
         )
-        proc.start()
+        with _POLL_LOCK:
+            proc.start()
         theirs.close()
         return Runner(proc, ours)
 
@@ -69,7 +78,11 @@ class Runner:
 
     @property
     def returncode(self) -> int | None:
-        code = self.proc.exitcode
+        with _POLL_LOCK:
+            try:
+                code = self.proc.exitcode
+            except ValueError:  # closed: its status was read before
+                return None
         return None if code is None else int(code)
 
     def events(self, tick: float) -> Iterator[dict[str, Any] | None]:
@@ -87,7 +100,11 @@ class Runner:
                 yield event
 
     def alive(self) -> bool:
-        return bool(self.proc.is_alive())
+        with _POLL_LOCK:
+            try:
+                return bool(self.proc.is_alive())
+            except ValueError:  # closed: it ended
+                return False
 
     def terminate(self) -> None:
         """SIGTERM: the runner stops its deploy cleanly (``KeyboardInterrupt``)."""
@@ -95,7 +112,14 @@ class Runner:
             self.proc.terminate()
 
     def wait(self, timeout: float | None = None) -> int | None:
-        self.proc.join(timeout)
+        """Its exit status once it has ended (None if ``timeout`` passed first)."""
+        from multiprocessing.connection import wait
+
+        try:
+            sentinel = self.proc.sentinel
+        except ValueError:  # closed
+            return None
+        wait([sentinel], timeout)  # readable once it ended; the status is read under the lock
         return self.returncode
 
     def kill_group(self) -> None:
@@ -106,7 +130,7 @@ class Runner:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.conn.close()
-        with contextlib.suppress(ValueError):
+        with _POLL_LOCK, contextlib.suppress(ValueError):
             self.proc.close()
 
 
