@@ -29,14 +29,6 @@ if TYPE_CHECKING:
 DEFAULT_ROOT = "/sys"
 
 
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
 class SysfsReader(ABC):
     """Read-only access to a sysfs tree (paths are relative to its root)."""
 
@@ -51,16 +43,17 @@ class SysfsReader(ABC):
     def read_ints(self, paths: Sequence[str]) -> list[int]:
         """Each file's value as an integer (sensor and counter files hold one); a value that
         is not one (an empty read, a driver error text) is a ``CaptureError`` naming it."""
-        values = self.read(paths)
-        try:
-            return [int(v) for v in values]
-        except ValueError:
-            bad = next((p, v) for p, v in zip(paths, values, strict=True) if not _is_int(v))
-            raise CaptureError(
-                f"{bad[0]} on {self.where} read {bad[1]!r}, not an integer",
-                hint="The sensor's driver returned no value: check it with `cat` on the "
-                "machine; a busy I2C bus can fail a read.",
-            ) from None
+        out = []
+        for path, text in zip(paths, self.read(paths), strict=True):
+            try:
+                out.append(int(text))
+            except ValueError:
+                raise CaptureError(
+                    f"{path} on {self.where} read {text!r}, not an integer",
+                    hint="The sensor's driver returned no value: check it with `cat` on the "
+                    "machine; a busy I2C bus can fail a read.",
+                ) from None
+        return out
 
     @abstractmethod
     def list(self, directory: str) -> list[str]:
