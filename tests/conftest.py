@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -106,3 +107,15 @@ def export_with_aidge(
     )
     graph = aidge_onnx.load_onnx(str(model))
     return export(graph, config, input_tensors=[tensor])
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler for the test. A process started with SIGINT ignored (a
+    background job of a non-interactive shell; the ignore is inherited by every child)
+    never raises KeyboardInterrupt, so a test that sends itself SIGINT installs it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -286,7 +286,7 @@ def test_two_machines_run_in_parallel(
 @needs_qemu
 @pytest.mark.qemu
 def test_ctrl_c_during_capture_stops_qemu_and_keeps_the_log(
-    firmware: Callable[[str, object], Path], run_dir: Path
+    firmware: Callable[[str, object], Path], run_dir: Path, ctrl_c: None
 ) -> None:
     log = run_dir / "uart.log"
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))

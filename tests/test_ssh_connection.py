@@ -215,7 +215,7 @@ def test_missing_timeout_on_the_board_is_explained(conn: SshConnection) -> None:
 
 @pytest.mark.ssh
 def test_ctrl_c_stops_the_remote_program(
-    conn: SshConnection, ssh_board: SshBoard, tmp_path: Path
+    conn: SshConnection, ssh_board: SshBoard, tmp_path: Path, ctrl_c: None
 ) -> None:
     sleep = unique_sleep()
     if threading.current_thread() is not threading.main_thread():
