@@ -22,6 +22,7 @@ import ctypes
 import os
 import signal
 import time
+from dataclasses import dataclass
 
 JOB_ENV = "AIDGE_FARM_JOB"
 AGENT_ENV = "AIDGE_FARM_AGENT"
@@ -40,25 +41,61 @@ def become_subreaper() -> bool:
 
 def job_processes(mark: str, agent: str | None = None) -> list[int]:
     """PIDs of live processes whose environment holds ``AIDGE_FARM_JOB=<mark>`` (and
-    ``AIDGE_FARM_AGENT=<agent>`` when ``agent`` is given)."""
+    ``AIDGE_FARM_AGENT=<agent>`` when ``agent`` is given).
+
+    A process in the middle of ``execve`` shows an empty environment for a moment (its
+    parent is already resumed, the new image's environment not yet laid out): those are
+    read again, for at most ``_EXEC_WAIT`` seconds, so a child started just now is found.
+    """
     needles = [f"{JOB_ENV}={mark}".encode()]
     if agent is not None:
         needles.append(f"{AGENT_ENV}={agent}".encode())
-    found = []
     me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if all(n in env for n in needles) and state != b"Z":
-            found.append(int(entry))
-    return found
+    pending = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me]
+    found: list[int] = []
+    deadline = time.monotonic() + _EXEC_WAIT
+    while True:
+        exec_ing = []
+        for pid in pending:
+            seen = _read_process(pid)
+            if seen is None:
+                continue
+            env, stat = seen
+            if stat.zombie:
+                continue
+            if all(n in env for n in needles):
+                found.append(pid)
+            elif not env and stat.mid_exec:
+                exec_ing.append(pid)
+        if not exec_ing or time.monotonic() >= deadline:
+            return found
+        pending = exec_ing
+        time.sleep(0.005)
+
+
+_EXEC_WAIT = 0.25
+_PF_KTHREAD = 0x00200000
+
+
+@dataclass(frozen=True)
+class _Stat:
+    zombie: bool
+    #: a user process whose environment is not laid out yet (``env_end`` is 0)
+    mid_exec: bool
+
+
+def _read_process(pid: int) -> tuple[list[bytes], _Stat] | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    # fields[0] is field 3 (state), fields[6] field 9 (flags), fields[48] field 51 (env_end)
+    kernel_thread = int(fields[6]) & _PF_KTHREAD != 0
+    mid_exec = not kernel_thread and len(fields) > 48 and fields[48] == b"0"
+    return raw.split(b"\0") if raw else [], _Stat(fields[0] == b"Z", mid_exec)
 
 
 def end_job_processes(mark: str, grace: float = 5.0, agent: str | None = None) -> list[int]:
