@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import signal
@@ -299,25 +300,65 @@ HEAVY_AT_HELP = (
 )  # fmt: skip
 
 
-def test_help_does_not_import_aidge_core_or_matplotlib() -> None:
+def imported_after(argv: list[str], heavy: tuple[str, ...], env: dict[str, str] | None = None
+                   ) -> tuple[list[str], subprocess.CompletedProcess[str]]:  # fmt: skip
+    """Run ``aidge-deploy *argv`` in a fresh interpreter; the modules of ``heavy`` (or their
+    submodules) it imported by the end, and the finished process (its stdout ends with them)."""
     probe = (
         "import sys\n"
         "from aidge_deploy.cli.main import app\n"
+        "code = 0\n"
         "try:\n"
-        "    app(['--help'])\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        f"HEAVY = {HEAVY_AT_HELP!r}\n"
+        f"    app({argv!r})\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code or 0\n"
+        f"HEAVY = {heavy!r}\n"
         "heavy = sorted(m for m in sys.modules if m in HEAVY or m.startswith("
         "tuple(h + '.' for h in HEAVY)))\n"
-        "print('HEAVY', ','.join(heavy))\n"
+        "print('\\nHEAVY', ','.join(heavy))\n"
+        "sys.exit(code)\n"
     )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=600, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = done.stdout.strip().splitlines()[-1]
+    assert line.startswith("HEAVY"), done.stdout[-2000:]
+    return [m for m in line[6:].split(",") if m], done
+
+
+def test_help_does_not_import_aidge_core_or_matplotlib() -> None:
     for args in ([], ["run"], ["profile"], ["compare"], ["targets"], ["farm"], ["doctor"]):
-        code = probe.replace("['--help']", repr([*args, "--help"]))
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=60, check=True)  # fmt: skip
-        line = done.stdout.strip().splitlines()[-1]
-        assert line == "HEAVY", f"aidge-deploy {' '.join(args)} --help imports {line[6:]}"
+        heavy, _ = imported_after([*args, "--help"], HEAVY_AT_HELP)
+        assert not heavy, f"aidge-deploy {' '.join(args)} --help imports {','.join(heavy)}"
+
+
+#: what a ``profile`` of an unchanged model must not import: its export is on disk and its
+#: build cached, so Aidge (the exporter, the hardware model, their matplotlib) is not needed
+HEAVY_WHEN_CACHED = (
+    "aidge_core", "aidge_onnx", "aidge_backend_cpu", "aidge_export_cpp", "aidge_quantization",
+    "matplotlib",
+)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_cached_profile_does_not_import_aidge_core_or_matplotlib(
+    tiny_cnn: Path, cache: Path
+) -> None:
+    """The second ``profile`` of an unchanged model on the host reads its export's manifest
+    and reuses its build: importing Aidge would cost more than the whole run."""
+    argv = ["profile", str(tiny_cnn), "--target", "host", "--iterations", "3", "--json"]
+    env = {**os.environ, "AIDGE_DEPLOY_CACHE_DIR": str(cache), "COLUMNS": "200"}
+    first_heavy, _ = imported_after(argv, HEAVY_WHEN_CACHED, env)
+    assert "aidge_core" in first_heavy, "the first run exports with Aidge (the probe sees it)"
+    (program,) = (cache / "builds").glob("*/run_export")
+    built = program.stat().st_mtime_ns
+    heavy, second = imported_after(argv, HEAVY_WHEN_CACHED, env)
+    assert "reused" in second.stderr, second.stderr[-2000:]
+    assert list((cache / "builds").glob("*/run_export")) == [program]
+    assert program.stat().st_mtime_ns == built, "not rebuilt"
+    result = json.loads(second.stdout[: second.stdout.rindex("HEAVY")])
+    assert result["latency"]["n"] == 3 and len(result["layers"]) >= 3
+    assert not heavy, f"a cached profile imports {','.join(heavy)}"
 
 
 def test_no_command_takes_a_secret_as_an_option() -> None:

@@ -7,8 +7,7 @@ import os
 import secrets
 import time
 from pathlib import Path
-
-from aidge_core.export_utils import ExportArtifact
+from typing import TYPE_CHECKING
 
 from aidge_deploy import runcontrol
 from aidge_deploy.artifact import load_export_artifact
@@ -21,6 +20,11 @@ from aidge_deploy.progress import ProgressCallback
 from aidge_deploy.results import DeployResult
 from aidge_deploy.runcontrol import RunControl, RunInterrupted
 
+if TYPE_CHECKING:  # accepted, never needed: a folder is read without importing aidge_core
+    from aidge_core.export_utils import ExportArtifact
+
+    from aidge_deploy.exportspec import Export
+
 
 def new_run_dir(target: str) -> Path:
     """A fresh folder for one run's logs: ``<cache>/runs/<UTC time>-<target>-<id>``."""
@@ -31,7 +35,7 @@ def new_run_dir(target: str) -> Path:
 
 
 def deploy(
-    export: ExportArtifact | str | os.PathLike[str],
+    export: ExportArtifact | Export | str | os.PathLike[str],
     config: DeployConfig | None = None,
     *,
     progress: ProgressCallback | None = None,

@@ -17,20 +17,25 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from aidge_core.export_utils import ExportArtifact, ExportManifest
-from aidge_core.export_utils.artifact import (
-    EXPORT_MANIFEST_NAME,
-    EXPORT_MANIFEST_SCHEMA_VERSION,
-    ExportApplication,
-)
+from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.cachedir import default_cache_root
-from aidge_deploy.config import BenchmarkConfig, DeployConfig, ValidationConfig
 from aidge_deploy.errors import ConfigError, ManifestError
+from aidge_deploy.exportspec import (
+    EXPORT_MANIFEST_NAME,
+    EXPORT_MANIFEST_SCHEMA_VERSION,
+    Application,
+    Export,
+    Manifest,
+)
 
-_FIELDS = {f.name: f for f in dataclasses.fields(ExportManifest)}
+if TYPE_CHECKING:
+    from aidge_core.export_utils import ExportArtifact
+    from aidge_core.export_utils.config import BenchmarkConfig, ValidationConfig
+
+    from aidge_deploy.config import DeployConfig
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Manifest)}
 REQUIRED_KEYS = frozenset(
     name
     for name, f in _FIELDS.items()
@@ -103,8 +108,8 @@ def check_manifest_paths(artifact: Any, arch: Any, manifest_path: Path) -> None:
         )
 
 
-def validate_manifest_dict(values: Any, manifest_path: Path) -> ExportManifest:
-    """Validate the raw JSON of a manifest and build the ``ExportManifest``."""
+def validate_manifest_dict(values: Any, manifest_path: Path) -> Manifest:
+    """Validate the raw JSON of a manifest and build the ``Manifest``."""
     regen = "Re-export the model with aidge_core.export_utils.export() (Aidge 0.10.x)."
     if not isinstance(values, dict):
         raise ManifestError(f"{manifest_path}: the manifest is not a JSON object", hint=regen)
@@ -150,28 +155,32 @@ def validate_manifest_dict(values: Any, manifest_path: Path) -> ExportManifest:
                     regen,
                 )
     check_manifest_paths(values.get("expected_artifact"), values.get("arch"), manifest_path)
-    app_fields = {f.name for f in dataclasses.fields(ExportApplication)}
+    app_fields = {f.name for f in dataclasses.fields(Application)}
     for key in values.get("application_config", {}):
         if key not in app_fields:
             raise _bad(manifest_path, f"application_config.{key}", "is unknown", regen)
     try:
-        return ExportManifest.from_dict(dict(values))
+        return Manifest(**values)
     except (TypeError, ValueError) as exc:
         raise ManifestError(f"{manifest_path}: {exc}", hint=regen) from exc
 
 
-def load_export_artifact(value: str | os.PathLike[str] | ExportArtifact) -> ExportArtifact:
-    """Load an export directory (or re-check an ``ExportArtifact``), with an absolute path."""
-    if isinstance(value, ExportArtifact):
+def load_export_artifact(value: str | os.PathLike[str] | ExportArtifact | Export) -> Export:
+    """Load an export directory (or re-check an ``ExportArtifact``), with an absolute path.
+
+    An ``aidge_core`` ``ExportArtifact`` (or an ``Export``) is taken as it is, its manifest
+    copied into a ``Manifest``; a folder is read without importing ``aidge_core``.
+    """
+    if hasattr(value, "manifest") and hasattr(value, "path"):
         path = Path(value.path).resolve()
         if not path.is_dir():
             raise ManifestError(
                 f"Export directory {path} does not exist",
                 hint="The ExportArtifact points to a folder that was moved or deleted.",
             )
-        manifest = value.manifest
+        manifest = Manifest.of(value.manifest)
         check_manifest_paths(manifest.expected_artifact, manifest.arch, path / EXPORT_MANIFEST_NAME)
-        return ExportArtifact(path=path, manifest=manifest)
+        return Export(path=path, manifest=manifest)
     path = Path(value).expanduser().resolve()
     manifest_path = path / EXPORT_MANIFEST_NAME
     if not path.is_dir():
@@ -192,11 +201,12 @@ def load_export_artifact(value: str | os.PathLike[str] | ExportArtifact) -> Expo
             f"{manifest_path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
             hint="The manifest was edited or truncated; re-export the model.",
         ) from exc
-    return ExportArtifact(path=path, manifest=validate_manifest_dict(raw, manifest_path))
+    return Export(path=path, manifest=validate_manifest_dict(raw, manifest_path))
 
 
 def canonical_target(name: str) -> str:
-    """Resolve an alias (``stm32n6``) to the hardware model's canonical name."""
+    """Resolve an alias (``stm32n6``) to the hardware model's canonical name (imports
+    ``aidge_core``: callers first compare the names as given)."""
     from aidge_core.hw_model import get_target_class
 
     try:
@@ -209,9 +219,9 @@ def canonical_target(name: str) -> str:
         return name.lower()
 
 
-def check_target(config: DeployConfig, manifest: ExportManifest, manifest_path: Path) -> str:
+def check_target(config: DeployConfig, manifest: Manifest, manifest_path: Path) -> str:
     """Return the target to deploy to; reject a config whose target differs from the export's."""
-    if not config.target:
+    if not config.target or config.target.lower() == manifest.target.lower():
         return manifest.target
     if canonical_target(config.target) != canonical_target(manifest.target):
         raise ConfigError(
@@ -225,61 +235,87 @@ def check_target(config: DeployConfig, manifest: ExportManifest, manifest_path: 
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Runtime defaults after hydration from ``application_config``."""
+    """Runtime defaults after hydration from ``application_config``.
 
-    benchmark: BenchmarkConfig
-    validation: ValidationConfig
+    ``benchmark`` and ``validation`` are the caller's ``aidge_core`` configs, or ones made
+    from the manifest on first access (importing ``aidge_core``): a deploy reads only the
+    plain fields.
+    """
+
+    manifest: Manifest
+    given_benchmark: BenchmarkConfig | None
+    given_validation: ValidationConfig | None
     tinyml: bool
     heterogeneous: bool
     nb_iterations: int
     nb_warmup: int
     profiling: bool
+    #: the reference labels of a validation run, and how its outputs are scored
+    labels: tuple[Any, ...] | None
+    inference_type: str
+
+    @property
+    def benchmark(self) -> BenchmarkConfig:
+        if self.given_benchmark is not None:
+            return self.given_benchmark
+        from aidge_core.export_utils.config import BenchmarkConfig
+
+        app = self.manifest.application_config or {}
+        mode = "output" if self.manifest.application in ("output", "standalone") else "benchmark"
+        return BenchmarkConfig(
+            mode=mode,
+            nb_warmup=self.nb_warmup,
+            nb_iterations=self.nb_iterations,
+            profiling=self.profiling,
+            tinymlbenchmark=self.tinyml,
+            tinyml_benchmark_model=str(app.get("tinyml_benchmark_model", "ic01")),
+        )
+
+    @property
+    def validation(self) -> ValidationConfig:
+        if self.given_validation is not None:
+            return self.given_validation
+        from aidge_core.export_utils.config import ValidationConfig
+
+        app = self.manifest.application_config or {}
+        is_validation = self.manifest.application == "validation" or bool(app.get("validation"))
+        return ValidationConfig(
+            nb_validation_iterations=int(app.get("nb_validation_iterations", 0)) or None,
+            inference_type=self.inference_type,
+            validation_on_target=is_validation and self.manifest.environment == "baremetal",
+        )
 
 
-def hydrate_runtime(config: DeployConfig, manifest: ExportManifest) -> RuntimeSettings:
+def hydrate_runtime(config: DeployConfig, manifest: Manifest) -> RuntimeSettings:
     """Fill benchmark / validation / TinyML / heterogeneous settings from the manifest.
 
     Explicit sub-configs win. The firmware's real behaviour is what the manifest says it
     was generated with, so the expected number of iterations always comes from there.
     """
     app = manifest.application_config or {}
-    defaults = ExportApplication()
-    nb_iterations = int(app.get("nb_iterations", defaults.nb_iterations))
-    nb_warmup = int(app.get("nb_warmup", defaults.nb_warmup))
-    profiling = bool(app.get("profiling", manifest.profiling))
-    tinyml = bool(app.get("tinymlbenchmark", False))
-    benchmark = config.benchmark
-    if benchmark is None:
-        mode = "output" if manifest.application in ("output", "standalone") else "benchmark"
-        benchmark = BenchmarkConfig(
-            mode=mode,
-            nb_warmup=nb_warmup,
-            nb_iterations=nb_iterations,
-            profiling=profiling,
-            tinymlbenchmark=tinyml,
-            tinyml_benchmark_model=str(app.get("tinyml_benchmark_model", "ic01")),
-        )
+    defaults = Application()
     validation = config.validation
-    if validation is None:
-        is_validation = manifest.application == "validation" or bool(app.get("validation"))
-        validation = ValidationConfig(
-            nb_validation_iterations=int(app.get("nb_validation_iterations", 0)) or None,
-            inference_type=str(app.get("validation_inference_type", "classification")),
-            validation_on_target=is_validation and manifest.environment == "baremetal",
-        )
-    heterogeneous = bool(app.get("heterogeneous_deploy", False)) or config.heterogeneous_deploy
+    if validation is not None:
+        labels = tuple(validation.labels) if validation.labels else None
+        inference_type = str(validation.inference_type)
+    else:
+        labels = None
+        inference_type = str(app.get("validation_inference_type", "classification"))
     return RuntimeSettings(
-        benchmark=benchmark,
-        validation=validation,
-        tinyml=tinyml,
-        heterogeneous=heterogeneous,
-        nb_iterations=nb_iterations,
-        nb_warmup=nb_warmup,
-        profiling=profiling,
+        manifest=manifest,
+        given_benchmark=config.benchmark,
+        given_validation=validation,
+        tinyml=bool(app.get("tinymlbenchmark", False)),
+        heterogeneous=bool(app.get("heterogeneous_deploy", False)) or config.heterogeneous_deploy,
+        nb_iterations=int(app.get("nb_iterations", defaults.nb_iterations)),
+        nb_warmup=int(app.get("nb_warmup", defaults.nb_warmup)),
+        profiling=bool(app.get("profiling", manifest.profiling)),
+        labels=labels,
+        inference_type=inference_type,
     )
 
 
-def memory_peaks(artifact: ExportArtifact) -> tuple[int, ...]:
+def memory_peaks(artifact: Export) -> tuple[int, ...]:
     """Per-memory peak bytes of the export's static plan.
 
     Uses the manifest value when present; Aidge 0.10.1 always writes null, so fall back to
@@ -348,7 +384,7 @@ def _content_hash(root: Path, files: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def export_hash(artifact: ExportArtifact) -> str:
+def export_hash(artifact: Export) -> str:
     """SHA-256 over the export's sources and manifest (build outputs excluded).
 
     Two exports with the same hash build to the same program, so it keys the build cache.

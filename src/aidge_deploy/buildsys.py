@@ -31,12 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aidge_core.export_utils import ExportArtifact
-
 from aidge_deploy.artifact import export_hash, memory_peaks
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_to_streams
 from aidge_deploy.errors import BuildError, MemoryFitError, PreflightError
+from aidge_deploy.exportspec import Export
 from aidge_deploy.results import BuildResult, BuildStatus
 
 STAMP_NAME = ".aidge-deploy-build.json"
@@ -72,7 +71,7 @@ class BuildPlan:
 
 
 def plan_build(
-    artifact: ExportArtifact,
+    artifact: Export,
     build_dir: Path | None,
     *,
     jobs: int | None = None,
@@ -136,7 +135,7 @@ def required_tools(build_system: str) -> tuple[str, ...]:
 
 
 def build_export(
-    artifact: ExportArtifact,
+    artifact: Export,
     plan: BuildPlan,
     log_path: Path,
     *,

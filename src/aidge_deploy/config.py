@@ -4,7 +4,8 @@
 ``aidge_export_arm_cortexm.benchmark_helpers.execution.run`` sets ``api_url`` and friends on
 it after construction. ``BenchmarkConfig`` and ``ValidationConfig`` *are* the ``aidge_core``
 classes (callers pass those, and set ``mode=`` on them), re-exported here under the names
-the published packages import.
+the published packages import — on first access (PEP 562), so that a deploy which is given
+none (``run``, ``profile``) never pays for importing ``aidge_core``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,26 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
-
-from aidge_core.export_utils.config import BenchmarkConfig, ValidationConfig
+from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.limits import DEFAULT_RUN_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from aidge_core.export_utils.config import BenchmarkConfig, ValidationConfig
+
+#: the ``aidge_core`` classes re-exported here, imported when first asked for
+_AIDGE_CONFIGS = ("BenchmarkConfig", "ValidationConfig")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _AIDGE_CONFIGS:
+        from aidge_core.export_utils import config as aidge_config
+
+        value = getattr(aidge_config, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Backend(StrEnum):

@@ -30,6 +30,7 @@ from typing import Any
 
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.errors import ConfigError
+from aidge_deploy.exportspec import Export
 from aidge_deploy.modelexport import ExportRequest, export_model
 
 STAMP_NAME = ".aidge-deploy-export.json"
@@ -54,7 +55,7 @@ _PRIVATE_PREFIX = ".tmp-"
 class CachedExport:
     """An export ready to deploy, and whether it came from the cache."""
 
-    artifact: Any  # aidge_core ExportArtifact
+    artifact: Export
     path: Path
     reused: bool
     key: str
@@ -123,7 +124,8 @@ def _reusable(folder: Path, key: str) -> bool:
     return stamp is not None and stamp.get("key") == key and (folder / MANIFEST_NAME).is_file()
 
 
-def _load(folder: Path) -> Any:
+def _load(folder: Path) -> Export:
+    """The export in ``folder``, read from its manifest (no ``aidge_core`` import)."""
     from aidge_deploy.artifact import load_export_artifact
 
     return load_export_artifact(folder)

@@ -1,8 +1,8 @@
 """Deploy-target registry: ``(target, backend)`` -> the class that knows the mechanics.
 
 The target dimension selects hardware identity (resolved through ``aidge_core.hw_model``,
-which stays authoritative for hardware facts); the backend dimension selects how the
-board is reached. Third-party packages register their own targets with the same decorator.
+which stays authoritative for hardware facts, on first use: a host run reads none and never
+imports ``aidge_core``); the backend dimension selects how the board is reached. Third-party packages register their own targets with the same decorator.
 This table is the single source of truth behind ``aidge-deploy targets``.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,30 @@ class ToolCheck:
     hint: str | None = None
 
 
+class _HardwareClass:
+    """``DeployTarget.hardware_target_class``: the ``aidge_core.hw_model`` class of the
+    target, resolved (and checked) on first access, then kept on the registered class."""
+
+    def __get__(self, instance: object, owner: type[DeployTarget]) -> type:
+        resolved = owner.__dict__.get("_hardware_class")
+        if resolved is None:
+            resolved = _resolve_hardware_class(owner.target_name)
+            owner._hardware_class = resolved
+        return resolved
+
+
+def _resolve_hardware_class(target: str) -> type:
+    from aidge_core.hw_model import get_target_class
+
+    try:
+        return get_target_class(target)
+    except KeyError as exc:
+        raise ConfigError(
+            f"Deploy target {target!r} is unknown to aidge_core.hw_model",
+            hint="Register the hardware model first (aidge_core.hw_model.register_target).",
+        ) from exc
+
+
 class DeployTarget(ABC):
     """Core lifecycle: ``prepare`` → ``build`` → ``execute`` → ``parse_output``.
 
@@ -46,13 +71,18 @@ class DeployTarget(ABC):
 
     target_name: ClassVar[str]
     backend_name: ClassVar[str]
-    hardware_target_class: ClassVar[type]
+    hardware_target_class = _HardwareClass()
+    _hardware_class: ClassVar[type | None] = None
     description: ClassVar[str] = ""
     #: what this target's times are (silicon, host, estimated, ...) and what its counts are
     #: (silicon, host, emulated): every concrete target declares both — there is no
     #: default, registration refuses a target without them
     timing_provenance: ClassVar[Provenance]
     counter_provenance: ClassVar[Provenance]
+    #: whether the program's RAM and flash are budgeted against the hardware model's
+    #: memories (a firmware); False for a program an operating system runs and sizes (the
+    #: host), whose hardware model is then not even loaded for it (see ``memory_model``)
+    fixed_memories: ClassVar[bool] = True
     #: name and unit under which the program's "cycles" counter is reported
     cycle_metric: ClassVar[tuple[str, str]] = ("cycles", "cycles")
     #: width of the hardware counter behind the program's "cycles" (32 for DWT CYCCNT);
@@ -93,6 +123,12 @@ class DeployTarget(ABC):
     def hardware_target(self) -> Any:
         """The hardware-model object of this target (built once per instance)."""
         return self.hardware_target_class()
+
+    @property
+    def memory_model(self) -> Any:
+        """The hardware-model object whose memories bound the program, or None when the
+        program's memory is not fixed by the hardware (``fixed_memories``)."""
+        return self.hardware_target if self.fixed_memories else None
 
     def preflight(self) -> list[ToolCheck]:
         """Tools this target needs on this machine (``doctor`` lists them); failures stop
@@ -172,18 +208,15 @@ _BUILTIN_MODULES = (
 def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
     """Class decorator registering a deploy implementation for ``(target, backend)``.
 
-    Resolves ``target`` through ``aidge_core.hw_model.get_target_class()`` and attaches the
-    hardware class as ``hardware_target_class``.
+    ``hardware_target_class`` is ``target`` resolved through
+    ``aidge_core.hw_model.get_target_class()``: when ``aidge_core`` is already imported
+    (a plug-in registering its board with it), now, so an unknown target is refused here;
+    otherwise (the built-in targets) on first access.
     """
-    from aidge_core.hw_model import get_target_class
-
-    try:
-        hw_class = get_target_class(target)
-    except KeyError as exc:
-        raise ConfigError(
-            f"Cannot register deploy target {target!r}: unknown to aidge_core.hw_model",
-            hint="Register the hardware model first (aidge_core.hw_model.register_target).",
-        ) from exc
+    if "aidge_core.hw_model" in sys.modules:
+        hw_class: type | None = _resolve_hardware_class(target)
+    else:
+        hw_class = None
 
     def decorator(cls: T) -> T:
         key = (target.lower(), backend.lower())
@@ -204,7 +237,7 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
             )
         cls.target_name = target.lower()
         cls.backend_name = backend.lower()
-        cls.hardware_target_class = hw_class
+        cls._hardware_class = hw_class
         _REGISTRY[key] = cls
         return cls
 
@@ -237,13 +270,16 @@ def registered_targets(load: bool = True) -> dict[tuple[str, str], type[DeployTa
 def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
     """The class registered for ``(target, backend)``; ``ConfigError`` says what to use instead:
     a close target name for a typo, the backends (and options) a known target needs."""
-    _load_builtin(until=lambda: (_canonical(target), backend.lower()) in _REGISTRY)
+    exact = (target.lower(), backend.lower())
+    _load_builtin(until=lambda: exact in _REGISTRY)  # a host run imports the host module only
+    cls = _REGISTRY.get(exact)
+    if cls is not None:
+        return cls
+    _load_builtin()  # all of them: to resolve an alias, or to say what exists
     key = (_canonical(target), backend.lower())
     cls = _REGISTRY.get(key)
     if cls is not None:
         return cls
-    _load_builtin()  # all of them, to say what exists
-    key = (_canonical(target), backend.lower())
     targets = sorted({t for t, _ in _REGISTRY})
     same_target = sorted(b for t, b in _REGISTRY if t == key[0])
     if same_target:

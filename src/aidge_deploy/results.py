@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from aidge_core.export_utils import ExportArtifact
 
 from aidge_deploy import stats
+from aidge_deploy.exportspec import Export
 from aidge_deploy.metrics import Metric as Metric  # re-exported: the public home of results
 from aidge_deploy.metrics import Provenance as Provenance
 from aidge_deploy.profiling.binary import sizes_json
@@ -130,7 +130,7 @@ class LayerFigure:
 class DeployContext:
     """What a target's lifecycle methods receive: the export and the session facts."""
 
-    artifact: ExportArtifact
+    artifact: Export
     export_dir: Path
     target: str
     backend: str

@@ -18,10 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aidge_core.export_utils import ExportArtifact
-
 from aidge_deploy.buildsys import STAMP_NAME, plan_build
 from aidge_deploy.errors import BuildError
+from aidge_deploy.exportspec import Export
 
 CACHED_MARK = "AIDGE_DEPLOY_BUILD_CACHED"
 _JOBS_PLACEHOLDER = 987_654_321  # replaced by the board's `nproc` in the shell line
@@ -62,7 +61,7 @@ def _shell(command: Sequence[str]) -> str:
 
 
 def plan_remote_build(
-    artifact: ExportArtifact,
+    artifact: Export,
     *,
     src: str,
     build_dir: str,

@@ -193,7 +193,7 @@ def profile_model(
             check_iterations_fit(
                 iterations,
                 target,
-                cls(config).hardware_target,
+                cls(config).memory_model,
                 local_host=target == "host"
                 and config.backend_kind == "local"
                 and not config.docker_image,

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from aidge_core.export_utils import ExportArtifact
-
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import PipelineError
+from aidge_deploy.exportspec import Export
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ class PipelineContext:
     """Mutable state bag of one run. Config and artifact are inputs; the rest is produced."""
 
     config: DeployConfig
-    artifact: ExportArtifact
+    artifact: Export
     work_dir: Path
     progress: ProgressCallback | None = None
 

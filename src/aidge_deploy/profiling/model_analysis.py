@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from aidge_core.export_utils import ExportArtifact
+from aidge_deploy.exportspec import Export
 
 _DEFINE = re.compile(r"^\s*#define\s+(\w+)\s+(-?\d+)\s*$", re.M)
 
@@ -35,7 +35,7 @@ def _defines(path: Path) -> dict[str, int]:
     }
 
 
-def analyze_export(artifact: ExportArtifact) -> tuple[LayerAnalysis, ...]:
+def analyze_export(artifact: Export) -> tuple[LayerAnalysis, ...]:
     """MACs and parameters of every layer header found in the export (may be empty)."""
     layer_dir = Path(artifact.path) / "dnn" / "include" / "layers"
     if not layer_dir.is_dir():

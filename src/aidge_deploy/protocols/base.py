@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from aidge_core.export_utils import ExportManifest
+    from aidge_deploy.exportspec import Manifest
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ class OutputProtocol(Protocol):
     #: the line that means "the program is done" when it does not exit by itself
     end_markers: tuple[str, ...]
 
-    def parse(self, text: str, manifest: ExportManifest) -> ProtocolResult:
+    def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         """Parse a complete capture. Raises ``ProtocolError`` on malformed input."""
 
-    def drive(self, channel: Channel, manifest: ExportManifest, request: SessionRequest) -> str:
+    def drive(self, channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
         """Run the interactive session and return its transcript (interactive only)."""

@@ -18,7 +18,7 @@ from aidge_deploy.protocols.lines import Line, protocol_error
 from aidge_deploy.protocols.numbers import parse_float_list, parse_int_list
 
 if TYPE_CHECKING:
-    from aidge_core.export_utils import ExportManifest
+    from aidge_deploy.exportspec import Manifest
 
 
 # --- manifest facts ----------------------------------------------------------------------
@@ -96,15 +96,15 @@ def _tensor_specs(entries: Iterable[Mapping[str, Any]], kind: str) -> tuple[Tens
     return tuple(specs)
 
 
-def output_specs(manifest: ExportManifest) -> tuple[TensorSpec, ...]:
+def output_specs(manifest: Manifest) -> tuple[TensorSpec, ...]:
     return _tensor_specs(manifest.outputs, "outputs")
 
 
-def input_specs(manifest: ExportManifest) -> tuple[TensorSpec, ...]:
+def input_specs(manifest: Manifest) -> tuple[TensorSpec, ...]:
     return _tensor_specs(manifest.inputs, "inputs")
 
 
-def app_int(manifest: ExportManifest, key: str) -> int | None:
+def app_int(manifest: Manifest, key: str) -> int | None:
     """An integer from ``application_config`` (the firmware's real settings), if present."""
     value = (manifest.application_config or {}).get(key)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -112,12 +112,12 @@ def app_int(manifest: ExportManifest, key: str) -> int | None:
     return value
 
 
-def app_str(manifest: ExportManifest, key: str) -> str | None:
+def app_str(manifest: Manifest, key: str) -> str | None:
     value = (manifest.application_config or {}).get(key)
     return value if isinstance(value, str) else None
 
 
-def profiling_enabled(manifest: ExportManifest) -> bool:
+def profiling_enabled(manifest: Manifest) -> bool:
     """Whether the firmware prints the per-layer lines (manifest flag or application config)."""
     return bool(manifest.profiling) or bool((manifest.application_config or {}).get("profiling"))
 

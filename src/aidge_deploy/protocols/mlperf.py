@@ -38,7 +38,7 @@ from aidge_deploy.protocols.numbers import parse_float_list
 from aidge_deploy.protocols.registry import register_protocol
 
 if TYPE_CHECKING:
-    from aidge_core.export_utils import ExportManifest
+    from aidge_deploy.exportspec import Manifest
 
 _log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class _InferRun:
 
 
 def parse_mlperf_transcript(
-    text: str, manifest: ExportManifest | None, log_path: Path | None = None
+    text: str, manifest: Manifest | None, log_path: Path | None = None
 ) -> ProtocolResult:
     """Parse an MLPerf Tiny session transcript (the last complete ``infer`` run counts).
 
@@ -167,7 +167,7 @@ def _result(
     run: _InferRun,
     dut_name: str,
     model: str | None,
-    manifest: ExportManifest | None,
+    manifest: Manifest | None,
     notices: list[str],
     log_path: Path | None,
 ) -> ProtocolResult:
@@ -332,7 +332,7 @@ def _find(replies: list[Line], pattern: re.Pattern[str], command: str) -> re.Mat
     )
 
 
-def drive_mlperf(channel: Channel, manifest: ExportManifest, request: SessionRequest) -> str:
+def drive_mlperf(channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
     """Run one MLPerf Tiny measurement and return the transcript.
 
     Sequence: wait for the boot ``m-ready`` (if the board booted before we attached, carry on),
@@ -408,10 +408,10 @@ class MlperfTinyUartV1:
     #: the session is complete once the results of the driven ``infer`` are printed
     end_markers: tuple[str, ...] = ("m-results-",)
 
-    def parse(self, text: str, manifest: ExportManifest) -> ProtocolResult:
+    def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_mlperf_transcript(text, manifest)
 
-    def drive(self, channel: Channel, manifest: ExportManifest, request: SessionRequest) -> str:
+    def drive(self, channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
         return drive_mlperf(channel, manifest, request)
 
 

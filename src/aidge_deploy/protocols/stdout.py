@@ -31,7 +31,7 @@ from aidge_deploy.protocols.numbers import parse_float_token, parse_int_token
 from aidge_deploy.protocols.registry import register_protocol
 
 if TYPE_CHECKING:
-    from aidge_core.export_utils import ExportManifest
+    from aidge_deploy.exportspec import Manifest
 
 STDOUT_V1 = "aidge-stdout/v1"
 STDOUT_OUTPUT_V1 = "aidge-stdout-output/v1"
@@ -48,16 +48,14 @@ class _NonInteractive:
     interactive = False
     end_markers: tuple[str, ...] = ()
 
-    def drive(self, channel: Channel, manifest: ExportManifest, request: SessionRequest) -> str:
+    def drive(self, channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
         raise ProtocolError(
             f"Protocol {self.name} is not interactive",
             hint="Run the program and parse its captured stdout with parse().",
         )
 
 
-def parse_stdout_v1(
-    text: str, manifest: ExportManifest, log_path: Path | None = None
-) -> ProtocolResult:
+def parse_stdout_v1(text: str, manifest: Manifest, log_path: Path | None = None) -> ProtocolResult:
     """Parse ``aidge-stdout/v1``: named output blocks, or the Prediction/Label variant."""
     specs = output_specs(manifest)
     reader = NamedOutputReader(
@@ -165,7 +163,7 @@ def _complete(
 
 
 def parse_stdout_output_v1(
-    text: str, manifest: ExportManifest, log_path: Path | None = None
+    text: str, manifest: Manifest, log_path: Path | None = None
 ) -> ProtocolResult:
     """Parse ``aidge-stdout-output/v1``: one unnamed line of all values per output, in order.
 
@@ -223,7 +221,7 @@ def parse_stdout_output_v1(
 
 
 def parse_stdout_benchmark_v1(
-    text: str, manifest: ExportManifest, log_path: Path | None = None
+    text: str, manifest: Manifest, log_path: Path | None = None
 ) -> ProtocolResult:
     """Parse ``aidge-stdout-benchmark/v1``: ``inference_time: … ms`` (+ ``layer_time_ms:``)."""
     collector = TimingCollector(unit="ms", log_path=log_path)
@@ -264,7 +262,7 @@ class StdoutV1(_NonInteractive):
 
     name = STDOUT_V1
 
-    def parse(self, text: str, manifest: ExportManifest) -> ProtocolResult:
+    def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_stdout_v1(text, manifest)
 
 
@@ -274,7 +272,7 @@ class StdoutOutputV1(_NonInteractive):
 
     name = STDOUT_OUTPUT_V1
 
-    def parse(self, text: str, manifest: ExportManifest) -> ProtocolResult:
+    def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_stdout_output_v1(text, manifest)
 
 
@@ -284,7 +282,7 @@ class StdoutBenchmarkV1(_NonInteractive):
 
     name = STDOUT_BENCHMARK_V1
 
-    def parse(self, text: str, manifest: ExportManifest) -> ProtocolResult:
+    def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_stdout_benchmark_v1(text, manifest)
 
 

@@ -46,7 +46,7 @@ from aidge_deploy.protocols.uart_validation import (
 )
 
 if TYPE_CHECKING:
-    from aidge_core.export_utils import ExportManifest
+    from aidge_deploy.exportspec import Manifest
 
 UART_OUTPUT_V1 = "aidge-uart-output/v1"
 UART_BENCHMARK_V1 = "aidge-uart-benchmark/v1"
@@ -216,7 +216,7 @@ def _require_end_banner(
 
 
 def parse_uart_output_v1(
-    text: str, manifest: ExportManifest, log_path: Path | None = None
+    text: str, manifest: Manifest, log_path: Path | None = None
 ) -> ProtocolResult:
     """Parse ``aidge-uart-output/v1``: ``<name>:`` + all values per output, then END DEMO."""
     reader = NamedOutputReader(
@@ -243,7 +243,7 @@ def _timing_result(protocol: str, block: TimingBlock, notices: Sequence[str]) ->
 
 
 def parse_uart_benchmark_v1(
-    text: str, manifest: ExportManifest, log_path: Path | None = None
+    text: str, manifest: Manifest, log_path: Path | None = None
 ) -> ProtocolResult:
     """Parse ``aidge-uart-benchmark/v1``: ms per forward (no unit), cycles and layers."""
     collector = TimingCollector(unit=None, log_path=log_path)
@@ -261,7 +261,7 @@ def parse_uart_benchmark_v1(
 
 
 def parse_uart_validation_v1(
-    text: str, manifest: ExportManifest, log_path: Path | None = None
+    text: str, manifest: Manifest, log_path: Path | None = None
 ) -> ProtocolResult:
     """Parse a validation session transcript: one result per sample, then the benchmark."""
     collector = TimingCollector(unit=None, log_path=log_path)
@@ -455,7 +455,7 @@ class _UartNonInteractive:
     interactive = False
     end_markers: tuple[str, ...] = ("END DEMO",)
 
-    def drive(self, channel: Channel, manifest: ExportManifest, request: SessionRequest) -> str:
+    def drive(self, channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
         raise ProtocolError(
             f"Protocol {self.name} is not interactive",
             hint="Capture the UART until the END DEMO banner and parse it with parse().",
@@ -468,7 +468,7 @@ class UartOutputV1(_UartNonInteractive):
 
     name = UART_OUTPUT_V1
 
-    def parse(self, text: str, manifest: ExportManifest) -> ProtocolResult:
+    def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_uart_output_v1(text, manifest)
 
 
@@ -478,7 +478,7 @@ class UartBenchmarkV1(_UartNonInteractive):
 
     name = UART_BENCHMARK_V1
 
-    def parse(self, text: str, manifest: ExportManifest) -> ProtocolResult:
+    def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_uart_benchmark_v1(text, manifest)
 
 
@@ -490,10 +490,10 @@ class UartValidationV1:
     interactive = True
     end_markers: tuple[str, ...] = (BENCHMARK_DONE,)
 
-    def parse(self, text: str, manifest: ExportManifest) -> ProtocolResult:
+    def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_uart_validation_v1(text, manifest)
 
-    def drive(self, channel: Channel, manifest: ExportManifest, request: SessionRequest) -> str:
+    def drive(self, channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
         return drive_validation(channel, manifest, request)
 
 

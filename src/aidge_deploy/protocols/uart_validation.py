@@ -19,8 +19,7 @@ from aidge_deploy.protocols.lines import check_side_channel, read_session_line
 from aidge_deploy.protocols.manifest_facts import TensorSpec, app_int, input_specs
 
 if TYPE_CHECKING:
-    from aidge_core.export_utils import ExportManifest
-
+    from aidge_deploy.exportspec import Manifest
     from aidge_deploy.protocols.base import Channel, SessionRequest
 
 _log = logging.getLogger(__name__)
@@ -84,7 +83,7 @@ def _bounds(dtype: np.dtype[Any]) -> tuple[int, int]:
     return max(int(info.min), -(2**63)), min(int(info.max), 2**63 - 1)
 
 
-def drive_validation(channel: Channel, manifest: ExportManifest, request: SessionRequest) -> str:
+def drive_validation(channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
     """Run the ``aidge-uart-validation/v1`` session and return the transcript.
 
     Answers each ``READY <id>`` with sample ``id`` (resending it after ``error: parse_input``,

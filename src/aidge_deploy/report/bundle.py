@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aidge_core.export_utils import ExportArtifact
-
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import ReportError
+from aidge_deploy.exportspec import Export
 from aidge_deploy.profiling.binary import BinaryInfo
 from aidge_deploy.profiling.validity import Validity, assess
 from aidge_deploy.report import metadata as meta
@@ -98,7 +97,7 @@ class _Writer:
         self.add(rel, json.dumps(doc, indent=2, sort_keys=False) + "\n", "application/json", role)
 
 
-def _manifest_dict(artifact: ExportArtifact) -> dict[str, Any]:
+def _manifest_dict(artifact: Export) -> dict[str, Any]:
     return {
         f.name: getattr(artifact.manifest, f.name) for f in dataclasses.fields(artifact.manifest)
     }
@@ -114,7 +113,7 @@ def _build_metadata(
     timestamp: str,
     result: DeployResult,
     config: DeployConfig,
-    artifact: ExportArtifact,
+    artifact: Export,
     identity: Mapping[str, Any],
     hardware: Mapping[str, Any],
     toolchain: Mapping[str, str | None],
@@ -207,7 +206,7 @@ def write_bundle(
     out_dir: Path,
     result: DeployResult,
     config: DeployConfig,
-    artifact: ExportArtifact,
+    artifact: Export,
     *,
     hardware_target: Any = None,
     binary: BinaryInfo | None = None,

@@ -17,9 +17,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from aidge_core.export_utils import ExportArtifact
-
 from aidge_deploy.artifact import export_hash
+from aidge_deploy.exportspec import Export
 
 #: directory names under which the exporters write layer configs and weights
 _MODEL_DIRS = frozenset({"layers", "parameters", "params", "weights"})
@@ -77,7 +76,7 @@ def _model_files(root: Path) -> list[Path]:
     return files
 
 
-def model_identity(artifact: ExportArtifact) -> ModelIdentity:
+def model_identity(artifact: Export) -> ModelIdentity:
     """Fingerprint the model of an export (see the module docstring for what is hashed)."""
     root = Path(artifact.path)
     manifest = artifact.manifest

@@ -71,6 +71,7 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
     timing_provenance: ClassVar[Provenance] = Provenance.HOST
     counter_provenance: ClassVar[Provenance] = Provenance.HOST
     description: ClassVar[str] = "native build + run"
+    fixed_memories: ClassVar[bool] = False  # a Linux process: sized by the OS, not the model
     _docker_location: LocalDocker | None = None
 
     def preflight(self) -> list[ToolCheck]:

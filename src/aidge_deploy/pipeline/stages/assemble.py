@@ -13,10 +13,10 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from aidge_core.export_utils import ExportArtifact
 
 from aidge_deploy.artifact import RuntimeSettings, hydrate_runtime
 from aidge_deploy.config import Aggregation, DeployConfig
+from aidge_deploy.exportspec import Export
 from aidge_deploy.legacy_results import AUTOENCODER, legacy_results, top1_accuracy
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.power.result import PowerResult
@@ -197,7 +197,7 @@ class AssembleStage:
 def assemble_result(
     target: DeployTarget,
     parsed: ProtocolResult,
-    artifact: ExportArtifact,
+    artifact: Export,
     config: DeployConfig,
     execution: ExecutionResult,
     build: BuildResult,
@@ -220,8 +220,8 @@ def assemble_result(
     profile = counter_profile
     method = Aggregation(config.aggregation)
     times = target.run_times(parsed, manifest.application_config)
-    labels = list(runtime.validation.labels) if runtime.validation.labels else None
-    inference_type = runtime.validation.inference_type
+    labels = list(runtime.labels) if runtime.labels else None
+    inference_type = runtime.inference_type
     accuracy = None if inference_type == AUTOENCODER else top1_accuracy(parsed.predictions, labels)
     cycle_name, cycle_unit = target.cycle_metric
     cycles = [round(target.convert_cycles(c)) for c in parsed.cycles] if parsed.cycles else None

@@ -22,6 +22,6 @@ class InspectBinaryStage:
 
     def run(self, ctx: PipelineContext) -> None:
         target = ctx.resolved_target
-        info = inspect_binary(ctx.built.artifact_path, target.hardware_target)
+        info = inspect_binary(ctx.built.artifact_path, target.memory_model)
         info.check_fits(target.target_name)
         ctx.binary_info = info
