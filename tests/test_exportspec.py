@@ -19,6 +19,7 @@ from aidge_deploy import exportspec
 from aidge_deploy.artifact import load_export_artifact
 from aidge_deploy.errors import ManifestError
 from aidge_deploy.exportspec import Application, Export, Manifest
+from captured import load_capture
 
 
 def _defaults(cls: type) -> dict[str, Any]:
@@ -49,16 +50,8 @@ def test_the_mirror_has_aidges_file_name_and_schema_version() -> None:
 
 
 def _aidge_manifest() -> ExportManifest:
-    return ExportManifest(
-        target="host",
-        execution_domain="linux",
-        environment="linux",
-        build_system="cmake",
-        application="benchmark",
-        expected_artifact="build/run_export",
-        protocol="aidge-stdout-benchmark/v1",
-        application_config={"nb_iterations": 7},
-    )
+    """The manifest of a real host export (``tests/data/logs/host``), as Aidge reads it."""
+    return load_capture("host", "benchmark_profiling")[1]
 
 
 def test_an_aidge_artifact_is_accepted_and_converted_back(tmp_path: Path) -> None:
