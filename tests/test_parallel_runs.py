@@ -95,7 +95,7 @@ def test_second_profile_neither_reexports_nor_rebuilds(
     tiny_cnn: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import aidge_deploy
-    from aidge_deploy.exportcache import prepare_export
+    from aidge_deploy.exportcache import is_cached, prepare_export
     from aidge_deploy.modelexport import ExportRequest
     from aidge_deploy.progress import ProgressKind, ProgressUpdate
 
@@ -107,7 +107,9 @@ def test_second_profile_neither_reexports_nor_rebuilds(
         if update.stage == "Build" and update.kind == ProgressKind.STATUS:
             statuses.append(update.message)
 
+    assert not is_cached(request)
     first = prepare_export(request)
+    assert is_cached(request)
     aidge_deploy.deploy(first.artifact, aidge_deploy.DeployConfig(), progress=progress)
     manifest_time = (first.path / ".aidge-export.json").stat().st_mtime_ns
     second = prepare_export(request)

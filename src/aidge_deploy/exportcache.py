@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ class CachedExport:
     duration_s: float
 
 
+@cache
 def _version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
@@ -89,9 +90,16 @@ def _package_dirs(name: str) -> list[str]:
     return list(spec.submodule_search_locations or []) if spec is not None else []
 
 
+@lru_cache(maxsize=8)
+def _file_digest(path: Path, size: int, mtime_ns: int) -> str:
+    del size, mtime_ns  # in the cache key: a changed file is read again
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def export_key(request: ExportRequest) -> str:
     """The hex key of everything that determines the export of ``request``."""
-    model = hashlib.sha256(request.model.read_bytes()).hexdigest()
+    info = request.model.stat()
+    model = _file_digest(request.model.absolute(), info.st_size, info.st_mtime_ns)
     fields = asdict(request)
     fields.pop("model")
     fields.pop("out_dir")
@@ -149,6 +157,16 @@ def _check_replaceable(folder: Path) -> None:
         )
 
 
+def _destination(request: ExportRequest, key: str, work_dir: Path | None) -> Path:
+    return (Path(work_dir) if work_dir is not None else cache_entry(request, key)).absolute()
+
+
+def is_cached(request: ExportRequest, *, work_dir: Path | None = None) -> bool:
+    """Whether ``prepare_export`` would reuse an existing export (nothing to export)."""
+    key = export_key(request)
+    return _reusable(_destination(request, key, work_dir), key)
+
+
 def prepare_export(
     request: ExportRequest, *, work_dir: Path | None = None, log_path: Path | None = None
 ) -> CachedExport:
@@ -159,7 +177,7 @@ def prepare_export(
     """
     started = time.perf_counter()
     key = export_key(request)
-    final = (Path(work_dir) if work_dir is not None else cache_entry(request, key)).absolute()
+    final = _destination(request, key, work_dir)
     if _reusable(final, key):
         _log_line(log_path, f"reused the export {final} (key {key[:16]})\n")
         return CachedExport(_load(final), final, True, key, time.perf_counter() - started)
@@ -216,4 +234,4 @@ def _log_line(log_path: Path | None, text: str) -> None:
         log.write(text)
 
 
-__all__ = ["CachedExport", "cache_entry", "export_key", "prepare_export"]
+__all__ = ["CachedExport", "cache_entry", "export_key", "is_cached", "prepare_export"]

@@ -67,11 +67,13 @@ def load_plugins() -> None:
             importlib.import_module(name)
 
 
-def check_onnx_model(model: Path) -> None:
+def check_onnx_model(model: Path, *, parse: bool = True) -> None:
     """Raise ``ConfigError`` unless ``model`` is a readable ONNX model with a graph.
 
     Checked before Aidge sees the file: Aidge's loader answers a truncated or foreign file
     with a protobuf traceback, and an empty one with an unrelated ``max()`` error.
+    ``parse=False`` checks only that it is a non-empty regular file: for bytes known to have
+    been exported before (an export cache hit), which need no ``onnx`` import to trust.
     """
     hint = (
         "Pass an ONNX model file (.onnx) exported from your framework (e.g. torch.onnx.export); "
@@ -94,6 +96,8 @@ def check_onnx_model(model: Path) -> None:
     size = info.st_size
     if size == 0:
         raise ConfigError(f"{model} is not a valid ONNX model: the file is empty", hint=hint)
+    if not parse:
+        return
     import onnx
     from google.protobuf.message import DecodeError
 

@@ -159,7 +159,7 @@ def profile_model(
     with stoppable() as control:
         from aidge_deploy.api import deploy, new_run_dir
         from aidge_deploy.config import DeployConfig
-        from aidge_deploy.exportcache import prepare_export
+        from aidge_deploy.exportcache import is_cached, prepare_export
         from aidge_deploy.modelexport import (
             ApplicationKind,
             Dtype,
@@ -185,7 +185,9 @@ def profile_model(
                 profiling=True,
             )
             check_request(request)
-            check_onnx_model(model)
+            check_onnx_model(model, parse=False)  # a file, not a folder, a pipe or empty
+            # these exact bytes exported before need no parsing (nor the onnx import)
+            check_onnx_model(model, parse=not is_cached(request, work_dir=work_dir))
             if work_dir is not None:
                 check_folder_arg(work_dir, "--work-dir", must_exist=False, what="for the export")
             config: DeployConfig = DeployConfig(target=target, **config_values)
