@@ -331,3 +331,55 @@ def test_a_long_poll_stops_when_its_client_is_gone(tmp_path: Path) -> None:
         assert waited and set(waited) == {f"job:{job_id}"}  # a client still there: it waits
     finally:
         state.db.dispose()
+
+
+def test_a_freed_board_goes_to_the_next_job_at_once_and_a_late_unlock_spares_it(
+    farm_root: Path,
+) -> None:
+    """A real labgrid coordinator: a job that frees its board (reservation cancelled
+    first, then the lock, as the agent does) hands it to the waiting reservation in the
+    same scheduling pass, not at some later one; and the first job's late unlock (the
+    service's, after that job's end report) leaves the next job's lock alone."""
+    import asyncio
+
+    from aidge_deploy.farm.coordinator import CoordinatorLink, ReservationState
+    from farmkit import Farm
+
+    farm = Farm(root=farm_root)
+    farm.start_coordinator()
+    tags = {"farm": "t", "target": "x"}
+
+    async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(200):
+            if check():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(what)
+
+    async def scenario() -> None:
+        link = CoordinatorLink(farm.coordinator, "t")
+        await link.connect()
+        try:
+            await link.ensure_place("b1", tags)
+            first = await link.reserve(tags)
+            await until(lambda: link.allocations().get(first) == "b1", "first allocated")
+            await link.acquire("b1", first)
+            second = await link.reserve(tags)
+            assert (await link.reservations())[second].state == ReservationState.WAITING
+            await link.cancel(first)
+            await link.release("b1")
+            info = (await link.reservations())[second]
+            assert info.state == ReservationState.ALLOCATED and info.place == "b1"
+            await until(lambda: link.allocations().get(second) == "b1", "the push")
+            await link.acquire("b1", second)
+            await until(lambda: link.may_release("b1", second), "the lock's push")
+            assert link.may_release("b1", first) is False
+            assert link.may_release("elsewhere", first) is True  # a place it does not know
+            assert (await link.places())["b1"].acquired  # still the second job's lock
+        finally:
+            await link.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        farm.stop_all()

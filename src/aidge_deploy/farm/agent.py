@@ -6,10 +6,12 @@ coordinator allocated to its places, and runs each job: lock the place (labgrid
 ``AcquirePlace`` for the job's reservation), claim it, fetch and check the export, run
 our own ``deploy()`` in a child process (``runner``, forked from a server that imported
 the deploy path once: ``runners``) with the board's lab options, stream its stage events,
-upload result, bundle and log, report the end with the time each phase took — and in every case
-(failure, cancel, crash of the child) release the place, cancel the reservation and end
-every process of the job (``reaper``). Calls to the service are retried while it
-restarts, so a job survives a service restart.
+free the board as soon as the deploy has ended — end every process of the job
+(``reaper``), cancel the reservation, unlock the place, in every case (failure, cancel,
+crash of the child) — so labgrid hands it to the next job while this one uploads result,
+bundle and log and reports its end with the time each phase took. The long poll names
+the jobs the agent runs already, so it waits for a new one. Calls to the service are
+retried while it restarts, so a job survives a service restart.
 """
 
 from __future__ import annotations
@@ -213,7 +215,12 @@ class Agent:
         beat.start()
         try:
             while not self.stop.is_set():
-                r = self.service.call("POST", "/poll", params={"wait": self.settings.poll_wait})
+                with self._lock:
+                    have = sorted(self.running)
+                # the jobs it already runs are not offered again: the poll waits for a new one
+                r = self.service.call(
+                    "POST", "/poll", params={"wait": self.settings.poll_wait, "skip": have}
+                )
                 if r.status_code == 409:  # the service forgot us (new database): register again
                     self.register()
                     continue
@@ -223,7 +230,7 @@ class Agent:
                 self._freed.clear()
                 started = [self._start(offer) for offer in offers]
                 if offers and not any(started):
-                    # offered for boards still finishing a job: wait for one to be free
+                    # offered for a board its last job has not freed yet: wait until it is
                     self._freed.wait(1.0)
         finally:
             self.shutdown()
@@ -268,7 +275,7 @@ class Agent:
     def _start(self, offer: dict[str, Any]) -> bool:
         job_id = int(offer["id"])
         with self._lock:
-            busy = any(r.board == offer["board"] for r in self.running.values())
+            busy = any(r.board == offer["board"] and r.on_board for r in self.running.values())
             board = self.boards.get(offer["board"])
             if job_id in self.running or busy or board is None:
                 return False
@@ -280,6 +287,10 @@ class Agent:
     def finished(self, job_id: int) -> None:
         with self._lock:
             self.running.pop(job_id, None)
+        self._freed.set()
+
+    def board_freed(self) -> None:
+        """A job has freed its board (its results may still be uploading)."""
         self._freed.set()
 
 
@@ -301,6 +312,9 @@ class JobRun:
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"job-{self.id}")
         self._pending: list[dict[str, str]] = []
         self._run_ended = threading.Event()
+        #: the job holds its board (from before the lock until ``_free_board``)
+        self.on_board = True
+        self._locked = False
         #: seconds each phase of the job took on this host, reported with its end
         self.phases: dict[str, float] = {}
         self._clock = time.monotonic()
@@ -322,13 +336,12 @@ class JobRun:
 
     def _main(self) -> None:
         labgrid = self.agent.labgrid
-        locked = False
         try:
             if labgrid is None:
                 return
             try:
                 labgrid.call(lambda: labgrid.link.acquire(self.board, self.token))
-                locked = True
+                self._locked = True
             except Exception as exc:
                 log.warning("job %s: cannot lock %s: %s", self.id, self.board, exc)
                 return
@@ -349,14 +362,29 @@ class JobRun:
                     error_type="AgentError",
                 )
         finally:
-            self._end_processes()
-            if labgrid is not None and locked:
-                with contextlib.suppress(Exception):
-                    labgrid.call(lambda: labgrid.link.release(self.board))
-                with contextlib.suppress(Exception):
-                    labgrid.call(lambda: labgrid.link.cancel(self.token))
+            self._free_board()
             shutil.rmtree(self.dir, ignore_errors=True)
             self.agent.finished(self.id)
+
+    def _free_board(self) -> None:
+        """End every process of the job, then unlock the board and cancel the job's
+        reservation: labgrid allocates the board to the next job at once, while this one
+        still uploads its results (which need no board). Once only."""
+        if not self.on_board:
+            return
+        self._end_processes()
+        labgrid = self.agent.labgrid
+        if labgrid is not None and self._locked:
+            # the reservation first: labgrid offers a place that has neither reservation
+            # nor lock, so the unlock's scheduling pass gives the board to the next job
+            # (cancelled last, the board would wait for some later pass)
+            with contextlib.suppress(Exception):
+                labgrid.call(lambda: labgrid.link.cancel(self.token))
+            with contextlib.suppress(Exception):
+                labgrid.call(lambda: labgrid.link.release(self.board))
+        self.on_board = False
+        self._phase("release")
+        self.agent.board_freed()
 
     def _run(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -394,10 +422,12 @@ class JobRun:
             proc.wait()
         finally:
             self._run_ended.set()
-            streamer.join(30)  # its last upload lands before the final one below
-        self._post_events()
+        returncode = proc.returncode
         self._runner_phases(handed_at)
-        self._report(proc.returncode)
+        self._free_board()
+        streamer.join(30)  # its last upload lands before the final one below
+        self._post_events()
+        self._report(returncode)
 
     def _runner_phases(self, handed_at: float) -> None:
         """Split the runner's time: from its start (a fork) to the deploy's start, the

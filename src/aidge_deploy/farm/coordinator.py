@@ -174,6 +174,19 @@ class CoordinatorLink:
             if getattr(p, "reservation", None)
         }
 
+    def may_release(self, place: str, token: str | None) -> bool:
+        """Whether unlocking ``place`` for the job of reservation ``token`` cannot unlock
+        another job's board. Every farm process locks as the same labgrid user, so a late
+        unlock (the agent freed the board itself, the next job has locked it since) would
+        take the next job's lock. From the session's copy of the places: yes while the
+        place is still allocated to ``token``, or locked with no reservation at all (what
+        a job that lost its reservation leaves), or unknown here."""
+        p = self._session.places.get(place) if self.connected else None
+        if p is None or token is None:
+            return True
+        reservation = getattr(p, "reservation", None) or None
+        return reservation == token or (reservation is None and bool(p.acquired))
+
     async def ensure_place(
         self, name: str, tags: dict[str, str], matches: tuple[str, ...] = ()
     ) -> None:

@@ -172,12 +172,16 @@ class Dispatcher:
         with self._lock:
             todo, self._releases = self._releases, []
         for token, place in todo:
-            if place:
-                await self.link.release(place)
+            # the reservation first, then the lock: labgrid offers a place only when it
+            # has neither, so the unlock's scheduling pass gives it to the next job at
+            # once (unlocked first, it would wait for some later pass)
+            unlock = bool(place) and self.link.may_release(str(place), token)
             if token:
                 await self.link.cancel(token)
                 self._refreshed.pop(token, None)
                 self._relock.pop(token, None)
+            if unlock:
+                await self.link.release(str(place))
 
     # --- places ----------------------------------------------------------------------
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
@@ -151,13 +151,12 @@ def heartbeat(body: Heartbeat, who: AgentDep, state: StateDep) -> dict[str, Any]
     return {"cancel": cancel, "stop": gone}
 
 
-def _offers(state: FarmState, agent: str) -> list[dict[str, Any]]:
+def _offers(state: FarmState, agent: str, skip: list[int]) -> list[dict[str, Any]]:
     with state.db.session() as s:
-        jobs = s.scalars(
-            select(Job)
-            .where(Job.agent_name == agent, Job.state == JobState.RESERVED.value)
-            .order_by(Job.id)
-        )
+        q = select(Job).where(Job.agent_name == agent, Job.state == JobState.RESERVED.value)
+        if skip:
+            q = q.where(Job.id.not_in(skip))
+        jobs = s.scalars(q.order_by(Job.id))
         return [
             {
                 "id": j.id,
@@ -173,15 +172,19 @@ def _offers(state: FarmState, agent: str) -> list[dict[str, Any]]:
 
 @router.post("/poll")
 async def poll(
-    request: Request, who: AgentDep, state: StateDep, wait: float = 20.0
+    request: Request,
+    who: AgentDep,
+    state: StateDep,
+    wait: float = 20.0,
+    skip: Annotated[list[int], Query(max_length=1000)] = [],  # noqa: B006 - FastAPI copies it
 ) -> dict[str, Any]:
-    """Jobs reserved on this agent's boards; waits up to ``wait`` s for one (less if the
-    agent goes away)."""
+    """Jobs reserved on this agent's boards, but those in ``skip`` (the agent runs them
+    already); waits up to ``wait`` s for one (less if the agent goes away)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, min(wait, state.settings.long_poll_max))
+    await run_in_threadpool(_touch, state, who.name)
     while True:
-        await run_in_threadpool(_touch, state, who.name)
-        offers = await run_in_threadpool(_offers, state, who.name)
+        offers = await run_in_threadpool(_offers, state, who.name, skip)
         remaining = deadline - loop.time()
         if offers or remaining <= 0 or await request.is_disconnected():
             return {"jobs": offers}
