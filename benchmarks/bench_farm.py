@@ -5,18 +5,20 @@ two agents in separate processes, each serving two emulated mps2-an386 boards (Q
 Every client uploads the same export (stored once), submits its share of the jobs by
 target, then polls their status until all are done, timing every status request.
 
-Printed (figures, never asserted on time):
+Printed (figures, never asserted on time), each goal of issue 10 next to its target:
   * jobs done / lost / run more than once, and whether every output equals a local deploy's;
-  * board utilisation while jobs wait (busy board-seconds over 4 x the waiting window);
-  * status request latency p50 / p99 under that load, as the clients saw it and as the
-    service spent on it (its ``Server-Timing`` header);
+  * board utilisation while jobs wait: board-seconds held by a job (from its claim to the
+    unlock that frees the board; results are uploaded after it) over 4 x the window in
+    which jobs waited, and the idle time between two jobs of a board, split in unlock to
+    the next reservation (labgrid and the service) and reservation to claim (the agent);
+  * status request latency p50 / p90 / p99 under that load, as the clients saw it and as
+    the service spent on it (its ``Server-Timing`` header), and the request rate;
   * farm overhead per job: submit-to-done minus the agent's deploy time for a job alone
-    (uncontended), and under load the board-side overhead (board held minus deploy time);
-  * where a job's time goes, phase by phase (alone and under load): queue wait,
-    reservation to lock (the agent's poll and labgrid's lock), claim, fetching the export,
-    handing it to the board's warm runner, the deploy, the runner's exit, uploading the
-    results, the end report, and the done-notification reaching the client;
-  * the same submit-to-done minus deploy under load (queue wait included), for reference.
+    (uncontended), and under load from the job's reservation (the queue wait excluded);
+  * where a job's time goes, phase by phase (alone and under load);
+  * the machine during the load: its load average, and who used its CPUs (each farm
+    process with its children, the clients, and other processes: another user's load
+    makes every figure worse, rerun then).
 
 Run: ``python benchmarks/bench_farm.py [--jobs 200] [--clients 20]`` (about 5-10 minutes
 for the defaults on 2 cores). Exit status 1 if a job is lost, duplicated or wrong.
@@ -25,7 +27,9 @@ for the defaults on 2 cores). Exit status 1 if a job is lost, duplicated or wron
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import json
 import os
 import statistics
 import sys
@@ -37,11 +41,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 import aidge_deploy
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.farm.archive import pack_export
 from aidge_deploy.farm.client import FarmClient
+from aidge_deploy.farm.resultcodec import decode_result
 from common import make_export  # also puts tests/ on sys.path
 from farmkit import ALICE, Farm, make_farm
 
@@ -49,7 +55,9 @@ BOARDS_A = {"an386-1": "mps2-an386", "an386-2": "mps2-an386"}
 BOARDS_B = {"an386-3": "mps2-an386", "an386-4": "mps2-an386"}
 TERMINAL = ("done", "failed", "cancelled")
 #: the agent's phases after its claim, in order (``JobRun.phases``)
-BOARD_PHASES = ("fetch", "start", "deploy", "exit", "upload")
+BOARD_PHASES = ("fetch", "start", "deploy", "exit", "release", "upload")
+#: the phases during which the job holds its board (``release`` ends with the unlock)
+HELD_PHASES = BOARD_PHASES[: BOARD_PHASES.index("release") + 1]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -64,6 +72,92 @@ def server_ms(response: Any) -> float | None:
         if name == "app" and params.startswith("dur="):
             return float(params[4:])
     return None
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and all its descendants (live ones, and the ended ones
+    their parents have waited for)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine spent busy (all CPUs; idle, I/O wait and time stolen
+    by the hypervisor excluded; guest time is counted in user time already)."""
+    t = psutil.cpu_times()
+    spare = ("idle", "iowait", "steal", "guest", "guest_nice")
+    return sum(t) - sum(getattr(t, name, 0.0) for name in spare)
+
+
+class CpuMeter:
+    """Who used the machine's CPUs between ``start()`` and ``stop()``: each farm process
+    (with its children: an agent's include its boards' QEMU, builds and runners), this
+    process (the clients), and everything else on the machine (other users' work)."""
+
+    def __init__(self, farm: Farm) -> None:
+        self.farm = farm
+        self.begin: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+        self.kinds: dict[str, float] = {}
+        self.wall = 0.0
+        self.load_start = os.getloadavg()
+        self.load_end = self.load_start
+
+    def _sample(self) -> dict[str, float]:
+        out = {name: tree_cpu(p.pid) for name, p in self.farm.procs.items()}
+        me = psutil.Process().cpu_times()
+        out["clients (this process)"] = me.user + me.system
+        out["machine"] = machine_busy()
+        t = psutil.cpu_times()
+        out["niced"] = t.nice
+        out["interrupts"] = getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+        out["steal"] = getattr(t, "steal", 0.0)
+        out["wall"] = time.monotonic()
+        return out
+
+    def start(self) -> None:
+        self.load_start = os.getloadavg()
+        self.begin = self._sample()
+
+    def stop(self) -> None:
+        end = self._sample()
+        self.load_end = os.getloadavg()
+        self.used = {k: max(0.0, end[k] - self.begin.get(k, end[k])) for k in end}
+        self.wall = self.used.pop("wall")
+        self.kinds = {k: self.used.pop(k) for k in ("niced", "interrupts", "steal")}
+
+    def print(self) -> None:
+        cpus = psutil.cpu_count() or 1
+        machine = self.used.get("machine", 0.0)
+        ours = sum(v for k, v in self.used.items() if k != "machine")
+        la0 = " ".join(f"{x:.1f}" for x in self.load_start)
+        la1 = " ".join(f"{x:.1f}" for x in self.load_end)
+        print(f"  machine: {cpus} CPUs; load average (1, 5, 15 min) {la0} before, {la1} after")
+        if self.wall <= 0:
+            return
+        print(
+            f"  CPU busy during the load        {machine / self.wall:5.2f} of {cpus} cores"
+            f"  ({machine / (cpus * self.wall) * 100:.0f} %; niced processes "
+            f"{self.kinds['niced'] / self.wall:.2f}, interrupts "
+            f"{self.kinds['interrupts'] / self.wall:.2f}, stolen by the host "
+            f"{self.kinds['steal'] / self.wall:.2f})"
+        )
+        for name, sec in sorted(self.used.items(), key=lambda kv: -kv[1]):
+            if name != "machine":
+                print(f"    {name:<30} {sec / self.wall:5.2f} cores")
+        print(
+            f"    {'other processes (not the farm)':<30} {max(0.0, machine - ours) / self.wall:5.2f}"
+            " cores  (another user's load: rerun if high)"
+        )
 
 
 class Load:
@@ -129,8 +223,20 @@ def phases(job: dict[str, Any], seen: float | None) -> dict[str, float]:
     return out
 
 
-def board_gaps(done: list[dict[str, Any]]) -> list[float]:
-    """Per board, from each job's end to the claim of the board's next job."""
+def held(job: dict[str, Any]) -> tuple[float, float]:
+    """When the job held its board: from its claim (the agent has locked the board) to
+    the unlock that ends its ``release`` phase (the agent's phase durations added to the
+    service's claim time); its end (done) when the agent reported no ``release``."""
+    claimed = job["times"]["building"]
+    agent = job.get("phases") or {}
+    if "release" not in agent:
+        return claimed, job["times"]["done"]
+    return claimed, claimed + sum(agent.get(n, 0.0) for n in HELD_PHASES)
+
+
+def board_gaps(done: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """Per board, between a job's unlock and the claim of the board's next job: (unlock to
+    the next job's reservation on the board, that reservation to the agent's claim)."""
     by_board: dict[str, list[dict[str, Any]]] = {}
     for j in done:
         by_board.setdefault(j["board"], []).append(j)
@@ -138,7 +244,8 @@ def board_gaps(done: list[dict[str, Any]]) -> list[float]:
     for jobs in by_board.values():
         jobs.sort(key=lambda j: j["times"]["building"])
         for a, b in itertools.pairwise(jobs):
-            gaps.append(b["times"]["building"] - a["times"]["done"])
+            t = b["times"]
+            gaps.append((t["reserved"] - held(a)[1], t["building"] - t["reserved"]))
     return gaps
 
 
@@ -152,6 +259,7 @@ def print_phases(alone: dict[str, float], loaded: list[dict[str, float]]) -> Non
         "start": "hand to the warm runner",
         "deploy": "deploy (the agent's deploy())",
         "exit": "runner exit, last events",
+        "release": "end processes, unlock the board",
         "upload": "upload log, bundle, result",
         "end report": "end report (finish request)",
         "done to client": "done to the client seeing it",
@@ -164,10 +272,27 @@ def print_phases(alone: dict[str, float], loaded: list[dict[str, float]]) -> Non
         print(f"    {label:<32} {alone[key]:7.3f} s        {med:7.3f} s  {p90:7.3f} s")
 
 
+def utilisation(done: list[dict[str, Any]], boards: int) -> tuple[float, float]:
+    """Board utilisation while jobs wait, and that window's length: a board counts as
+    busy while a job holds it (``held``: from the claim to the unlock, its results are
+    uploaded after); the window runs from the first claim to the last one (after it, no
+    job waits any more)."""
+    starts = sorted(j["times"]["building"] for j in done)
+    w0, w1 = starts[0], starts[-1]
+    busy = sum(max(0.0, min(held(j)[1], w1) - max(held(j)[0], w0)) for j in done)
+    return (busy / (boards * (w1 - w0)) if w1 > w0 else float("nan")), w1 - w0
+
+
+def goal(label: str, figure: str, target: str, met: bool | None) -> None:
+    verdict = "" if met is None else ("met" if met else "NOT met")
+    print(f"  {label:<44} {figure:<24} {target:<12} {verdict}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--dump", type=Path, help="write every job's record (JSON) there")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-farm-"))
     export = make_export(tmp, kind="output", target="mps2-an386")
@@ -176,6 +301,7 @@ def main() -> int:
     archive = pack_export(Path(export.path))
     farm = make_farm(tmp / "farm", agent_timeout=30.0)
     load = Load()
+    boards = len(BOARDS_A) + len(BOARDS_B)
     try:
         farm.start_agent("host-a", BOARDS_A)
         farm.start_agent("host-b", BOARDS_B)
@@ -191,6 +317,7 @@ def main() -> int:
                 seen = time.time()
                 alone = (view["times"]["done"] - view["times"]["queued"]) - view["deploy_seconds"]
                 alone_total = seen - t0
+                alone_deploy = view["deploy_seconds"]
                 alone_phases = phases(view, seen)
         threads = [
             threading.Thread(target=client_worker, args=(farm, archive, n, load))
@@ -199,12 +326,15 @@ def main() -> int:
                 for i in range(args.clients)
             ]
         ]
+        cpu = CpuMeter(farm)
+        cpu.start()
         started = time.time()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.time() - started
+        cpu.stop()
         with FarmClient(farm.url) as c:
             c.login(*ALICE)
             jobs = [c.job(i) for i in load.ids]
@@ -216,8 +346,6 @@ def main() -> int:
                 if states["done"] > 1 or states["building"] > 1:
                     dup += 1
                 if j["state"] == "done":
-                    from aidge_deploy.farm.resultcodec import decode_result
-
                     remote = decode_result(c.result(j["id"]))
                     assert isinstance(remote.output, list)
                     if not all(
@@ -227,55 +355,91 @@ def main() -> int:
                         wrong += 1
     finally:
         farm.stop_all()
+    if args.dump:
+        args.dump.write_text(json.dumps(jobs, indent=1), encoding="utf-8")
     done = [j for j in jobs if j["state"] == "done"]
     lost = args.jobs - len(done)
-    # utilisation while jobs wait: from the first claim to the last claim
-    starts = sorted(j["times"]["building"] for j in done)
-    w0, w1 = starts[0], starts[-1]
-    busy = 0.0
-    for j in done:
-        a, b = j["times"]["building"], j["times"]["done"]
-        busy += max(0.0, min(b, w1) - max(a, w0))
-    util = busy / (4 * (w1 - w0)) if w1 > w0 else float("nan")
+    util, window = utilisation(done, boards)
     held = [(j["times"]["done"] - j["times"]["reserved"]) - j["deploy_seconds"] for j in done]
     total = [(j["times"]["done"] - j["times"]["queued"]) - j["deploy_seconds"] for j in done]
     deploy_s = [j["deploy_seconds"] for j in done]
     lat, srv = load.latencies, load.server
-    print(f"\n== board farm: {args.jobs} jobs, {args.clients} clients, 4 emulated boards ==")
-    print(f"  load average (1, 5, 15 min)     {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"  jobs done                       {len(done)} / {args.jobs}")
-    print(f"  lost                            {lost}")
+    p99 = percentile(lat, 0.99)
+    print(
+        f"\n== board farm: {args.jobs} jobs from {args.clients} clients on {boards} emulated boards =="
+    )
+    cpu.print()
+    print(f"  {'goal (issue 10)':<44} {'measured':<24} {'target':<12}")
+    goal(
+        "jobs done, none lost or run twice",
+        f"{len(done)}/{args.jobs}, {lost} lost, {dup} twice",
+        "all, 0, 0",
+        not lost and not dup,
+    )
+    goal(
+        "outputs equal to the local deploy's", f"{len(done) - wrong}/{len(done)}", "all", not wrong
+    )
+    goal("board utilisation while jobs wait", f"{util * 100:.1f} %", ">= 90 %", util >= 0.9)
+    goal(
+        "status request p99 under that load (client)", f"{p99 * 1000:.1f} ms", "< 50 ms", p99 < 0.05
+    )
+    goal("farm overhead per job, alone", f"{alone:.3f} s", "printed", None)
+    goal(
+        "farm overhead per job under load (median)",
+        f"{statistics.median(held):.3f} s",
+        "printed",
+        None,
+    )
+    print("  (overhead = submit to done minus the agent's deploy time; under load from the")
+    print("   job's reservation on a board, so the queue wait is not counted as overhead)")
     for j in jobs:
         if j["state"] != "done":
             print(f"    job {j['id']} {j['state']}: {(j.get('error') or {}).get('message')}")
-    print(f"  run more than once              {dup}")
-    print(f"  outputs different from local    {wrong}")
-    print(f"  wall time                       {wall:8.1f} s  ({len(done) / wall:.2f} jobs/s)")
-    print(f"  agent deploy time per job       median {statistics.median(deploy_s):6.2f} s")
-    print(f"  board utilisation while waiting {util * 100:8.1f} %  (target >= 90 %)")
+    print("\n  details")
+    print(f"  wall time of the load           {wall:8.1f} s  ({len(done) / wall:.2f} jobs/s)")
+    print(f"  jobs waited for a board during  {window:8.1f} s  (the utilisation's window)")
+    print(
+        f"  agent deploy time per job       alone {alone_deploy:.3f} s, under load median "
+        f"{statistics.median(deploy_s):.3f} s"
+    )
     gaps = board_gaps(done)
     if gaps:
+        idle = [a + b for a, b in gaps]
+        released = [a for a, _ in gaps]
+        claimed = [b for _, b in gaps]
         print(
-            f"    board idle between two jobs   median {statistics.median(gaps):6.3f} s  "
-            f"p90 {percentile(gaps, 0.9):6.3f} s  (one job's done to the next one's claim)"
+            f"  board idle between two jobs     median {statistics.median(idle):6.3f} s  "
+            f"p90 {percentile(idle, 0.9):6.3f} s  mean {statistics.mean(idle):6.3f} s"
+        )
+        print(
+            f"    unlock to next reservation    median {statistics.median(released):6.3f} s  "
+            f"p90 {percentile(released, 0.9):6.3f} s  mean {statistics.mean(released):6.3f} s"
+        )
+        print(
+            f"    reservation to claim          median {statistics.median(claimed):6.3f} s  "
+            f"p90 {percentile(claimed, 0.9):6.3f} s  mean {statistics.mean(claimed):6.3f} s"
         )
     print(
-        f"  status request latency          p50 {percentile(lat, 0.5) * 1000:6.1f} ms   "
-        f"p99 {percentile(lat, 0.99) * 1000:6.1f} ms  (target p99 < 50 ms; {len(lat)} requests)"
+        f"  status requests                 {len(lat)} in {wall:.1f} s ({len(lat) / wall:.0f}/s); "
+        f"p50 {percentile(lat, 0.5) * 1000:.1f} ms, p90 {percentile(lat, 0.9) * 1000:.1f} ms, "
+        f"p99 {p99 * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms"
     )
     if srv:
         print(
-            f"    of which in the service       p50 {percentile(srv, 0.5) * 1000:6.1f} ms   "
-            f"p99 {percentile(srv, 0.99) * 1000:6.1f} ms  (Server-Timing)"
+            f"    of which in the service       p50 {percentile(srv, 0.5) * 1000:.1f} ms, "
+            f"p99 {percentile(srv, 0.99) * 1000:.1f} ms  (its Server-Timing header)"
         )
     print(
-        f"  farm overhead, job alone        {alone:6.2f} s  (submit to done minus deploy; client saw {alone_total:.2f} s)"
+        f"  farm overhead, job alone        {alone:6.3f} s  (the client saw submit to done in "
+        f"{alone_total:.3f} s)"
     )
     print(
-        f"  farm overhead under load        median {statistics.median(held):6.2f} s  p90 {percentile(held, 0.9):6.2f} s  (board held minus deploy)"
+        f"  farm overhead under load        median {statistics.median(held):6.3f} s  "
+        f"p90 {percentile(held, 0.9):6.3f} s"
     )
     print(
-        f"  submit to done minus deploy     median {statistics.median(total):6.2f} s  (queue wait included)"
+        f"  submit to done minus deploy     median {statistics.median(total):6.2f} s  "
+        "(queue wait included)"
     )
     print_phases(alone_phases, [phases(j, load.seen_done.get(j["id"])) for j in done])
     return 1 if lost or dup or wrong else 0
