@@ -11,9 +11,10 @@ run never imports ``aidge_core`` on the host (0.7-0.9 s of CPU, most of it matpl
 which ``aidge_core.hw_model`` imports): the export is read as plain data
 (``aidge_deploy.exportspec``) and the host's hardware model is not needed;
 ``tests/test_cli_checks.py`` keeps it so. Its floor is now Python, typer and our pipeline's
-modules (~0.4 s of CPU) around a run of a few tens of ms. On an emulated board the second
-run still imports ``aidge_core`` (~0.9 s of CPU): importing ``aidge_qemu_boards`` registers
-the boards with Aidge, and their memories and clock are read from the hardware model.
+modules (~0.4 s of CPU) around a run of a few tens of ms. On an emulated board neither: the
+board's clock and memories are read from its descriptor (``aidge_qemu_descriptors``, which
+the plug-in ``aidge_qemu_boards`` builds the hardware model from), so its run imports
+neither the plug-in nor Aidge; the same test keeps that so, and checks the figures match.
 The CLI runs with the package's bytecode compiled, as installed (``common.installed_env``).
 Run: ``python benchmarks/bench_profile_cache.py [repeats] [host,mps2-an386]``.
 """

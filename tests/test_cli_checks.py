@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 from typer.testing import CliRunner
 
 from aidge_deploy.cli.main import app
+from envparts import needs
 
 runner = CliRunner()
 
@@ -360,6 +362,38 @@ def test_cached_profile_does_not_import_aidge_core_or_matplotlib(
     result = json.loads(second.stdout[: second.stdout.rindex("HEAVY")])
     assert result["latency"]["n"] == 3 and len(result["layers"]) >= 3
     assert not heavy, f"a cached profile imports {','.join(heavy)}"
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+@needs(all(shutil.which(t) for t in ("qemu-system-arm", "arm-none-eabi-gcc", "make")),
+       "qemu-system-arm, arm-none-eabi-gcc or make is not installed")  # fmt: skip
+def test_cached_emulated_profile_does_not_import_aidge_core_and_keeps_its_figures(
+    tiny_cnn: Path, cache: Path
+) -> None:
+    """The same on an emulated board: the second run reads the board's clock and memories
+    from its descriptor (not from the hardware model the plug-in registers with Aidge), and
+    reports the same flash, RAM, clock and instruction counts as the first."""
+    argv = ["profile", str(tiny_cnn), "--target", "mps2-an386", "--iterations", "3", "--json"]
+    env = {**os.environ, "AIDGE_DEPLOY_CACHE_DIR": str(cache), "COLUMNS": "200"}
+    heavy = (*HEAVY_WHEN_CACHED, "aidge_qemu_boards", "aidge_export_arm_cortexm", "asyncssh")
+    first_heavy, first = imported_after(argv, heavy, env)
+    assert "aidge_core" in first_heavy, "the first run exports with Aidge (the probe sees it)"
+    (firmware,) = (cache / "builds").glob("*/bin/*.elf")
+    built = firmware.stat().st_mtime_ns
+    second_heavy, second = imported_after(argv, heavy, env)
+    assert "reused" in second.stderr, second.stderr[-2000:]
+    assert list((cache / "builds").glob("*/bin/*.elf")) == [firmware]
+    assert firmware.stat().st_mtime_ns == built, "not rebuilt"
+    assert not second_heavy, f"a cached emulated profile imports {','.join(second_heavy)}"
+    runs = [json.loads(done.stdout[: done.stdout.rindex("HEAVY")]) for done in (first, second)]
+    for key in ("flash_bytes", "ram_bytes", "flash_capacity", "ram_capacity"):
+        assert runs[1]["binary"][key] == runs[0]["binary"][key] > 0, key
+    assert runs[0]["binary"]["ram_capacity"] == 4 << 20  # the board's 4 MiB SSRAM
+    assert runs[1]["timing"] == runs[0]["timing"]
+    assert runs[0]["timing"]["clock_hz"] == 25e6
+    assert runs[1]["timings_ms"] == runs[0]["timings_ms"]  # icount: deterministic
+    assert runs[1]["measurements"] == runs[0]["measurements"]
 
 
 def test_no_command_takes_a_secret_as_an_option() -> None:

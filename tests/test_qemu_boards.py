@@ -397,6 +397,51 @@ def test_hardware_target_registered(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", BOARD_NAMES)
+def test_deploy_target_reads_the_hardware_model_facts_from_the_descriptor(name: str) -> None:
+    """A run reads the board's memories and clock from its descriptor (no ``aidge_core``
+    import); they are exactly those of the hardware model built from it."""
+    from aidge_deploy.profiling.binary import memory_capacities
+    from aidge_deploy.registry import get_deploy_target
+
+    target = get_deploy_target(name)
+    device = target.hardware_target
+    assert target.memory_capacities() == memory_capacities(device)
+    assert [m.role for m in target.memory_capacities()] == ["ram", "flash"]
+    assert target.core_clock_hz == device.main_pe.frequency_hz == get_board(name).cpu_hz
+    for memory in get_board(name).model_memories:
+        assert device.memories[memory.name].capacity == memory.capacity
+        assert device.memories[memory.name].priority == memory.priority
+
+
+def test_descriptors_import_nothing_heavy_and_the_plugin_still_registers() -> None:
+    """The descriptors (and an emulated board's deploy target) import no Aidge; the
+    plug-in's public names are the descriptors' own; its hardware model, asked for, is
+    registered on demand, also when ``aidge_core`` was imported before it."""
+    import aidge_qemu_boards.boards
+    import aidge_qemu_descriptors
+
+    assert aidge_qemu_boards.get_board is aidge_qemu_descriptors.get_board
+    assert aidge_qemu_boards.boards.QemuBoard is aidge_qemu_descriptors.QemuBoard
+
+    def probe(before: str, heavy: tuple[str, ...]) -> None:
+        code = (
+            f"import sys\n{before}\n"
+            "import aidge_qemu_descriptors\n"
+            "from aidge_deploy.registry import get_deploy_target\n"
+            "target = get_deploy_target('mps3-an547')\n"
+            "target.memory_capacities(), target.core_clock_hz\n"
+            f"heavy = [m for m in {heavy!r} if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            "assert target.hardware_target.main_pe.frequency_hz == 32_000_000\n"
+            "assert 'aidge_qemu_boards' in sys.modules\n"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+    probe("", ("aidge_core", "aidge_qemu_boards", "matplotlib", "asyncssh"))
+    probe("import aidge_core.hw_model", ("aidge_qemu_boards", "asyncssh"))
+
+
+@pytest.mark.parametrize("name", BOARD_NAMES)
 def test_target_export_registered(name: str) -> None:
     from aidge_core.export_utils import get_target_export
 

@@ -49,6 +49,9 @@ _PACKAGES = (
     "onnx",
 )
 _PRIVATE_PREFIX = ".tmp-"
+#: our packages that shape an export: the emulated boards' plug-in (BSPs, hardware model)
+#: and the descriptors its hardware model is built from
+_OWN_PACKAGES = ("aidge_qemu_boards", "aidge_qemu_descriptors")
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ def _own_sources_digest() -> str:
     ``modelexport`` (the sample inputs): a change there must not reuse older exports."""
     digest = hashlib.sha256()
     # located without importing them (aidge_qemu_boards imports the Cortex-M exporter)
-    roots = [Path(p) for p in _package_dirs("aidge_qemu_boards")]
+    roots = [Path(p) for name in _OWN_PACKAGES for p in _package_dirs(name)]
     files = [Path(p) / "modelexport.py" for p in _package_dirs("aidge_deploy")]
     for root in roots:
         files += sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)

@@ -19,10 +19,14 @@ import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from aidge_deploy.errors import ConfigError, DeployError
+
+if TYPE_CHECKING:
+    from aidge_deploy.profiling.binary import MemoryCapacity
 
 log = logging.getLogger("aidge_deploy")
 
@@ -146,7 +150,8 @@ LINUX_DEFAULT_STACK_BYTES = 8 << 20
 STACK_RESERVE_BYTES = 256 << 10
 
 
-def check_iterations_fit(nb_iterations: int, target: str, hardware_target: object, *,
+def check_iterations_fit(nb_iterations: int, target: str,
+                         capacities: tuple[MemoryCapacity, ...], *,
                          local_host: bool) -> None:  # fmt: skip
     """Refuse an iteration count whose timing arrays cannot fit the program's stack.
 
@@ -156,10 +161,8 @@ def check_iterations_fit(nb_iterations: int, target: str, hardware_target: objec
     into all of its RAM, so the bound there is the RAM itself; a Linux program's is its stack
     limit (this machine's ``ulimit -s`` for the local host, the usual 8 MiB elsewhere).
     """
-    from aidge_deploy.profiling.binary import memory_capacities
-
     need = nb_iterations * TIMING_BYTES_PER_ITERATION
-    ram = [c.capacity for c in memory_capacities(hardware_target) if c.role == "ram"]
+    ram = [c.capacity for c in capacities if c.role == "ram"]
     if ram:
         room, where = sum(ram), f"the RAM of {target} ({sum(ram):,} B)"
     else:

@@ -22,6 +22,7 @@ from aidge_deploy.metrics import Provenance
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
+    from aidge_deploy.profiling.binary import MemoryCapacity
     from aidge_deploy.protocols.base import ProtocolResult
     from aidge_deploy.results import BuildResult, DeployContext, DeployResult, ExecutionResult
     from aidge_deploy.timing import RunTimes
@@ -44,12 +45,14 @@ class _HardwareClass:
     def __get__(self, instance: object, owner: type[DeployTarget]) -> type:
         resolved = owner.__dict__.get("_hardware_class")
         if resolved is None:
-            resolved = _resolve_hardware_class(owner.target_name)
+            resolved = _resolve_hardware_class(owner.target_name, owner.hardware_model_module)
             owner._hardware_class = resolved
         return resolved
 
 
-def _resolve_hardware_class(target: str) -> type:
+def _resolve_hardware_class(target: str, registering_module: str | None = None) -> type:
+    if registering_module is not None:
+        importlib.import_module(registering_module)
     from aidge_core.hw_model import get_target_class
 
     try:
@@ -73,6 +76,11 @@ class DeployTarget(ABC):
     backend_name: ClassVar[str]
     hardware_target_class = _HardwareClass()
     _hardware_class: ClassVar[type | None] = None
+    #: the module whose import registers this target's hardware model with
+    #: ``aidge_core.hw_model`` (a plug-in such as ``aidge_qemu_boards``), imported when the
+    #: hardware model is first asked for — not before: a run that reads its facts elsewhere
+    #: (``memory_capacities``, a board descriptor) never pays for it; None: built into Aidge
+    hardware_model_module: ClassVar[str | None] = None
     description: ClassVar[str] = ""
     #: what this target's times are (silicon, host, estimated, ...) and what its counts are
     #: (silicon, host, emulated): every concrete target declares both — there is no
@@ -129,6 +137,13 @@ class DeployTarget(ABC):
         """The hardware-model object whose memories bound the program, or None when the
         program's memory is not fixed by the hardware (``fixed_memories``)."""
         return self.hardware_target if self.fixed_memories else None
+
+    def memory_capacities(self) -> tuple[MemoryCapacity, ...]:
+        """The flash and RAM the program must fit (none when the operating system sizes
+        it): the hardware model's memories, unless a target knows them more cheaply."""
+        from aidge_deploy.profiling.binary import memory_capacities
+
+        return memory_capacities(self.memory_model)
 
     def preflight(self) -> list[ToolCheck]:
         """Tools this target needs on this machine (``doctor`` lists them); failures stop
@@ -205,21 +220,36 @@ _BUILTIN_MODULES = (
 )
 
 
+def _qemu_board_names() -> frozenset[str]:
+    from aidge_qemu_descriptors import list_boards
+
+    return frozenset(board.name for board in list_boards())
+
+
+#: built-in modules whose target names are known without importing them (from plain
+#: descriptors): a lookup of one of those names imports its module first, not the modules
+#: listed before it (an emulated board's run does not import the SSH boards' asyncssh)
+_NAMES_OF_MODULE: dict[str, Callable[[], frozenset[str]]] = {
+    "aidge_deploy.boards.baremetal.qemu.targets": _qemu_board_names,
+}
+
+
 def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
     """Class decorator registering a deploy implementation for ``(target, backend)``.
 
     ``hardware_target_class`` is ``target`` resolved through
     ``aidge_core.hw_model.get_target_class()``: when ``aidge_core`` is already imported
     (a plug-in registering its board with it), now, so an unknown target is refused here;
-    otherwise (the built-in targets) on first access.
+    otherwise (the built-in targets, and a target naming its ``hardware_model_module``)
+    on first access.
     """
-    if "aidge_core.hw_model" in sys.modules:
-        hw_class: type | None = _resolve_hardware_class(target)
-    else:
-        hw_class = None
 
     def decorator(cls: T) -> T:
         key = (target.lower(), backend.lower())
+        # a target whose hardware model a plug-in registers resolves it on first access only
+        hw_class: type | None = None
+        if "aidge_core.hw_model" in sys.modules and cls.hardware_model_module is None:
+            hw_class = _resolve_hardware_class(target)
         for attribute in ("timing_provenance", "counter_provenance"):
             declared = getattr(cls, attribute, None)
             if not isinstance(declared, Provenance):
@@ -244,13 +274,17 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
     return decorator
 
 
-def _load_builtin(until: Callable[[], bool] = lambda: False) -> None:
-    """Import the built-in target modules in order, stopping early once ``until()`` holds.
+def _load_builtin(until: Callable[[], bool] = lambda: False, target: str | None = None) -> None:
+    """Import the built-in target modules in order, stopping early once ``until()`` holds;
+    the module known to own ``target`` (``_NAMES_OF_MODULE``) comes first.
 
     A host run needs only the host module: the boards' modules import asyncssh, the
-    emulated boards' plug-in and the probe flashers, seconds of start-up it does not use.
+    emulated boards' descriptors and the probe flashers, start-up it does not use.
     """
-    for module in _BUILTIN_MODULES:
+    owners = [
+        m for m, names in _NAMES_OF_MODULE.items() if target is not None and _owns(names, target)
+    ]
+    for module in (*owners, *_BUILTIN_MODULES):
         if until():
             return
         try:
@@ -258,6 +292,13 @@ def _load_builtin(until: Callable[[], bool] = lambda: False) -> None:
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
+
+
+def _owns(names: Callable[[], frozenset[str]], target: str) -> bool:
+    try:
+        return target in names()
+    except ModuleNotFoundError:  # the descriptors are not installed: the plain order decides
+        return False
 
 
 def registered_targets(load: bool = True) -> dict[tuple[str, str], type[DeployTarget]]:
@@ -271,7 +312,8 @@ def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
     """The class registered for ``(target, backend)``; ``ConfigError`` says what to use instead:
     a close target name for a typo, the backends (and options) a known target needs."""
     exact = (target.lower(), backend.lower())
-    _load_builtin(until=lambda: exact in _REGISTRY)  # a host run imports the host module only
+    # a host run imports the host module only, an emulated board's run its own module only
+    _load_builtin(until=lambda: exact in _REGISTRY, target=exact[0])
     cls = _REGISTRY.get(exact)
     if cls is not None:
         return cls

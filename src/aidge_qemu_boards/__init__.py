@@ -6,14 +6,22 @@ and ``netduinoplus2`` (STM32F405, Cortex-M4F) in ``aidge_core.hw_model`` and wit
 buildable ``make build`` project for them, and exposes the board descriptors
 (:func:`get_board`, :func:`list_boards`) a runner needs to start QEMU and to convert the
 firmware's SysTick "cycles" into emulated instruction counts.
+
+The descriptors live in :mod:`aidge_qemu_descriptors`, which imports nothing heavy: the
+deploy side reads them from there at run time, and imports this package (``aidge_core``,
+the Cortex-M exporter) only to export or to ask the hardware model.
 """
 
 from __future__ import annotations
 
 from aidge_qemu_boards import hw_targets
-from aidge_qemu_boards.boards import (
+
+# Must come after ``hw_targets``: a TargetExport resolves its hardware class when built.
+from aidge_qemu_boards.exports import ASSETS_ROOT, TARGET_EXPORTS, assets_root_for
+from aidge_qemu_descriptors import (
     QEMU_BINARY,
     MemoryRegion,
+    ModelMemory,
     QemuBoard,
     RegionKind,
     UartKind,
@@ -24,14 +32,12 @@ from aidge_qemu_boards.boards import (
     ticks_to_instructions,
 )
 
-# Must come after ``hw_targets``: a TargetExport resolves its hardware class when built.
-from aidge_qemu_boards.exports import ASSETS_ROOT, TARGET_EXPORTS, assets_root_for
-
 __all__ = [
     "ASSETS_ROOT",
     "QEMU_BINARY",
     "TARGET_EXPORTS",
     "MemoryRegion",
+    "ModelMemory",
     "QemuBoard",
     "RegionKind",
     "UartKind",

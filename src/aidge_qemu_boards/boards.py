@@ -1,30 +1,30 @@
-"""Descriptors of the QEMU-emulated Cortex-M boards, for the deploy side.
+"""The board descriptors under the plug-in's name: they live in :mod:`aidge_qemu_descriptors`.
 
-The hardware model (``aidge_core.hw_model``) says what the exporter needs; this module says
-what a runner needs to *start* the emulated board and to *interpret* what it prints: the
-QEMU machine, the icount shift that makes SysTick deterministic, the memory regions the
-linker script uses (to check an ELF fits before running it) and the UART the firmware
-talks on. Every number here was checked against QEMU 7.2 (``info mtree -f`` and firmware
-probes); the same numbers are written in each board's linker script and ``board.h``.
-
-Timing model: QEMU implements no DWT cycle counter and no M55 PMU, but SysTick works. Under
-``-icount shift=N,align=off,sleep=off`` every guest instruction advances virtual time by
-``2**N`` ns, and SysTick counts virtual time at ``cpu_hz``. The firmware's "cycles" (a
-SysTick-derived 64-bit counter behind ``DWT->CYCCNT``) are therefore
-``instructions * 2**N * cpu_hz / 1e9``, i.e. an emulated instruction count (CPI = 1 model),
-never real cycles. :func:`ticks_to_instructions` does the inverse conversion.
+They moved to a package of their own so that reading them imports nothing heavy (this
+package's ``__init__`` registers the boards with ``aidge_core``); this module keeps
+``from aidge_qemu_boards.boards import get_board`` working.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from enum import StrEnum
-from pathlib import Path
+from aidge_qemu_descriptors import (
+    QEMU_BINARY,
+    MemoryRegion,
+    ModelMemory,
+    QemuBoard,
+    RegionKind,
+    UartKind,
+    get_board,
+    icount_shift_for,
+    list_boards,
+    qemu_command,
+    ticks_to_instructions,
+)
 
 __all__ = [
     "QEMU_BINARY",
     "MemoryRegion",
+    "ModelMemory",
     "QemuBoard",
     "RegionKind",
     "UartKind",
@@ -34,239 +34,3 @@ __all__ = [
     "qemu_command",
     "ticks_to_instructions",
 ]
-
-QEMU_BINARY = "qemu-system-arm"
-KIB = 1024
-MIB = 1024 * KIB
-
-
-class UartKind(StrEnum):
-    """Which UART peripheral model carries the console (``serial0`` in QEMU)."""
-
-    CMSDK_APB = "cmsdk_apb"  # Arm CMSDK APB UART (MPS2/MPS3 FPGA images)
-    STM32_USART = "stm32_usart"  # STM32F2/F4 USART
-
-
-class RegionKind(StrEnum):
-    """Whether a memory region holds load-time content only (ROM) or is writable (RAM)."""
-
-    ROM = "rom"
-    RAM = "ram"
-
-
-@dataclass(frozen=True)
-class MemoryRegion:
-    """One linker-script ``MEMORY`` region of a board, with its real size in QEMU."""
-
-    name: str
-    origin: int
-    size: int
-    kind: RegionKind
-    purpose: str
-
-    @property
-    def end(self) -> int:
-        """First address past the region."""
-        return self.origin + self.size
-
-    def contains(self, address: int, length: int = 1) -> bool:
-        """True when ``[address, address + length)`` lies inside the region."""
-        return self.origin <= address and address + max(length, 1) <= self.end
-
-
-@dataclass(frozen=True)
-class QemuBoard:
-    """Everything a runner needs to start one emulated board and read its output.
-
-    ``flash_*`` is the non-volatile region holding the model weights (constant data) and
-    ``ram_*`` the region holding activations (``.data``/``.bss``/heap); ``memory_regions``
-    lists every region the linker script uses, for exact per-section fit checks.
-    """
-
-    name: str
-    qemu_machine: str
-    cpu: str
-    cpu_hz: int
-    icount_shift: int
-    flash_origin: int
-    flash_size: int
-    ram_origin: int
-    ram_size: int
-    uart_base: int
-    uart_kind: UartKind
-    uart_handle: str
-    hal_board: str
-    gcc_cpu_flags: tuple[str, ...]
-    memory_regions: tuple[MemoryRegion, ...]
-    elf_name: str
-    qemu_min_version: str = "7.2"
-    baudrate: int = 115200
-
-    @property
-    def expected_artifact(self) -> str:
-        """Path of the firmware inside a built export (``make build`` writes it there)."""
-        return f"bin/{self.elf_name}"
-
-    @property
-    def ticks_per_instruction(self) -> float:
-        """SysTick ticks one guest instruction is worth under this board's icount shift."""
-        return self.cpu_hz * (2**self.icount_shift) / 1e9
-
-    def region_at(self, address: int, length: int = 1) -> MemoryRegion | None:
-        """The region containing ``[address, address + length)``, if any."""
-        for region in self.memory_regions:
-            if region.contains(address, length):
-                return region
-        return None
-
-
-def icount_shift_for(cpu_hz: int) -> int:
-    """Smallest shift giving at least one SysTick tick per emulated instruction.
-
-    ``ceil(log2(1e9 / cpu_hz))``: with a smaller shift one instruction is worth less than a
-    tick and the counter loses resolution; a larger one only inflates the numbers.
-    """
-    if cpu_hz <= 0:
-        raise ValueError(f"cpu_hz must be positive, got {cpu_hz}")
-    return max(0, math.ceil(math.log2(1e9 / cpu_hz)))
-
-
-def _mps2_an386() -> QemuBoard:
-    return QemuBoard(
-        name="mps2-an386",
-        qemu_machine="mps2-an386",
-        cpu="cortex-m4",
-        cpu_hz=25_000_000,
-        icount_shift=icount_shift_for(25_000_000),
-        flash_origin=0x0000_0000,
-        flash_size=4 * MIB,
-        ram_origin=0x2000_0000,
-        ram_size=4 * MIB,
-        uart_base=0x4000_4000,
-        uart_kind=UartKind.CMSDK_APB,
-        uart_handle="huart0",
-        hal_board="mps2",
-        gcc_cpu_flags=("-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"),
-        memory_regions=(
-            MemoryRegion("FLASH", 0x0000_0000, 4 * MIB, RegionKind.ROM, "SSRAM1: code, rodata"),
-            MemoryRegion("RAM", 0x2000_0000, 4 * MIB, RegionKind.RAM, "SSRAM2/3: data, stack"),
-        ),
-        elf_name="aidge_mps2_an386.elf",
-    )
-
-
-def _mps3_an547() -> QemuBoard:
-    return QemuBoard(
-        name="mps3-an547",
-        qemu_machine="mps3-an547",
-        cpu="cortex-m55",
-        cpu_hz=32_000_000,
-        icount_shift=icount_shift_for(32_000_000),
-        flash_origin=0x2800_0000,
-        flash_size=8 * MIB,
-        ram_origin=0x2100_0000,
-        ram_size=4 * MIB,
-        uart_base=0x4930_3000,
-        uart_kind=UartKind.CMSDK_APB,
-        uart_handle="huart0",
-        hal_board="mps3",
-        gcc_cpu_flags=("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"),
-        memory_regions=(
-            MemoryRegion("ITCM", 0x0000_0000, 512 * KIB, RegionKind.ROM, "vectors, code"),
-            MemoryRegion("QSPI", 0x2800_0000, 8 * MIB, RegionKind.ROM, "rodata (weights)"),
-            MemoryRegion("DTCM", 0x2000_0000, 512 * KIB, RegionKind.RAM, "stack"),
-            MemoryRegion("ISRAM", 0x2100_0000, 4 * MIB, RegionKind.RAM, "data, bss, heap"),
-        ),
-        elf_name="aidge_mps3_an547.elf",
-    )
-
-
-def _netduinoplus2() -> QemuBoard:
-    return QemuBoard(
-        name="netduinoplus2",
-        qemu_machine="netduinoplus2",
-        cpu="cortex-m4",
-        cpu_hz=168_000_000,
-        icount_shift=icount_shift_for(168_000_000),
-        flash_origin=0x0800_0000,
-        flash_size=1 * MIB,
-        ram_origin=0x2000_0000,
-        ram_size=192 * KIB,
-        uart_base=0x4001_1000,
-        uart_kind=UartKind.STM32_USART,
-        uart_handle="huart1",
-        hal_board="stm32f4",
-        gcc_cpu_flags=("-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"),
-        memory_regions=(
-            MemoryRegion("FLASH", 0x0800_0000, 1 * MIB, RegionKind.ROM, "code, rodata"),
-            MemoryRegion("RAM", 0x2000_0000, 192 * KIB, RegionKind.RAM, "data, bss, stack"),
-        ),
-        elf_name="aidge_netduinoplus2.elf",
-    )
-
-
-_BOARDS: dict[str, QemuBoard] = {
-    board.name: board for board in (_mps2_an386(), _mps3_an547(), _netduinoplus2())
-}
-
-
-def list_boards() -> list[QemuBoard]:
-    """All emulated boards, sorted by name."""
-    return [_BOARDS[name] for name in sorted(_BOARDS)]
-
-
-def get_board(name: str) -> QemuBoard:
-    """The board called ``name`` (case-insensitive); ``KeyError`` lists the known ones."""
-    try:
-        return _BOARDS[name.lower()]
-    except KeyError:
-        known = ", ".join(sorted(_BOARDS))
-        raise KeyError(f"Unknown QEMU board {name!r}. Known boards: {known}") from None
-
-
-def ticks_to_instructions(board: QemuBoard, ticks: float) -> float:
-    """Convert SysTick-derived "cycles" printed by the firmware into emulated instructions.
-
-    Under ``-icount shift=N`` one instruction is ``2**N`` ns of virtual time and SysTick
-    counts ``cpu_hz`` ticks per virtual second, so
-    ``instructions = ticks * 1e9 / (cpu_hz * 2**N)``. Only valid for runs started with the
-    board's own ``icount_shift`` (as :func:`qemu_command` does).
-    """
-    return float(ticks) * 1e9 / (board.cpu_hz * (2**board.icount_shift))
-
-
-def qemu_command(
-    board: QemuBoard,
-    elf: Path | str,
-    *,
-    serial: str = "stdio",
-    semihosting: bool = True,
-    extra_args: tuple[str, ...] = (),
-) -> list[str]:
-    """argv that runs ``elf`` on ``board`` headless with deterministic icount timing.
-
-    ``serial`` is a QEMU chardev spec for the console UART (``stdio``,
-    ``tcp:127.0.0.1:PORT,server=on,wait=on``, ``pty`` ...). With ``semihosting`` the
-    firmware's ``SYS_EXIT`` after the ``END DEMO`` banner ends QEMU with the firmware's
-    exit status.
-    """
-    argv = [
-        QEMU_BINARY,
-        "-M",
-        board.qemu_machine,
-        "-nographic",
-        "-monitor",
-        "none",
-        "-serial",
-        serial,
-    ]
-    if semihosting:
-        argv += ["-semihosting-config", "enable=on,target=native"]
-    argv += [
-        "-icount",
-        f"shift={board.icount_shift},align=off,sleep=off",
-        *extra_args,
-        "-kernel",
-        str(elf),
-    ]
-    return argv

@@ -17,7 +17,7 @@ from aidge_export_arm_cortexm.targets.common import CortexMTargetExport
 # Imported for its side effect: the hardware classes must be registered before any
 # TargetExport is built, whatever module the user imports first.
 from aidge_qemu_boards import hw_targets as _hw_targets  # noqa: F401
-from aidge_qemu_boards.boards import list_boards
+from aidge_qemu_descriptors import list_boards
 
 __all__ = ["ASSETS_ROOT", "TARGET_EXPORTS", "assets_root_for"]
 

@@ -3,8 +3,10 @@
 ``aidge_core.export_utils.export(graph, ExportConfig(target="mps2-an386", ...))`` resolves
 the target by name in the hardware registry, picks the Cortex-M project composer from the
 main processing element's type (so the CPU must be a ``CortexM`` subclass) and reads
-``hal_board``, ``uart_handle`` and ``bsp_package`` from the device. The capacities are the
-boards' real ones as QEMU maps them (see :mod:`aidge_qemu_boards.boards`).
+``hal_board``, ``uart_handle`` and ``bsp_package`` from the device. Every fact (clock,
+memories and their capacities, HAL board, UART) comes from the board's descriptor
+(:mod:`aidge_qemu_descriptors`), which the deploy side reads directly at run time: the two
+never disagree.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from aidge_core.hw_model import (
 from aidge_core.hw_model.processing_elements import CortexM
 from aidge_core.hw_model.targets.base import Microcontroller
 
-from aidge_qemu_boards.boards import QemuBoard, get_board
+from aidge_qemu_descriptors import QemuBoard, get_board
 
 __all__ = ["MPS2_AN386", "MPS3_AN547", "NetduinoPlus2", "QemuMicrocontroller"]
 
@@ -44,14 +46,17 @@ class QemuMicrocontroller(Microcontroller):
         self.bsp_package = BSPPackage(f"aidge_qemu_bsp_{slug}", BSP_VERSION, f"{slug}.tar.gz")
         cpu.frequency_hz = board.cpu_hz
         self.cpu = cpu
-        # Same priorities as the STM32 targets: activations in SRAM first, weights in flash.
-        self.sram = Memory(capacity=board.ram_size, priority=0)
-        self.flash = Memory(capacity=board.flash_size, priority=2)
+        # aidge_core keys a device's memories by the attribute holding each one
+        memories = []
+        for model_memory in board.model_memories:
+            memory = Memory(capacity=model_memory.capacity, priority=model_memory.priority)
+            setattr(self, model_memory.name, memory)
+            memories.append(memory)
         self.baremetal_domain = ExecutionDomain(
             name="baremetal",
             environment=ExecutionEnvironment.BAREMETAL,
             processing_elements=[self.cpu],
-            memories=[self.sram, self.flash],
+            memories=memories,
             build_system=BuildSystem.MAKE,
             # No CMSIS-NN is shipped with the local BSP, so the CMSIS kernels are never used.
             cmsis_configurable=False,

@@ -195,7 +195,7 @@ def profile_model(
             check_iterations_fit(
                 iterations,
                 target,
-                cls(config).memory_model,
+                cls(config).memory_capacities(),
                 local_host=target == "host"
                 and config.backend_kind == "local"
                 and not config.docker_image,

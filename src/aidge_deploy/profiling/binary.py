@@ -151,9 +151,9 @@ def memory_capacities(hardware_target: Any) -> tuple[MemoryCapacity, ...]:
     return tuple(out)
 
 
-def inspect_binary(path: Path, hardware_target: Any = None) -> BinaryInfo:
-    """Read section sizes of an ELF (a non-ELF artifact yields file size only)."""
-    capacities = memory_capacities(hardware_target)
+def inspect_binary(path: Path, capacities: tuple[MemoryCapacity, ...] = ()) -> BinaryInfo:
+    """Read section sizes of an ELF (a non-ELF artifact yields file size only), to be checked
+    against ``capacities`` (``DeployTarget.memory_capacities()``)."""
     try:
         elf = read_elf(path)
     except ElfReadError:

@@ -37,7 +37,7 @@ EXPORT_OPTIONS: Mapping[str, Any] = {
 
 def _emulated_targets() -> frozenset[str]:
     try:
-        from aidge_qemu_boards.boards import list_boards
+        from aidge_qemu_descriptors import list_boards
     except ImportError:  # pragma: no cover - shipped with this package
         return frozenset()
     return frozenset(b.name for b in list_boards())

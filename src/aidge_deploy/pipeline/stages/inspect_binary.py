@@ -1,4 +1,4 @@
-"""InspectBinary: sizes of the built program against the hardware model's memories.
+"""InspectBinary: sizes of the built program against the target's memories.
 
 Runs before anything is transferred or flashed, so an export that cannot fit fails here
 with the numbers, not later as a hard fault.
@@ -22,6 +22,6 @@ class InspectBinaryStage:
 
     def run(self, ctx: PipelineContext) -> None:
         target = ctx.resolved_target
-        info = inspect_binary(ctx.built.artifact_path, target.memory_model)
+        info = inspect_binary(ctx.built.artifact_path, target.memory_capacities())
         info.check_fits(target.target_name)
         ctx.binary_info = info

@@ -25,7 +25,7 @@ from aidge_deploy.results import BuildResult, DeployContext, Provenance
 if TYPE_CHECKING:
     from aidge_deploy.power.protocol import PowerMonitor
     from aidge_deploy.results import ExecutionResult
-    from aidge_qemu_boards.boards import QemuBoard
+    from aidge_qemu_descriptors import QemuBoard
 
 BUILD_TIMEOUT_S = 600.0
 

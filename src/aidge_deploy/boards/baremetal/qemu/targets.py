@@ -6,8 +6,13 @@ OpenOCD and J-Link GDB servers speak), its UART is read with pyserial over a TCP
 it ends with the end keyword or a semihosting exit. QEMU has no cycle counter: under a fixed
 ``-icount`` shift the firmware's "cycles" are SysTick ticks of virtual time, converted here
 to **emulated instruction counts** and labelled emulated everywhere. Times are those counts
-÷ the hardware model's core clock, labelled "estimated at N MHz, CPI = 1": QEMU's virtual
-clock (``2**shift`` ns per instruction) is an emulator setting, never reported as a time.
+÷ the board's core clock, labelled "estimated at N MHz, CPI = 1": QEMU's virtual clock
+(``2**shift`` ns per instruction) is an emulator setting, never reported as a time.
+
+The board's facts (clock, memories, QEMU machine) are read from its descriptor
+(:mod:`aidge_qemu_descriptors`), the one its hardware model is built from: a run never
+imports the plug-in :mod:`aidge_qemu_boards` (``aidge_core`` and matplotlib, a second of
+start-up) unless something asks for the hardware model itself (a report, ``targets``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import aidge_qemu_boards
 from aidge_deploy.boards.baremetal.base import BareMetalTarget, which_check
 from aidge_deploy.boards.baremetal.qemu.pmu import (
     PmuSymbols,
@@ -26,9 +30,9 @@ from aidge_deploy.boards.baremetal.qemu.pmu import (
 from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
 from aidge_deploy.connections.qemu import FirmwareSession
 from aidge_deploy.connections.serial_capture import CaptureResult
-from aidge_deploy.errors import ConfigError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
+from aidge_deploy.profiling.binary import MemoryCapacity
 from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
@@ -36,18 +40,25 @@ from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_
 from aidge_deploy.registry import FlashableTarget, ToolCheck, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
 from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
-from aidge_qemu_boards.boards import QemuBoard, get_board, list_boards, ticks_to_instructions
+from aidge_qemu_descriptors import (
+    QemuBoard,
+    RegionKind,
+    get_board,
+    list_boards,
+    ticks_to_instructions,
+)
 
 if TYPE_CHECKING:
     from aidge_deploy.protocols.base import ProtocolResult
 
-__all__ = ["QemuBoardTarget", "aidge_qemu_boards"]
+__all__ = ["QemuBoardTarget"]
 
 
 class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, QemuPowerVariant):
     """Build with the board's BSP, flash into QEMU over RSP, capture its UART."""
 
     board_name: ClassVar[str]
+    hardware_model_module: ClassVar[str | None] = "aidge_qemu_boards"
     emulated: ClassVar[bool] = True
     default_flash_method: ClassVar[str | None] = "gdb-remote"
     #: times are instructions ÷ core clock: a model's output (CPI = 1), not a measurement
@@ -76,15 +87,15 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
 
     @property
     def core_clock_hz(self) -> float:
-        """The core clock of the hardware model (``aidge_core.hw_model``), Hz."""
-        pe = getattr(self.hardware_target, "main_pe", None)
-        hz = getattr(pe, "frequency_hz", None)
-        if not hz:
-            raise ConfigError(
-                f"The hardware model of {self.target_name} has no core clock",
-                hint="Set frequency_hz on its processing element (aidge_core.hw_model).",
-            )
-        return float(hz)
+        """The board's core clock, Hz (its hardware model's ``main_pe.frequency_hz``)."""
+        return float(self.board.cpu_hz)
+
+    def memory_capacities(self) -> tuple[MemoryCapacity, ...]:
+        """The memories of the board's hardware model, from the descriptor it is built from."""
+        return tuple(
+            MemoryCapacity(m.name, m.capacity, "flash" if m.kind is RegionKind.ROM else "ram")
+            for m in self.board.model_memories
+        )
 
     def run_times(self, parsed: ProtocolResult, app_config: Mapping[str, Any] | None) -> RunTimes:
         """Times are emulated instructions ÷ the board's core clock (CPI = 1), estimated.
