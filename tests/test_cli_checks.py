@@ -343,24 +343,34 @@ HEAVY_WHEN_CACHED = (
 )  # fmt: skip
 
 
+def profile_twice(model: Path, cache: Path, target: str, program: str, heavy: tuple[str, ...]
+                  ) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
+    """``profile MODEL --target TARGET`` twice with an empty cache, each in a fresh
+    interpreter: the first exports with Aidge and builds ``program`` (a glob in the build
+    cache), the second reuses both (checked). What the second imported of ``heavy``, and the
+    two runs' ``--json`` results."""
+    argv = ["profile", str(model), "--target", target, "--iterations", "3", "--json"]
+    env = {**os.environ, "AIDGE_DEPLOY_CACHE_DIR": str(cache), "COLUMNS": "200"}
+    first_heavy, first = imported_after(argv, heavy, env)
+    assert "aidge_core" in first_heavy, "the first run exports with Aidge (the probe sees it)"
+    (built,) = (cache / "builds").glob(program)
+    mtime = built.stat().st_mtime_ns
+    second_heavy, second = imported_after(argv, heavy, env)
+    assert "reused" in second.stderr, second.stderr[-2000:]
+    assert list((cache / "builds").glob(program)) == [built]
+    assert built.stat().st_mtime_ns == mtime, "not rebuilt"
+    runs = [json.loads(done.stdout[: done.stdout.rindex("HEAVY")]) for done in (first, second)]
+    return second_heavy, runs
+
+
 @pytest.mark.slow
 def test_cached_profile_does_not_import_aidge_core_or_matplotlib(
     tiny_cnn: Path, cache: Path
 ) -> None:
     """The second ``profile`` of an unchanged model on the host reads its export's manifest
     and reuses its build: importing Aidge would cost more than the whole run."""
-    argv = ["profile", str(tiny_cnn), "--target", "host", "--iterations", "3", "--json"]
-    env = {**os.environ, "AIDGE_DEPLOY_CACHE_DIR": str(cache), "COLUMNS": "200"}
-    first_heavy, _ = imported_after(argv, HEAVY_WHEN_CACHED, env)
-    assert "aidge_core" in first_heavy, "the first run exports with Aidge (the probe sees it)"
-    (program,) = (cache / "builds").glob("*/run_export")
-    built = program.stat().st_mtime_ns
-    heavy, second = imported_after(argv, HEAVY_WHEN_CACHED, env)
-    assert "reused" in second.stderr, second.stderr[-2000:]
-    assert list((cache / "builds").glob("*/run_export")) == [program]
-    assert program.stat().st_mtime_ns == built, "not rebuilt"
-    result = json.loads(second.stdout[: second.stdout.rindex("HEAVY")])
-    assert result["latency"]["n"] == 3 and len(result["layers"]) >= 3
+    heavy, runs = profile_twice(tiny_cnn, cache, "host", "*/run_export", HEAVY_WHEN_CACHED)
+    assert runs[1]["latency"]["n"] == 3 and len(runs[1]["layers"]) >= 3
     assert not heavy, f"a cached profile imports {','.join(heavy)}"
 
 
@@ -372,21 +382,15 @@ def test_cached_emulated_profile_does_not_import_aidge_core_and_keeps_its_figure
     tiny_cnn: Path, cache: Path
 ) -> None:
     """The same on an emulated board: the second run reads the board's clock and memories
-    from its descriptor (not from the hardware model the plug-in registers with Aidge), and
-    reports the same flash, RAM, clock and instruction counts as the first."""
-    argv = ["profile", str(tiny_cnn), "--target", "mps2-an386", "--iterations", "3", "--json"]
-    env = {**os.environ, "AIDGE_DEPLOY_CACHE_DIR": str(cache), "COLUMNS": "200"}
-    heavy = (*HEAVY_WHEN_CACHED, "aidge_qemu_boards", "aidge_export_arm_cortexm", "asyncssh")
-    first_heavy, first = imported_after(argv, heavy, env)
-    assert "aidge_core" in first_heavy, "the first run exports with Aidge (the probe sees it)"
-    (firmware,) = (cache / "builds").glob("*/bin/*.elf")
-    built = firmware.stat().st_mtime_ns
-    second_heavy, second = imported_after(argv, heavy, env)
-    assert "reused" in second.stderr, second.stderr[-2000:]
-    assert list((cache / "builds").glob("*/bin/*.elf")) == [firmware]
-    assert firmware.stat().st_mtime_ns == built, "not rebuilt"
-    assert not second_heavy, f"a cached emulated profile imports {','.join(second_heavy)}"
-    runs = [json.loads(done.stdout[: done.stdout.rindex("HEAVY")]) for done in (first, second)]
+    from its descriptor (not from the hardware model the plug-in registers with Aidge), nor
+    imports the SSH boards' asyncssh, and reports the same flash, RAM, clock and
+    instruction counts as the first (those facts equal the hardware model's:
+    ``test_qemu_boards.py::test_deploy_target_reads_the_hardware_model_facts_from_the_descriptor``)."""
+    also = ("aidge_qemu_boards", "aidge_export_arm_cortexm", "asyncssh")
+    heavy, runs = profile_twice(
+        tiny_cnn, cache, "mps2-an386", "*/bin/*.elf", (*HEAVY_WHEN_CACHED, *also)
+    )
+    assert not heavy, f"a cached emulated profile imports {','.join(heavy)}"
     for key in ("flash_bytes", "ram_bytes", "flash_capacity", "ram_capacity"):
         assert runs[1]["binary"][key] == runs[0]["binary"][key] > 0, key
     assert runs[0]["binary"]["ram_capacity"] == 4 << 20  # the board's 4 MiB SSRAM

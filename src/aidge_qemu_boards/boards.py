@@ -2,35 +2,12 @@
 
 They moved to a package of their own so that reading them imports nothing heavy (this
 package's ``__init__`` registers the boards with ``aidge_core``); this module keeps
-``from aidge_qemu_boards.boards import get_board`` working.
+``from aidge_qemu_boards.boards import get_board`` working, with the same objects.
 """
 
 from __future__ import annotations
 
-from aidge_qemu_descriptors import (
-    QEMU_BINARY,
-    MemoryRegion,
-    ModelMemory,
-    QemuBoard,
-    RegionKind,
-    UartKind,
-    get_board,
-    icount_shift_for,
-    list_boards,
-    qemu_command,
-    ticks_to_instructions,
-)
+import aidge_qemu_descriptors
+from aidge_qemu_descriptors import *  # noqa: F403 - re-exported as they are
 
-__all__ = [
-    "QEMU_BINARY",
-    "MemoryRegion",
-    "ModelMemory",
-    "QemuBoard",
-    "RegionKind",
-    "UartKind",
-    "get_board",
-    "icount_shift_for",
-    "list_boards",
-    "qemu_command",
-    "ticks_to_instructions",
-]
+__all__ = list(aidge_qemu_descriptors.__all__)

@@ -242,6 +242,7 @@ def register_api_targets() -> None:
                 "counter_provenance": cls.counter_provenance,
                 "cycle_metric": cls.cycle_metric,
                 "cycle_counter_bits": cls.cycle_counter_bits,
+                "hardware_model_module": cls.hardware_model_module,
                 "description": ApiDeployTarget.description,
             },
         )
