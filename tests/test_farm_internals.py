@@ -350,7 +350,7 @@ def test_a_freed_board_goes_to_the_next_job_at_once_and_a_late_unlock_spares_it(
     tags = {"farm": "t", "target": "x"}
 
     async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
-        for _ in range(200):
+        for _ in range(500):  # 10 s: the coordinator's push reaches the session (ms)
             if check():
                 return
             await asyncio.sleep(0.02)
