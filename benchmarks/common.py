@@ -36,10 +36,15 @@ def installed_env(**extra: str) -> dict[str, str]:
     bytecode compiled. An installed package has its ``.pyc`` files; a source checkout run
     under ``PYTHONDONTWRITEBYTECODE`` (as this machine's environment sets it) would instead
     recompile every module of ``aidge_deploy`` it imports on each start (~80 modules for a
-    run, 0.3-0.4 s of CPU), a cost no user pays. The sources are compiled here, once."""
-    import aidge_deploy
+    run, 0.3-0.4 s of CPU), a cost no user pays. The sources of the distribution's packages
+    are compiled here, once."""
+    import importlib.util
 
-    compileall.compile_dir(str(Path(aidge_deploy.__file__).parent), quiet=1)
+    for package in ("aidge_deploy", "aidge_qemu_descriptors", "aidge_qemu_boards"):
+        spec = importlib.util.find_spec(package)  # found, not imported (no Aidge import)
+        folders = (spec.submodule_search_locations or []) if spec is not None else []
+        for folder in folders:
+            compileall.compile_dir(folder, quiet=1)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(extra)
     return env
