@@ -11,8 +11,8 @@ cd "$(dirname "$0")"
 case "${1:-}" in
   demo)
     python examples/make_tiny_cnn.py examples/tiny_cnn.onnx
-    aidge-deploy profile examples/tiny_cnn.onnx --target host --iterations 20 --report out/host
-    aidge-deploy profile examples/tiny_cnn.onnx --target mps2-an386 --iterations 10 --report out/mps2-an386
+    aidge-deploy profile examples/tiny_cnn.onnx --target host --iterations 20 --report out/host --overwrite
+    aidge-deploy profile examples/tiny_cnn.onnx --target mps2-an386 --iterations 10 --report out/mps2-an386 --overwrite
     ;;
   test)
     ruff check src tests benchmarks
