@@ -34,6 +34,7 @@ from aidge_deploy.farm.jobs import (
 )
 from aidge_deploy.farm.service import FarmState, StateDep, UserDep
 from aidge_deploy.farm.states import TERMINAL, JobState
+from aidge_deploy.farm.store import StoredExport
 
 router = APIRouter()
 
@@ -87,6 +88,14 @@ def boards(who: UserDep, state: StateDep) -> list[dict[str, Any]]:
         return [b.as_dict() for b in board_views(s)]
 
 
+def _ingest_export(state: FarmState, path: Path, who: Principal, name: str) -> StoredExport:
+    """Check and store an uploaded archive, and record it for ``who``."""
+    stored = state.store.ingest(path)
+    with state.db.session() as s:
+        record_export(s, stored, who, name)
+    return stored
+
+
 @router.post("/exports", tags=["exports"], status_code=201)
 async def upload_export(request: Request, who: UserDep, state: StateDep) -> dict[str, Any]:
     """Upload an export as a ``.tar.gz`` request body (``Content-Type: application/gzip``)."""
@@ -103,12 +112,12 @@ async def upload_export(request: Request, who: UserDep, state: StateDep) -> dict
                 written = store.write_chunk(fd, written, chunk)
         finally:
             os.close(fd)
-        stored = await run_in_threadpool(store.ingest, path)
+        name = request.headers.get("x-export-name", "")[:200]
+        # in the thread pool: a database write on the event loop would stall every other
+        # request while it waits for SQLite's write lock
+        stored = await run_in_threadpool(_ingest_export, state, path, who, name)
     finally:
         path.unlink(missing_ok=True)
-    name = request.headers.get("x-export-name", "")[:200]
-    with state.db.session() as s:
-        record_export(s, stored, who, name)
     return {
         "id": stored.content_hash,
         "target": stored.target,
