@@ -187,8 +187,8 @@ class Load:
         self.server: list[float] = []
         #: status requests that got no answer: how long they took and why
         self.failed: list[str] = []
-        #: the slowest status request: seconds, and the clock time it ended
-        self.slowest: tuple[float, str] = (0.0, "")
+        #: the slowest status request: seconds, the clock time it ended, the service's part
+        self.slowest: tuple[float, str, float] = (0.0, "", 0.0)
         self.ids: list[int] = []
         self.seen_done: dict[int, float] = {}
         #: CPU seconds the client processes used
@@ -215,26 +215,33 @@ def status(c: FarmClient, job_id: int, part: dict[str, Any]) -> dict[str, Any] |
         return None
     dt = time.perf_counter() - t0
     part["latencies"].append(dt)
-    if dt > part["slowest"][0]:
-        part["slowest"] = (dt, time.strftime("%H:%M:%S"))
     spent = server_ms(r)
     if spent is not None:
         part["server"].append(spent / 1000)
+    if dt > part["slowest"][0]:
+        part["slowest"] = (dt, time.strftime("%H:%M:%S"), (spent or 0.0) / 1000)
     view: dict[str, Any] = r.json()
     return view
 
 
 def client_process(
-    url: str, archive: bytes, n_jobs: int, pause: float, out: multiprocessing.Queue[Any]
+    url: str,
+    archive: bytes,
+    n_jobs: int,
+    args: argparse.Namespace,
+    out: multiprocessing.Queue[Any],
 ) -> None:
     """One client in its own process, as a user's or a CI job's script is: upload, submit
     ``n_jobs`` by target, then poll their status until all are done. Sends what it
     measured to ``out``."""
+    pause = args.pause
+    if args.clients_nice:
+        os.nice(args.clients_nice)
     part: dict[str, Any] = {
         "latencies": [],
         "server": [],
         "failed": [],
-        "slowest": (0.0, ""),
+        "slowest": (0.0, "", 0.0),
         "ids": [],
         "seen_done": {},
     }
@@ -271,7 +278,7 @@ def run_clients(url: str, archive: bytes, args: argparse.Namespace) -> Load:
         for i in range(args.clients)
     ]
     procs = [
-        ctx.Process(target=client_process, args=(url, archive, n, args.pause, out), daemon=True)
+        ctx.Process(target=client_process, args=(url, archive, n, args, out), daemon=True)
         for n in shares
     ]
     for p in procs:
@@ -384,6 +391,13 @@ def main() -> int:
         help="run the agents (with their runners, builds and QEMU) at this nice value, to "
         "model a real farm where they run on the board hosts, not the service's host",
     )
+    ap.add_argument(
+        "--clients-nice",
+        type=int,
+        default=0,
+        help="run the client processes at this nice value, to model clients on their own "
+        "machines (their CPU time then does not delay the service's answers)",
+    )
     ap.add_argument("--dump", type=Path, help="write every job's record (JSON) there")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-farm-"))
@@ -464,6 +478,14 @@ def main() -> int:
             else "same priority as the service (all on one host, sharing its CPUs)"
         )
     )
+    print(
+        "  client processes: "
+        + (
+            f"nice {args.clients_nice}, modelling clients on machines of their own"
+            if args.clients_nice
+            else "same priority as the service"
+        )
+    )
     cpu.print()
     print(f"  {'goal (issue 10)':<44} {'measured':<24} {'target':<12}")
     goal(
@@ -494,7 +516,10 @@ def main() -> int:
         if j["state"] != "done":
             print(f"    job {j['id']} {j['state']}: {(j.get('error') or {}).get('message')}")
     print("\n  details")
-    print(f"  wall time of the load           {wall:8.1f} s  ({len(done) / wall:.2f} jobs/s)")
+    print(
+        f"  wall time of the load           {wall:8.1f} s  ({len(done) / wall:.2f} jobs/s, "
+        f"from {time.strftime('%H:%M:%S', time.localtime(started))})"
+    )
     print(f"  jobs waited for a board during  {window:8.1f} s  (the utilisation's window)")
     print(
         f"  agent deploy time per job       alone {alone_deploy:.3f} s, under load median "
@@ -521,7 +546,8 @@ def main() -> int:
         f"  status requests                 {len(lat)} in {wall:.1f} s ({len(lat) / wall:.0f}/s, "
         f"{len(lat) / max(1, len(load.ids)):.0f} per job); "
         f"p50 {percentile(lat, 0.5) * 1000:.1f} ms, p90 {percentile(lat, 0.9) * 1000:.1f} ms, "
-        f"p99 {p99 * 1000:.1f} ms, max {load.slowest[0] * 1000:.1f} ms (at {load.slowest[1]})"
+        f"p99 {p99 * 1000:.1f} ms, max {load.slowest[0] * 1000:.1f} ms (at {load.slowest[1]}, "
+        f"{load.slowest[2] * 1000:.1f} ms of it in the service)"
     )
     if load.failed:
         print(f"    failed (no answer)            {len(load.failed)}, e.g. {load.failed[0]}")
