@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import itertools
 import json
 import multiprocessing
@@ -271,6 +272,12 @@ def client_process(
 def run_clients(url: str, archive: bytes, args: argparse.Namespace) -> Load:
     """``args.clients`` client processes (forked: the export and the client code are
     loaded already) sharing ``args.jobs`` jobs; what they measured, merged."""
+    # A forked child shares the bench's heap (Aidge, numpy, matplotlib: the export was made
+    # here) until it writes to it: the child's first full garbage collection touched every
+    # inherited object, copied their pages in all 20 clients at once, and stalled a status
+    # request for ~9 s. Frozen, the collector leaves them alone (gc.freeze's documented use).
+    gc.collect()
+    gc.freeze()
     ctx = multiprocessing.get_context("fork")
     out: multiprocessing.Queue[Any] = ctx.Queue()
     shares = [
