@@ -89,8 +89,13 @@ async def logout(request: Request, state: StateDep) -> Response:
     check_csrf(request, form)
     token = session_token(request)
     if token:
-        with state.db.session() as s:
-            revoke_token(s, token)
+
+        def revoke() -> None:
+            with state.db.session() as s:
+                revoke_token(s, token)
+
+        # a write waits for SQLite's lock: off the event loop, which serves every request
+        await run_in_threadpool(revoke)
     response = RedirectResponse("/login", status_code=303)
     clear_session(response, request)
     return response
