@@ -268,7 +268,9 @@ class RuntimeSettings:
             nb_iterations=self.nb_iterations,
             profiling=self.profiling,
             tinymlbenchmark=self.tinyml,
-            tinyml_benchmark_model=str(app.get("tinyml_benchmark_model", "ic01")),
+            tinyml_benchmark_model=str(
+                app.get("tinyml_benchmark_model", Application.tinyml_benchmark_model)
+            ),
         )
 
     @property
@@ -280,7 +282,10 @@ class RuntimeSettings:
         app = self.manifest.application_config or {}
         is_validation = self.manifest.application == "validation" or bool(app.get("validation"))
         return ValidationConfig(
-            nb_validation_iterations=int(app.get("nb_validation_iterations", 0)) or None,
+            nb_validation_iterations=int(
+                app.get("nb_validation_iterations", Application.nb_validation_iterations)
+            )
+            or None,
             inference_type=self.inference_type,
             validation_on_target=is_validation and self.manifest.environment == "baremetal",
         )
@@ -293,22 +298,24 @@ def hydrate_runtime(config: DeployConfig, manifest: Manifest) -> RuntimeSettings
     was generated with, so the expected number of iterations always comes from there.
     """
     app = manifest.application_config or {}
-    defaults = Application()
     validation = config.validation
     if validation is not None:
         labels = tuple(validation.labels) if validation.labels else None
         inference_type = str(validation.inference_type)
     else:
         labels = None
-        inference_type = str(app.get("validation_inference_type", "classification"))
+        inference_type = str(
+            app.get("validation_inference_type", Application.validation_inference_type)
+        )
     return RuntimeSettings(
         manifest=manifest,
         given_benchmark=config.benchmark,
         given_validation=validation,
-        tinyml=bool(app.get("tinymlbenchmark", False)),
-        heterogeneous=bool(app.get("heterogeneous_deploy", False)) or config.heterogeneous_deploy,
-        nb_iterations=int(app.get("nb_iterations", defaults.nb_iterations)),
-        nb_warmup=int(app.get("nb_warmup", defaults.nb_warmup)),
+        tinyml=bool(app.get("tinymlbenchmark", Application.tinymlbenchmark)),
+        heterogeneous=bool(app.get("heterogeneous_deploy", Application.heterogeneous_deploy))
+        or config.heterogeneous_deploy,
+        nb_iterations=int(app.get("nb_iterations", Application.nb_iterations)),
+        nb_warmup=int(app.get("nb_warmup", Application.nb_warmup)),
         profiling=bool(app.get("profiling", manifest.profiling)),
         labels=labels,
         inference_type=inference_type,
