@@ -2,7 +2,8 @@
 
 The target dimension selects hardware identity (resolved through ``aidge_core.hw_model``,
 which stays authoritative for hardware facts, on first use: a host run reads none and never
-imports ``aidge_core``); the backend dimension selects how the board is reached. Third-party packages register their own targets with the same decorator.
+imports ``aidge_core``); the backend dimension selects how the board is reached. Third-party
+packages register their own targets with the same decorator.
 This table is the single source of truth behind ``aidge-deploy targets``.
 """
 
@@ -212,26 +213,13 @@ T = TypeVar("T", bound=type[DeployTarget])
 #: Modules holding the built-in targets, imported on first lookup.
 _BUILTIN_MODULES = (
     "aidge_deploy.boards.host.local",
-    "aidge_deploy.boards.sbc.targets",
+    # before the SSH boards: an emulated board's run must not import asyncssh
     "aidge_deploy.boards.baremetal.qemu.targets",
+    "aidge_deploy.boards.sbc.targets",
     "aidge_deploy.boards.baremetal.stm32.targets",
     "aidge_deploy.boards.baremetal.alif.targets",
     "aidge_deploy.farm.api_target",  # last: (target, "api") for every target above
 )
-
-
-def _qemu_board_names() -> frozenset[str]:
-    from aidge_qemu_descriptors import list_boards
-
-    return frozenset(board.name for board in list_boards())
-
-
-#: built-in modules whose target names are known without importing them (from plain
-#: descriptors): a lookup of one of those names imports its module first, not the modules
-#: listed before it (an emulated board's run does not import the SSH boards' asyncssh)
-_NAMES_OF_MODULE: dict[str, Callable[[], frozenset[str]]] = {
-    "aidge_deploy.boards.baremetal.qemu.targets": _qemu_board_names,
-}
 
 
 def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
@@ -274,17 +262,13 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
     return decorator
 
 
-def _load_builtin(until: Callable[[], bool] = lambda: False, target: str | None = None) -> None:
-    """Import the built-in target modules in order, stopping early once ``until()`` holds;
-    the module known to own ``target`` (``_NAMES_OF_MODULE``) comes first.
+def _load_builtin(until: Callable[[], bool] = lambda: False) -> None:
+    """Import the built-in target modules in order, stopping early once ``until()`` holds.
 
     A host run needs only the host module: the boards' modules import asyncssh, the
     emulated boards' descriptors and the probe flashers, start-up it does not use.
     """
-    owners = [
-        m for m, names in _NAMES_OF_MODULE.items() if target is not None and _owns(names, target)
-    ]
-    for module in (*owners, *_BUILTIN_MODULES):
+    for module in _BUILTIN_MODULES:
         if until():
             return
         try:
@@ -292,13 +276,6 @@ def _load_builtin(until: Callable[[], bool] = lambda: False, target: str | None 
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
-
-
-def _owns(names: Callable[[], frozenset[str]], target: str) -> bool:
-    try:
-        return target in names()
-    except ModuleNotFoundError:  # the descriptors are not installed: the plain order decides
-        return False
 
 
 def registered_targets(load: bool = True) -> dict[tuple[str, str], type[DeployTarget]]:
@@ -313,7 +290,7 @@ def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
     a close target name for a typo, the backends (and options) a known target needs."""
     exact = (target.lower(), backend.lower())
     # a host run imports the host module only, an emulated board's run its own module only
-    _load_builtin(until=lambda: exact in _REGISTRY, target=exact[0])
+    _load_builtin(until=lambda: exact in _REGISTRY)
     cls = _REGISTRY.get(exact)
     if cls is not None:
         return cls
