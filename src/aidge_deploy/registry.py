@@ -90,7 +90,7 @@ class DeployTarget(ABC):
     counter_provenance: ClassVar[Provenance]
     #: whether the program's RAM and flash are budgeted against the hardware model's
     #: memories (a firmware); False for a program an operating system runs and sizes (the
-    #: host), whose hardware model is then not even loaded for it (see ``memory_model``)
+    #: host), whose hardware model is then not even loaded for it (``memory_capacities``)
     fixed_memories: ClassVar[bool] = True
     #: name and unit under which the program's "cycles" counter is reported
     cycle_metric: ClassVar[tuple[str, str]] = ("cycles", "cycles")
@@ -133,18 +133,14 @@ class DeployTarget(ABC):
         """The hardware-model object of this target (built once per instance)."""
         return self.hardware_target_class()
 
-    @property
-    def memory_model(self) -> Any:
-        """The hardware-model object whose memories bound the program, or None when the
-        program's memory is not fixed by the hardware (``fixed_memories``)."""
-        return self.hardware_target if self.fixed_memories else None
-
     def memory_capacities(self) -> tuple[MemoryCapacity, ...]:
         """The flash and RAM the program must fit (none when the operating system sizes
         it): the hardware model's memories, unless a target knows them more cheaply."""
+        if not self.fixed_memories:
+            return ()
         from aidge_deploy.profiling.binary import memory_capacities
 
-        return memory_capacities(self.memory_model)
+        return memory_capacities(self.hardware_target)
 
     def preflight(self) -> list[ToolCheck]:
         """Tools this target needs on this machine (``doctor`` lists them); failures stop
