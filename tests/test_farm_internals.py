@@ -153,9 +153,16 @@ def test_a_runner_takes_its_jobs_mark_and_only_its_agent_ends_it() -> None:
 def test_queue_positions_of_a_list_are_each_jobs_own(db) -> None:  # type: ignore[no-untyped-def]
     from sqlalchemy import select
 
-    from aidge_deploy.farm.auth import add_user
+    from aidge_deploy.farm.auth import Principal, add_user
     from aidge_deploy.farm.db import Export, Job
-    from aidge_deploy.farm.jobs import QueuePositions, job_view, queue_position
+    from aidge_deploy.farm.jobs import (
+        FarmRequestError,
+        QueuePositions,
+        job_status,
+        job_view,
+        queue_position,
+    )
+    from aidge_deploy.farm.states import Role
 
     with db.session() as s:
         user = add_user(s, "dave", "dave-pass-1234")
@@ -165,22 +172,34 @@ def test_queue_positions_of_a_list_are_each_jobs_own(db) -> None:  # type: ignor
         for i, st in enumerate(states * 3):
             target = "mps2-an386" if i % 3 else "mps3-an547"
             s.add(Job(user_id=user.id, export_hash="0" * 64, target=target, state=st))
-    with db.session() as s:
+    dave = Principal(user_id=user.id, name="dave", role=Role.USER)
+    other = Principal(user_id=user.id + 1000, name="frank", role=Role.USER)
+    with db.session() as s, db.reading() as conn:
         queue = QueuePositions(s)
         jobs = list(s.scalars(select(Job)))
         waiting = [j for j in jobs if j.state in ("queued", "reserved")]
         assert waiting and any(queue_position(s, j) > 0 for j in waiting)
         for j in jobs:
-            assert job_view(s, j, queue=queue) == job_view(s, j)
+            view = job_view(s, j)
+            assert job_view(s, j, queue=queue) == view
+            # the status request's own read (one statement, no ORM) shows the same job,
+            # with its phases once it has ended; another user's job is "not found"
+            status = job_status(conn, dave, j.id)
+            assert status.pop("phases", None) == ({} if j.state == "done" else None)
+            assert status == view
+            with pytest.raises(FarmRequestError) as refused:
+                job_status(conn, other, j.id)
+            assert refused.value.status == 404
 
 
 def test_queue_position_counts_only_jobs_served_first_for_the_same_board(db) -> None:  # type: ignore[no-untyped-def]
     """Ahead of a job: queued jobs of its target that labgrid serves first (higher priority,
     or as high and older) and that may take its board — never those waiting for another
     board, nor another target's."""
-    from aidge_deploy.farm.auth import add_user
+    from aidge_deploy.farm.auth import Principal, add_user
     from aidge_deploy.farm.db import Export, Job
-    from aidge_deploy.farm.jobs import QueuePositions, queue_position
+    from aidge_deploy.farm.jobs import QueuePositions, job_status, queue_position
+    from aidge_deploy.farm.states import Role
 
     with db.session() as s:
         user = add_user(s, "erin", "erin-pass-1234")
@@ -204,11 +223,13 @@ def test_queue_position_counts_only_jobs_served_first_for_the_same_board(db) -> 
         any2 = job(None)
         reserved = job("an386-a", st="reserved")
         expected = {pinned.id: 2, any1.id: 2, urgent.id: 0, any2.id: 5, reserved.id: 0}
-    with db.session() as s:
+    admin = Principal(user_id=None, name="root", role=Role.ADMIN)
+    with db.session() as s, db.reading() as conn:
         queue = QueuePositions(s)
         for job_id, ahead in expected.items():
             row = s.get(Job, job_id)
             assert queue_position(s, row) == ahead == queue.of(row), (job_id, ahead)
+            assert job_status(conn, admin, job_id)["queue_position"] == ahead, (job_id, ahead)
 
 
 def test_farm_libraries_survive_a_pytester_run_in_the_same_worker(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Row, and_, bindparam, case, func, or_, select
+from sqlalchemy.orm import Session, aliased
 
 from aidge_deploy.farm.auth import Principal
 from aidge_deploy.farm.db import (
@@ -29,7 +29,14 @@ from aidge_deploy.farm.db import (
     User,
     now,
 )
-from aidge_deploy.farm.states import ORDER, WAITING, BoardState, FailureKind, JobState
+from aidge_deploy.farm.states import (
+    ORDER,
+    TERMINAL,
+    WAITING,
+    BoardState,
+    FailureKind,
+    JobState,
+)
 from aidge_deploy.farm.store import StoredExport
 
 
@@ -186,6 +193,17 @@ def job_view(
     if owner is None:
         user = s.get(User, job.user_id)
         owner = user.name if user else None
+    position = None
+    if job.job_state in WAITING:
+        position = queue.of(job) if queue else queue_position(s, job)
+    return _view(job, owner, position, base)
+
+
+def _view(
+    job: Job | Row[Any], owner: str | None, position: int | None, base: str
+) -> dict[str, Any]:
+    """The view of a job read as an ORM object or as a row of ``VIEW_COLUMNS`` (the
+    same names); ``position``: its queue position while it waits, else None."""
     times = {
         st.value: getattr(job, f"{st.value}_at")
         for st in JobState
@@ -221,8 +239,81 @@ def job_view(
             "bundle": f"{base}/jobs/{job.id}/bundle",
         },
     }
-    if job.job_state in WAITING:
-        view["queue_position"] = queue.of(job) if queue else queue_position(s, job)
+    if position is not None:
+        view["queue_position"] = position
+    return view
+
+
+def _status_statement() -> Any:
+    """One job's view columns, its owner's name and its queue position, in one statement
+    (the position is ``queue_position``'s count, as a correlated subquery)."""
+    other = aliased(Job)
+    ahead = (
+        select(func.count(other.id))
+        .where(
+            other.state == JobState.QUEUED.value,
+            other.target == Job.target,
+            or_(
+                other.priority > Job.priority,
+                and_(other.priority == Job.priority, other.id < Job.id),
+            ),
+            or_(
+                Job.requested_board.is_(None),
+                other.requested_board.is_(None),
+                other.requested_board == Job.requested_board,
+            ),
+        )
+        .correlate(Job)
+        .scalar_subquery()
+    )
+    position = case(
+        (Job.state == JobState.QUEUED.value, ahead),
+        (Job.state == JobState.RESERVED.value, 0),
+        else_=None,
+    )
+    columns = [
+        *(Job.__table__.c[name] for name in VIEW_COLUMNS),
+        User.name.label("owner"),
+        position.label("queue_position"),
+    ]
+    return select(*columns).join(User, User.id == Job.user_id).where(Job.id == bindparam("job_id"))
+
+
+#: the job columns a view shows (``_view``)
+VIEW_COLUMNS = (
+    "id",
+    "user_id",
+    "state",
+    "stage",
+    "export_hash",
+    "target",
+    "requested_board",
+    "board",
+    "agent_name",
+    "priority",
+    "cancel_requested",
+    "deploy_seconds",
+    "error",
+    "error_hint",
+    "error_kind",
+    "error_type",
+    *(f"{st.value}_at" for st in JobState),
+)
+_STATUS = _status_statement()
+_PHASES = select(JobPhase.name, JobPhase.seconds).where(JobPhase.job_id == bindparam("job_id"))
+
+
+def job_status(conn: Connection, who: Principal, job_id: int, base: str = "/api") -> dict[str, Any]:
+    """The job's view as ``job_view`` gives it, with its phases once it has ended, read
+    in one statement (two for an ended job) on a plain connection. The status request is
+    the one clients poll: through the ORM (load the job, its owner, count the queue) it
+    cost about 9 times as much."""
+    row = conn.execute(_STATUS, {"job_id": job_id}).one_or_none()
+    if row is None or not who.can_see(row.user_id):
+        raise not_found("job", job_id)
+    view = _view(row, row.owner, row.queue_position, base)
+    if JobState(row.state) in TERMINAL:
+        view["phases"] = {name: sec for name, sec in conn.execute(_PHASES, {"job_id": job_id})}
     return view
 
 
@@ -244,12 +335,6 @@ def job_events_page(s: Session, who: Principal, job_id: int, after: int = 0) -> 
         for e in rows
     ]
     return {"job": job_view(s, job), "events": events}
-
-
-def job_phases(s: Session, job_id: int) -> dict[str, float]:
-    """Seconds each phase of a finished job took on its board's host (see ``JobPhase``)."""
-    rows = s.execute(select(JobPhase.name, JobPhase.seconds).where(JobPhase.job_id == job_id))
-    return {name: seconds for name, seconds in rows}
 
 
 def _ahead_of(job: Job) -> tuple[float, int]:
@@ -404,7 +489,7 @@ __all__ = [
     "fail",
     "job_events_page",
     "job_for",
-    "job_phases",
+    "job_status",
     "job_view",
     "load_config",
     "not_found",
