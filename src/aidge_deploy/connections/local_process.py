@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from aidge_deploy.cpupriority import share_priority
 from aidge_deploy.runcontrol import checkpoint, tracked_group
 
 
@@ -126,6 +127,7 @@ def run_to_streams(
         env={**os.environ, **(env or {})},
         start_new_session=True,
     )
+    share_priority(proc.pid)
     with tracked_group(proc.pid):
         try:
             if stdin_data is not None and proc.stdin is not None:
@@ -165,6 +167,7 @@ def run_captured(
         env=None if env is None else {**os.environ, **env},
         start_new_session=True,
     ) as proc:
+        share_priority(proc.pid)
         with tracked_group(proc.pid):
             try:
                 out, err = proc.communicate(input_text, timeout=timeout_s)

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from aidge_deploy.cpupriority import share_priority
 from aidge_deploy.errors import CaptureError
 from aidge_deploy.runcontrol import register_group
 
@@ -64,6 +65,7 @@ class ProcessChannel:
                 hint="Check that the program exists and is executable.",
                 stage="execute",
             ) from exc
+        share_priority(self._proc.pid)
         # a cancellation of the run (another thread, a signal) stops the child too
         self._forget_group = register_group(self._proc.pid)
         # both are pipes (PIPE above); fileno() is taken once, the threads own the reads

@@ -37,6 +37,7 @@ from aidge_deploy.connections.serial_capture import (
     close_serial,
     open_serial,
 )
+from aidge_deploy.cpupriority import share_priority
 from aidge_deploy.errors import (
     ConfigError,
     ConnectError,
@@ -290,6 +291,7 @@ class QemuMachine:
                     pass_fds=(gdb_sock.fileno(), serial_sock.fileno()),
                     start_new_session=True,  # Ctrl-C reaches us, and we stop QEMU in order
                 )
+            share_priority(self._process.pid)
             # a cancellation of the run (another thread, a signal) stops QEMU too
             self._forget_group = register_group(self._process.pid)
         finally:

@@ -143,10 +143,14 @@ def run_up(data_dir: Path, host: str = "127.0.0.1", port: int = 8000) -> None:
 
 
 def _spawn(args: list[str], cwd: Path, log: Path) -> subprocess.Popen[Any]:
+    from aidge_deploy.cpupriority import share_priority
+
     with open(log, "ab") as out:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+    share_priority(proc.pid)  # `nice aidge-deploy farm up` holds for all it starts
+    return proc
 
 
 def _match(pattern: str, path: Path) -> str | None:

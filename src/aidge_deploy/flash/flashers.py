@@ -20,6 +20,7 @@ import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from aidge_deploy.cpupriority import share_priority
 from aidge_deploy.errors import ConnectError, FlashError, PreflightError
 from aidge_deploy.flash.gdb_remote import GdbRemoteClient
 from aidge_deploy.flash.image import load_image
@@ -163,6 +164,7 @@ class GdbServerFlasher(ABC):
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # stopped by us, whole, on an interruption
                 )
+            share_priority(process.pid)
             forget_group = register_group(process.pid)  # a cancelled run stops it too
             try:
                 try:
