@@ -6,9 +6,9 @@ Every client uploads the same export (stored once), submits its share of the job
 target, then polls their status until all are done (each of its jobs in turn, then ``--pause``
 seconds of rest), timing every status request. Each client is a process of its own, as a
 user's script or a CI job is (in threads of one process, the clients' own GIL queueing
-would be counted as the service's latency). ``--agents-nice N`` runs the agents and
-everything they start (runners, builds, QEMU) at nice N: in a real farm they run on the
-board hosts, not on the service's host; the output says which model was measured.
+would be counted as the service's latency). Everything shares the machine's CPUs, as in a
+one-machine farm (``farm up``); the agents run their jobs (runner, build, QEMU) at their
+default ``--job-nice`` (``--job-nice 0``: at the service's priority).
 
 Printed (figures, never asserted on time), each goal of issue 10 next to its target:
   * jobs done / lost / run more than once, and whether every output equals a local deploy's;
@@ -26,7 +26,7 @@ Printed (figures, never asserted on time), each goal of issue 10 next to its tar
     makes every figure worse, rerun then).
 
 Run: ``python benchmarks/bench_farm.py [--jobs 200] [--clients 20] [--pause 0.2]
-[--agents-nice 10]`` (1-2 minutes for the defaults on 2 cores, the export made first
+[--job-nice N]`` (1-2 minutes for the defaults on 2 cores, the export made first
 included). Exit status 1 if a job is lost, duplicated or wrong.
 """
 
@@ -56,6 +56,7 @@ from aidge_deploy.errors import ConnectError
 from aidge_deploy.farm.archive import pack_export
 from aidge_deploy.farm.client import FarmClient
 from aidge_deploy.farm.resultcodec import decode_result
+from aidge_deploy.limits import DEFAULT_JOB_NICE
 from common import make_export  # also puts tests/ on sys.path
 from farmkit import ALICE, Farm, make_farm
 
@@ -80,15 +81,6 @@ def server_ms(response: Any) -> float | None:
         if name == "app" and params.startswith("dur="):
             return float(params[4:])
     return None
-
-
-def renice_tree(pid: int, nice: int) -> None:
-    """Give a process and its descendants (and so every child it starts later) ``nice``."""
-    with contextlib.suppress(psutil.Error):
-        root = psutil.Process(pid)
-        for p in [root, *root.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                p.nice(nice)
 
 
 def tree_cpu(pid: int) -> float:
@@ -236,8 +228,6 @@ def client_process(
     ``n_jobs`` by target, then poll their status until all are done. Sends what it
     measured to ``out``."""
     pause = args.pause
-    if args.clients_nice:
-        os.nice(args.clients_nice)
     part: dict[str, Any] = {
         "latencies": [],
         "server": [],
@@ -392,18 +382,11 @@ def main() -> int:
         help="a client's rest between two rounds of status requests on its jobs (s)",
     )
     ap.add_argument(
-        "--agents-nice",
+        "--job-nice",
         type=int,
-        default=0,
-        help="run the agents (with their runners, builds and QEMU) at this nice value, to "
-        "model a real farm where they run on the board hosts, not the service's host",
-    )
-    ap.add_argument(
-        "--clients-nice",
-        type=int,
-        default=0,
-        help="run the client processes at this nice value, to model clients on their own "
-        "machines (their CPU time then does not delay the service's answers)",
+        default=DEFAULT_JOB_NICE,
+        help="the agents' --job-nice: CPU priority of their jobs' builds and QEMU "
+        f"(default: the agent's, {DEFAULT_JOB_NICE}; 0: the service's priority)",
     )
     ap.add_argument("--dump", type=Path, help="write every job's record (JSON) there")
     args = ap.parse_args()
@@ -416,9 +399,7 @@ def main() -> int:
     boards = len(BOARDS_A) + len(BOARDS_B)
     try:
         for name, boards_of in (("host-a", BOARDS_A), ("host-b", BOARDS_B)):
-            agent = farm.start_agent(name, boards_of)
-            if args.agents_nice:
-                renice_tree(agent.pid, args.agents_nice)
+            farm.start_agent(name, boards_of, extra=["--job-nice", str(args.job_nice)])
         # one job alone: the farm's overhead without any queue (first run builds: warm up)
         with FarmClient(farm.url) as c:
             c.login(*ALICE)
@@ -478,20 +459,9 @@ def main() -> int:
         f"are), each polling the status of each of its jobs in turn, then resting {args.pause} s"
     )
     print(
-        "  agents (with their runners, builds and QEMU): "
-        + (
-            f"nice {args.agents_nice}, modelling board hosts apart from the service's host"
-            if args.agents_nice
-            else "same priority as the service (all on one host, sharing its CPUs)"
-        )
-    )
-    print(
-        "  client processes: "
-        + (
-            f"nice {args.clients_nice}, modelling clients on machines of their own"
-            if args.clients_nice
-            else "same priority as the service"
-        )
+        "  one host for all (service, coordinator, 2 agents, clients), as `farm up`; the "
+        f"agents' jobs (runner, build, QEMU) at nice {args.job_nice}"
+        + (" (the agent's default)" if args.job_nice == DEFAULT_JOB_NICE else "")
     )
     cpu.print()
     print(f"  {'goal (issue 10)':<44} {'measured':<24} {'target':<12}")

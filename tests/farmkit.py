@@ -219,8 +219,11 @@ class Farm:
         except httpx.HTTPError:
             return False
 
-    def start_agent(self, name: str, boards: dict[str, str]) -> subprocess.Popen[Any]:
-        """An agent ``name`` in its own folder serving emulated ``boards`` (name -> target)."""
+    def start_agent(
+        self, name: str, boards: dict[str, str], extra: list[str] | None = None
+    ) -> subprocess.Popen[Any]:
+        """An agent ``name`` in its own folder serving emulated ``boards`` (name -> target),
+        with ``extra`` options."""
         home = self.root / f"agent-{name}"
         home.mkdir(parents=True, exist_ok=True)
         lab = home / "lab.yaml"
@@ -244,6 +247,7 @@ class Farm:
                 str(token_file),
                 "--work-dir",
                 str(home / "work"),
+                *(extra or []),
             ],
             home,
             env={"AIDGE_DEPLOY_CACHE_DIR": str(home / "cache")},

@@ -9,6 +9,7 @@ restarted mid-load ends every job ``done`` exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import pytest
 
 import aidge_deploy
@@ -219,6 +221,27 @@ def _submit(client: Any, export: Any, board: str | None = None, **config: Any) -
     return int(r.json()["id"])
 
 
+def _assert_background_work(farm: Farm, job_id: int) -> None:
+    """A job's processes (runner, QEMU) run at the agent's job priority, their session's
+    CPU group too where the kernel groups by session; the agents stay at their own."""
+    from aidge_deploy.limits import DEFAULT_JOB_NICE
+
+    pids = farm.job_processes(job_id)
+    assert pids
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            assert proc.nice() == DEFAULT_JOB_NICE, (proc.cmdline(), proc.nice())
+            group = Path(f"/proc/{pid}/autogroup")
+            if group.exists():  # "/autogroup-123 nice 10"
+                assert group.read_text().split()[-1] == str(DEFAULT_JOB_NICE), (
+                    proc.cmdline(),
+                    group.read_text(),
+                )
+    agents = [p for name, p in farm.procs.items() if name.startswith("agent-") and p.poll() is None]
+    assert agents and {psutil.Process(p.pid).nice() for p in agents} == {0}
+
+
 def test_cancel_running_job_leaves_nothing(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
     # a benchmark long enough to be cancelled while QEMU runs
     export = export_factory("benchmark", target="mps2-an386", nb_iterations=400)
@@ -227,6 +250,7 @@ def test_cancel_running_job_leaves_nothing(farm: Farm, export_factory) -> None: 
         _wait_job(alice, job_id, {"running"}, timeout=180)
         time.sleep(0.5)
         assert farm.job_processes(job_id), "the job runs in processes marked with its id"
+        _assert_background_work(farm, job_id)
         alice.post(f"/api/jobs/{job_id}/cancel")
         job = _wait_job(alice, job_id, {"cancelled", "failed", "done"}, timeout=60)
         assert job["state"] == "cancelled", job

@@ -16,6 +16,7 @@ import typer
 
 from aidge_deploy.cli.render import console, print_error
 from aidge_deploy.errors import DeployError
+from aidge_deploy.limits import DEFAULT_JOB_NICE
 
 app = typer.Typer(
     name="farm",
@@ -213,6 +214,15 @@ def agent(
     coordinator: Annotated[
         str | None, typer.Option(help="labgrid coordinator (default: the service's).")
     ] = None,
+    job_nice: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=19,
+            help="CPU priority (nice) of the jobs' builds and emulators, below the agent's "
+            "and the service's (0: the agent's own).",
+        ),
+    ] = DEFAULT_JOB_NICE,
 ) -> None:
     """Serve the boards of a lab file to a farm."""
     from aidge_deploy.farm.agent import AgentSettings, run_agent
@@ -225,6 +235,7 @@ def agent(
             token=token,
             work_dir=_data(work_dir),
             coordinator=coordinator,
+            job_nice=job_nice,
         )
         run_agent(settings)
     except DeployError as exc:

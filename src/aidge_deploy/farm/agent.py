@@ -40,6 +40,7 @@ from aidge_deploy.farm.archive import check_archive, extract_archive
 from aidge_deploy.farm.reaper import become_subreaper, end_job_processes
 from aidge_deploy.farm.runners import Runner, Runners
 from aidge_deploy.lab import LabBoard, Reach, load_lab
+from aidge_deploy.limits import DEFAULT_JOB_NICE
 
 log = logging.getLogger("aidge_deploy.farm.agent")
 T = TypeVar("T")
@@ -62,6 +63,8 @@ class AgentSettings:
     boards: tuple[LabBoard, ...]
     coordinator: str | None = None
     poll_wait: float = 20.0
+    #: CPU priority (nice value) of each job's runner and what it starts (``runner``)
+    job_nice: int = DEFAULT_JOB_NICE
 
     @classmethod
     def from_lab(
@@ -72,6 +75,7 @@ class AgentSettings:
         token: str,
         work_dir: Path,
         coordinator: str | None = None,
+        job_nice: int = DEFAULT_JOB_NICE,
     ) -> AgentSettings:
         lab = load_lab(lab_file)
         boards = tuple(b for b in lab.boards if b.reach is not Reach.FARM)
@@ -94,6 +98,7 @@ class AgentSettings:
             work_dir=work_dir,
             boards=boards,
             coordinator=coordinator,
+            job_nice=job_nice,
         )
 
 
@@ -397,6 +402,7 @@ class JobRun:
             "report_dir": str(self.dir / "bundle"),
             "options": _jsonable(self.lab_board.deploy_options()),
             "config": self.offer.get("config") or {},
+            "nice": self.agent.settings.job_nice,
         }
         spec_path = self.dir / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")

@@ -1,6 +1,7 @@
 """One farm job's deploy, in its own process forked by the agent's fork server (``runners``).
 
-``child_main`` starts a session of its own, takes the job's mark (``reaper``), runs our
+``child_main`` starts a session of its own, takes the job's mark (``reaper``), lowers
+its CPU priority to the agent's ``job_nice`` (``cpupriority``), runs our
 own ``deploy()`` with the board's local implementation, sends each progress event to the
 agent over its pipe (the agent streams them to the service), and writes ``result.json``
 (the encoded ``DeployResult``) or ``error.json`` next to the spec; the exit status says
@@ -25,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aidge_deploy.limits import DEFAULT_JOB_NICE
+
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
@@ -41,6 +44,7 @@ def child_main(spec_path: str, conn: Connection) -> None:
     os.setsid()  # its own process group: the agent can end it and what it started at once
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
+    from aidge_deploy.cpupriority import lower_priority
     from aidge_deploy.farm.reaper import take_job_mark
     from aidge_deploy.runcontrol import RunControl
 
@@ -48,6 +52,7 @@ def child_main(spec_path: str, conn: Connection) -> None:
         path = Path(spec_path)
         spec = json.loads(path.read_text(encoding="utf-8"))
         take_job_mark(str(spec["job"]))
+        lower_priority(int(spec.get("nice", DEFAULT_JOB_NICE)))  # before any thread starts
         os.chdir(path.parent)
         with open(path.parent / "runner.log", "ab") as log:  # whatever gets printed
             os.dup2(log.fileno(), 1)
