@@ -264,6 +264,27 @@ def test_cancel_running_job_leaves_nothing(farm: Farm, export_factory) -> None: 
         assert _wait_job(alice, nxt, {"done", "failed"})["state"] == "done"
 
 
+def test_run_timeout_fails_the_job_and_frees_the_board(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
+    """A job whose run outlasts its ``run_timeout`` fails with the deploy's own error; the
+    agent ends its processes and frees the board for the next job."""
+    slow = export_factory("benchmark", target="mps2-an386", nb_iterations=400)
+    quick = export_factory("output", target="mps2-an386")
+    with farm.client(*ALICE) as alice:
+        job_id = _submit(alice, slow, "an386-b", run_timeout=1)
+        job = _wait_job(alice, job_id, {"failed", "done", "cancelled"}, timeout=240)
+        assert job["state"] == "failed", job
+        assert "No end marker" in job["error"]["message"], job["error"]
+        assert job["error"]["hint"], job["error"]
+        deadline = time.monotonic() + 15
+        while farm.job_processes(job_id) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not farm.job_processes(job_id), "a process of the timed-out job is still running"
+        # the output captured up to the timeout is kept: the firmware had started
+        assert "DEMO EXPORT ARM" in alice.get(f"/api/jobs/{job_id}/log").text
+        nxt = _submit(alice, quick, "an386-b")
+        assert _wait_job(alice, nxt, {"done", "failed"})["state"] == "done"
+
+
 def test_agent_killed_mid_run(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
     slow = export_factory("benchmark", target="mps2-an386", nb_iterations=400)
     quick = export_factory("output", target="mps2-an386")
