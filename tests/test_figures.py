@@ -22,7 +22,13 @@ from aidge_deploy.cli.main import app
 from aidge_deploy.config import Aggregation, DeployConfig
 from aidge_deploy.hwfacts import bytes_in_own_unit, machine_memory_bytes
 from aidge_deploy.metrics import Provenance, format_figure
-from aidge_deploy.profiling.layer_table import SHARE, TIME, TIME_PER_MAC, layer_table
+from aidge_deploy.profiling.layer_table import (
+    SHARE,
+    TIME,
+    TIME_PER_MAC,
+    coverage_text,
+    layer_table,
+)
 from aidge_deploy.profiling.qemu_plugin import PluginTrace, Snapshot
 from aidge_deploy.profiling.validity import assess
 from aidge_deploy.protocols.registry import get_protocol
@@ -122,6 +128,33 @@ def test_emulated_time_without_cycle_counter_converts_the_tick() -> None:
     assert raw.timings_ms == (0.9, 1.0, 0.9, 0.9, 1.0)
     assert result.timings == pytest.approx([t / 1.6 for t in raw.timings_ms])
     assert result.timing is not None and result.timing.resolution_ms == pytest.approx(0.1 / 1.6)
+
+
+def test_the_layers_say_what_part_of_the_latency_they_add_up_to() -> None:
+    """Emulated: each layer's count and the inference's count come from one counter, and the
+    layers' sum is short of the inference by the code that calls and times them. The
+    terminal, summary.json and the report say how much, instead of a share column that sums
+    to 100 % and leaves the reader to wonder why the headline is larger."""
+    result = result_from_capture("qemu", "mps2-an386_benchmark")
+    latency = result.metric("latency")
+    assert latency is not None and latency.value
+    total = sum(layer.time_ms or 0.0 for layer in result.layers)
+    coverage = layer_table(result).coverage
+    assert coverage is not None and coverage.provenance is Provenance.ESTIMATED
+    assert coverage.value == pytest.approx(100.0 * total / latency.value)
+    assert 50.0 < coverage.value < 100.0, "layers are most of the inference, not all of it"
+    sentence = coverage_text(coverage)
+    assert sentence is not None and f"{coverage.value:.1f} %" in sentence
+    assert sentence in " ".join(printed_result(result).split())
+    summary = _summary(result)
+    assert summary["layers_share_of_latency"]["value"] == pytest.approx(coverage.value)
+    assert sentence in render_html(summary, {})
+    # no such figure when a layer has no time
+    untimed = dataclasses.replace(result.layers[0], time_ms=None)
+    partial = dataclasses.replace(result, layers=(untimed, *result.layers[1:]))
+    assert layer_table(partial).coverage is None
+    assert _summary(partial)["layers_share_of_latency"] is None
+    assert "add up to" not in printed_result(partial)
 
 
 # -- item 2: resolution ------------------------------------------------------------------------

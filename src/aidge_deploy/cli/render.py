@@ -94,7 +94,7 @@ def _latency(result: DeployResult) -> None:
 
 
 def _layers(result: DeployResult) -> None:
-    from aidge_deploy.profiling.layer_table import MACS, PARAMS, TIME, layer_table
+    from aidge_deploy.profiling.layer_table import MACS, PARAMS, TIME, coverage_text, layer_table
 
     table_view = layer_table(result)
     if not table_view.rows:
@@ -135,6 +135,9 @@ def _layers(result: DeployResult) -> None:
             f"~ fewer than {COARSE_STEPS} steps, * less than one (no share, no time/MAC)[/dim]",
             highlight=False,
         )
+    coverage = coverage_text(table_view.coverage)
+    if coverage is not None:
+        console.print(f"[dim]{coverage}[/dim]", highlight=False)
 
 
 def _counters(result: DeployResult) -> None:

@@ -2,7 +2,8 @@
 
 The terminal, ``summary.json`` (hence the CSV and the HTML report) show the same per-layer
 figures: time per call, its share of the layers' total, the counters, the static MACs and
-parameters, and time per MAC. Each cell is a ``metrics.Metric``, so it carries its unit,
+parameters, and time per MAC; and what part of the latency per inference the layers add up
+to (``LayerTable.coverage``: the rest runs between them). Each cell is a ``metrics.Metric``, so it carries its unit,
 provenance and resolution and prints by the same rules everywhere. A time that spans less
 than one step of its timer is flagged and never turned into a ratio: its share and its
 ns/MAC are "unavailable (below the timer's resolution)", not 0 and not a quotient of noise.
@@ -25,6 +26,8 @@ PARAMS = "params"
 TIME_PER_MAC = "time_per_mac"
 #: per-layer energy of one call (power monitors that attribute energy to layers)
 ENERGY = "energy"
+#: the layers' total time over the latency per inference
+COVERAGE = "layers_share_of_latency"
 
 
 class _Layer(Protocol):
@@ -61,6 +64,7 @@ class Profiled(Protocol):
     def timing(self) -> TimingInfo | None: ...
     @property
     def power(self) -> _Power | None: ...
+    def metric(self, name: str) -> Metric | None: ...
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,9 @@ class LayerRow:
 class LayerTable:
     columns: tuple[LayerColumn, ...]
     rows: tuple[LayerRow, ...]
+    #: the layers' total time per inference over the latency per inference (median), in %;
+    #: None when a layer has no time or the latency is not of the same timer
+    coverage: Metric | None = None
 
     def column(self, key: str) -> LayerColumn | None:
         return next((c for c in self.columns if c.key == key), None)
@@ -214,7 +221,40 @@ def layer_table(result: Profiled) -> LayerTable:
                     resolution=time_res * 1e6 / layer.macs,
                 )
         rows.append(LayerRow(index, layer.name, cells))
-    return LayerTable(tuple(columns), tuple(rows))
+    return LayerTable(tuple(columns), tuple(rows), _coverage(result, layers, time_prov))
+
+
+def coverage_text(coverage: Metric | None) -> str | None:
+    """What ``LayerTable.coverage`` means, in one sentence (the terminal and the report)."""
+    if coverage is None or coverage.value is None:
+        return None
+    why = (
+        "timing each layer takes time of its own"
+        if coverage.value > 100.0
+        else "the rest runs outside them (the code that calls the layers and times them)"
+    )
+    return (
+        f"The layers add up to {coverage.value:.1f} % of the latency per inference "
+        f"({coverage.description}): {why}."
+    )
+
+
+def _coverage(result: Profiled, layers: Sequence[_Layer], time_prov: Provenance) -> Metric | None:
+    """The layers' total time over the latency per inference, when both come from the same
+    timer (an emulated board: both estimated from instruction counts at one clock)."""
+    latency = result.metric("latency")
+    if latency is None or not latency.value or latency.unit != "ms":
+        return None
+    if latency.provenance is not time_prov or any(layer.time_ms is None for layer in layers):
+        return None
+    total = sum(float(layer.time_ms or 0.0) for layer in layers)
+    return Metric(
+        COVERAGE,
+        100.0 * total / float(latency.value),
+        "%",
+        time_prov,
+        f"{total:.4g} of {float(latency.value):.4g} ms",
+    )
 
 
 def _quantity(result: Profiled, counter: str) -> str:
@@ -223,6 +263,7 @@ def _quantity(result: Profiled, counter: str) -> str:
 
 
 __all__ = [
+    "COVERAGE",
     "ENERGY",
     "MACS",
     "PARAMS",
@@ -233,5 +274,6 @@ __all__ = [
     "LayerRow",
     "LayerTable",
     "Profiled",
+    "coverage_text",
     "layer_table",
 ]

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from aidge_deploy.metrics import Metric
+from aidge_deploy.profiling.layer_table import coverage_text
 from aidge_deploy.report.format import figure_text, time_text, time_unit_for
 from aidge_deploy.report.svg import PALETTE, bar_chart
 
@@ -183,6 +185,9 @@ def layers_section(summary: Mapping[str, Any]) -> str:
             "“±1 step” marks a time spanning fewer than 10 steps, “&lt;1 step” one below a "
             "single step (its share and time per MAC are not computed)."
         )
+    coverage = summary.get("layers_share_of_latency")
+    if coverage:
+        notes.append(escape(coverage_text(Metric.from_dict(coverage)) or ""))
     notes.append("Click a column header to sort. Bars are scaled to each column's largest value.")
     return (
         "<h2>Per-layer profile: where the time goes</h2>"

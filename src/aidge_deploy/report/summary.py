@@ -113,7 +113,7 @@ def _memory_block(result: DeployResult) -> dict[str, Any]:
 
 def _layer_block(
     result: DeployResult,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], dict[str, Any] | None]:
     table = layer_table(result)
     columns = [
         {
@@ -135,7 +135,8 @@ def _layer_block(
         }
         for row in table.rows
     ]
-    return columns, layers, [c.key for c in table.charted()]
+    coverage = None if table.coverage is None else table.coverage.as_dict()
+    return columns, layers, [c.key for c in table.charted()], coverage
 
 
 def _provenances(summary: Mapping[str, Any]) -> list[str]:
@@ -164,7 +165,7 @@ def build_summary(
     """
     method = Aggregation(aggregation)
     raw_cycles = result.metrics.get("cycles")
-    columns, layers, charted = _layer_block(result)
+    columns, layers, charted, coverage = _layer_block(result)
     summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -186,6 +187,8 @@ def build_summary(
         "layer_columns": columns,
         "layers": layers,
         "charted_columns": charted,
+        # the layers' total time over the latency per inference (``layer_table.coverage``)
+        "layers_share_of_latency": coverage,
         "memory": _memory_block(result),
         "stage_durations_ms": {k: float(v) for k, v in result.stage_durations_ms.items()},
         "notices": [str(n) for n in result.metrics.get("notices") or []],
