@@ -345,20 +345,25 @@ HEAVY_WHEN_CACHED = (
 
 def profile_twice(model: Path, cache: Path, target: str, program: str, heavy: tuple[str, ...]
                   ) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
-    """``profile MODEL --target TARGET`` twice with an empty cache, each in a fresh
-    interpreter: the first exports with Aidge and builds ``program`` (a glob in the build
-    cache), the second reuses both (checked). What the second imported of ``heavy``, and the
-    two runs' ``--json`` results."""
+    """``profile MODEL --target TARGET --report DIR`` twice with an empty cache, each in a
+    fresh interpreter: the first exports with Aidge and builds ``program`` (a glob in the
+    build cache), the second reuses both (checked) and writes the same hardware facts in its
+    bundle. What the second imported of ``heavy``, and the two runs' ``--json`` results."""
     argv = ["profile", str(model), "--target", target, "--iterations", "3", "--json"]
     env = {**os.environ, "AIDGE_DEPLOY_CACHE_DIR": str(cache), "COLUMNS": "200"}
-    first_heavy, first = imported_after(argv, heavy, env)
+    reports = [cache / "report-1", cache / "report-2"]
+    first_heavy, first = imported_after([*argv, "--report", str(reports[0])], heavy, env)
     assert "aidge_core" in first_heavy, "the first run exports with Aidge (the probe sees it)"
     (built,) = (cache / "builds").glob(program)
     mtime = built.stat().st_mtime_ns
-    second_heavy, second = imported_after(argv, heavy, env)
+    second_heavy, second = imported_after([*argv, "--report", str(reports[1])], heavy, env)
     assert "reused" in second.stderr, second.stderr[-2000:]
     assert list((cache / "builds").glob(program)) == [built]
     assert built.stat().st_mtime_ns == mtime, "not rebuilt"
+    hardware = [
+        json.loads((r / "run_metadata.json").read_text())["target"]["hardware"] for r in reports
+    ]
+    assert hardware[0]["class"] and hardware[1] == hardware[0]
     runs = [json.loads(done.stdout[: done.stdout.rindex("HEAVY")]) for done in (first, second)]
     return second_heavy, runs
 

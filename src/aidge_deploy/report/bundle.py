@@ -103,8 +103,8 @@ def _manifest_dict(artifact: Export) -> dict[str, Any]:
     }
 
 
-def _is_mcu(hardware_target: Any, build_system: str | None) -> bool:
-    return getattr(hardware_target, "hal_board", None) is not None or build_system == "make"
+def _is_mcu(hardware: Mapping[str, Any], build_system: str | None) -> bool:
+    return hardware.get("hal_board") is not None or build_system == "make"
 
 
 def _build_metadata(
@@ -208,7 +208,7 @@ def write_bundle(
     config: DeployConfig,
     artifact: Export,
     *,
-    hardware_target: Any = None,
+    hardware: Mapping[str, Any] | None = None,
     binary: BinaryInfo | None = None,
     log_path: Path | None = None,
     stage_durations_ms: Mapping[str, float] | None = None,
@@ -240,15 +240,13 @@ def write_bundle(
     timestamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
     identity = {**model_identity(artifact).as_dict(), "target": str(result.target)}
-    hardware = meta.hardware_facts(
-        hardware_target, this_machine=result.target == "host" and result.backend == "local"
-    )
+    hardware = dict(hardware or {})
     if toolchain is None:
         build_system = hardware.get("build_system") or artifact.manifest.build_system
         toolchain = meta.toolchain_versions(
             meta.relevant_tools(
                 str(build_system).lower() if build_system else None,
-                _is_mcu(hardware_target, build_system),
+                _is_mcu(hardware, build_system),
                 result_provenance(result) == Provenance.EMULATED,
                 bool(config.cross_compile),
             )

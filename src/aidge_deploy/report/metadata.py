@@ -7,17 +7,27 @@ model's facts, the config (without secrets) and how long each stage took.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import importlib.metadata
+import importlib.util
+import json
 import logging
+import os
 import platform
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from aidge_deploy.hwfacts import clock_fact, memory_facts
+from aidge_deploy.cachedir import default_cache_root
+from aidge_deploy.hwfacts import THIS_MACHINE, clock_fact, machine_memory_bytes, memory_facts
+
+if TYPE_CHECKING:
+    from aidge_deploy.registry import DeployTarget
 
 log = logging.getLogger("aidge_deploy")
 
@@ -114,18 +124,79 @@ def hardware_facts(hardware_target: Any, *, this_machine: bool = False) -> dict[
         "clock": clock.as_dict(),
         "build_system": _enum_text(getattr(hardware_target, "build_system", None)),
         "hal_board": _enum_text(getattr(hardware_target, "hal_board", None)),
-        "memories": [],
+        "memories": [_memory_entry(f) for f in memory_facts(hardware_target)],
     }
-    for fact in memory_facts(hardware_target, this_machine=this_machine):
-        facts["memories"].append(
-            {
-                "name": fact.name,
-                "capacity_bytes": fact.value,
-                "text": fact.text,
-                "source": fact.source,
-            }
-        )
-    return facts
+    return _on_this_machine(facts) if this_machine else facts
+
+
+def _memory_entry(fact: Any) -> dict[str, Any]:
+    return {
+        "name": fact.name,
+        "capacity_bytes": fact.value,
+        "text": fact.text,
+        "source": fact.source,
+    }
+
+
+def _on_this_machine(facts: dict[str, Any]) -> dict[str, Any]:
+    """The local host target's facts: its memory is this machine's, not the model's."""
+    from aidge_deploy.hwfacts import HardwareFact
+
+    real = machine_memory_bytes()
+    if real is None:
+        return facts
+    return {**facts, "memories": [_memory_entry(HardwareFact("mem", real, "B", THIS_MACHINE))]}
+
+
+#: bumped when ``hardware_facts`` changes what it writes: older kept facts are not read
+HARDWARE_FACTS_FORMAT = 1
+
+
+def target_hardware_facts(target: DeployTarget, *, this_machine: bool = False) -> dict[str, Any]:
+    """``hardware_facts`` of a target's hardware model, kept on disk once computed.
+
+    They are facts of the installed packages (Aidge's hardware model, or the plug-in that
+    registers the target's), yet computing them imports Aidge: more than half of a report
+    of a run whose export and build were reused. Kept per target, Aidge and aidge-deploy
+    versions and the registering plug-in's file; read back only while Aidge is not
+    imported in this process (once it is, asking the model costs nothing and also sees a
+    target registered at run time)."""
+    path = _kept_facts_path(target)
+    facts: dict[str, Any] | None = None
+    if "aidge_core" not in sys.modules:
+        with contextlib.suppress(OSError, ValueError):
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            facts = loaded if isinstance(loaded, dict) and loaded.get("class") else None
+    if facts is None:
+        facts = hardware_facts(target.hardware_target)
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(facts), encoding="utf-8")
+            tmp.replace(path)  # whole or absent: parallel runs may write it at once
+    return _on_this_machine(facts) if this_machine else facts
+
+
+def _kept_facts_path(target: DeployTarget) -> Path:
+    plugin = target.hardware_model_module
+    plugin_file = None
+    if plugin is not None:
+        with contextlib.suppress(ImportError, ValueError, OSError):
+            spec = importlib.util.find_spec(plugin)
+            if spec is not None and spec.origin:
+                stat = os.stat(spec.origin)
+                plugin_file = [spec.origin, stat.st_mtime_ns, stat.st_size]
+    key = json.dumps(
+        [
+            HARDWARE_FACTS_FORMAT,
+            target.target_name,
+            package_versions(("aidge-core", "aidge-deploy")),
+            plugin,
+            plugin_file,
+        ]
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return default_cache_root() / "hardware" / f"{target.target_name}-{digest}.json"
 
 
 def host_facts() -> dict[str, str]:

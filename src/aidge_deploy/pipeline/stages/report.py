@@ -14,6 +14,7 @@ from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.progress import ProgressKind
 from aidge_deploy.registry import RemoteResultTarget
 from aidge_deploy.report.bundle import write_bundle
+from aidge_deploy.report.metadata import target_hardware_facts
 from aidge_deploy.report.summary import ProfileFormat
 
 
@@ -51,7 +52,10 @@ class ReportStage:
                 result,
                 ctx.config,
                 ctx.artifact,
-                hardware_target=ctx.resolved_target.hardware_target,
+                hardware=target_hardware_facts(
+                    ctx.resolved_target,
+                    this_machine=result.target == "host" and result.backend == "local",
+                ),
                 binary=ctx.binary_info,
                 log_path=ctx.executed.log_path,
                 stage_durations_ms=ctx.stage_durations_ms,
