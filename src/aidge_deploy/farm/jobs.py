@@ -301,6 +301,13 @@ VIEW_COLUMNS = (
 )
 _STATUS = _status_statement()
 _PHASES = select(JobPhase.name, JobPhase.seconds).where(JobPhase.job_id == bindparam("job_id"))
+_EVENTS = (
+    select(
+        JobEvent.id, JobEvent.at, JobEvent.kind, JobEvent.state, JobEvent.stage, JobEvent.message
+    )
+    .where(JobEvent.job_id == bindparam("job_id"), JobEvent.id > bindparam("after"))
+    .order_by(JobEvent.id)
+)
 
 
 def job_status(conn: Connection, who: Principal, job_id: int, base: str = "/api") -> dict[str, Any]:
@@ -317,24 +324,14 @@ def job_status(conn: Connection, who: Principal, job_id: int, base: str = "/api"
     return view
 
 
-def job_events_page(s: Session, who: Principal, job_id: int, after: int = 0) -> dict[str, Any]:
-    """The job's view and its events after event id ``after`` (REST API and job page)."""
-    job = job_for(s, who, job_id)
-    rows = s.scalars(
-        select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.id > after).order_by(JobEvent.id)
-    )
-    events = [
-        {
-            "id": e.id,
-            "at": e.at,
-            "kind": e.kind,
-            "state": e.state,
-            "stage": e.stage,
-            "message": e.message,
-        }
-        for e in rows
-    ]
-    return {"job": job_view(s, job), "events": events}
+def job_events_page(
+    conn: Connection, who: Principal, job_id: int, after: int = 0
+) -> dict[str, Any]:
+    """The job's view (``job_status``) and its events after event id ``after`` (REST API
+    and job page: what a client following a job polls)."""
+    job = job_status(conn, who, job_id)
+    rows = conn.execute(_EVENTS, {"job_id": job_id, "after": after})
+    return {"job": job, "events": [dict(row._mapping) for row in rows]}
 
 
 def _ahead_of(job: Job) -> tuple[float, int]:

@@ -213,8 +213,8 @@ async def get_job(job_id: int, who: UserDep, state: StateDep) -> dict[str, Any]:
 
 
 def read_events_page(state: FarmState, who: Principal, job_id: int, after: int) -> dict[str, Any]:
-    with state.db.session() as s:
-        return job_events_page(s, who, job_id, after)
+    with state.db.reading() as conn:
+        return job_events_page(conn, who, job_id, after)
 
 
 async def follow_job(
