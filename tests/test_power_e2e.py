@@ -63,6 +63,8 @@ def test_emulated_energy_per_inference_and_layer(tiny_cnn: Path, tmp_path: Path)
     # labelled estimated in the CLI
     assert re.search(r"Power — emulated \(ESTIMATED, model uncertainty ×/÷10\)", out_a)
     assert "energy per inference" in out_a and "Energy per layer (estimated)" in out_a
+    # each layer's energy is a column of the per-layer table, not a second table
+    assert "µJ per call" not in out_a and "the layers add up to" in out_a
     pa, pb = a["power"], b["power"]
     assert pa["provenance"] == "estimated" and pa["uncertainty_factor"] == 10
     metrics = {m["name"]: m for m in pa["metrics"]}
@@ -113,6 +115,7 @@ def test_emulated_energy_per_inference_and_layer(tiny_cnn: Path, tmp_path: Path)
     # the provenance legend names "estimated" once; the power figures carry its badge
     assert 'data-legend="estimated"' in dom.stdout and "badge prov-estimated" in dom.stdout
     assert "Energy per layer (estimated by a model)" in dom.stdout
+    assert "power-layers" not in dom.stdout, "the layers' energy is in the per-layer table"
     assert (
         "measured" not in re.sub(r".*<h2>Power", "", dom.stdout, flags=re.S).split("</section>")[0]
     )

@@ -263,12 +263,24 @@ def print_power(result: DeployResult) -> None:
         )
     console.print(table)
     if power.layer_energy_uj:
-        layers = Table(title=f"Energy per layer ({prov.value})", title_justify="left")
-        layers.add_column("layer")
-        layers.add_column("µJ per call", justify="right")
-        for name, value in power.layer_energy_uj.items():
-            layers.add_row(name, f"{value:.4g}")
-        console.print(layers)
+        # the per-layer table shows each layer's energy already: its sum here, and a table
+        # only for layers that table does not show
+        shown = {layer.name for layer in result.layers if layer.energy_uj is not None}
+        if shown:
+            total = sum(v for name, v in power.layer_energy_uj.items() if name in shown)
+            console.print(
+                f"[bold]Energy per layer ({prov.value}):[/bold] the energy/call column of the "
+                f"per-layer table; the layers add up to {total:.4g} µJ per inference",
+                highlight=False,
+            )
+        rest = {n: v for n, v in power.layer_energy_uj.items() if n not in shown}
+        if rest:
+            layers = Table(title=f"Energy per layer ({prov.value})", title_justify="left")
+            layers.add_column("layer")
+            layers.add_column("µJ per call", justify="right")
+            for name, value in rest.items():
+                layers.add_row(name, f"{value:.4g}")
+            console.print(layers)
     for issue in power.issues:
         code = issue.as_dict()["code"]
         console.print(f"[yellow]{code}[/yellow]: {issue.message}", highlight=False)

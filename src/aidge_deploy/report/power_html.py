@@ -81,14 +81,31 @@ def power_section(summary: Mapping[str, Any], badge: Any) -> str:
         for k, v in monitor.items()
         if k in ("name", "model", "serial", "firmware", "calibration_date") and v
     )
+    per_layer = dict(power.get("layer_energy_uj") or {})
+    # the per-layer table shows each layer's energy already: its sum here, and a table
+    # only for layers that table does not show
+    shown = {row["name"] for row in summary.get("layers") or () if "energy" in row["metrics"]}
     layer_rows = "".join(
         f"<tr><td>{escape(name)}</td><td>{value:.4g} µJ</td></tr>"
-        for name, value in (power.get("layer_energy_uj") or {}).items()
+        for name, value in per_layer.items()
+        if name not in shown
     )
+    total = sum(value for name, value in per_layer.items() if name in shown)
     layers = (
-        f"<h3>Energy per layer ({escape(kind)})</h3><table class='power-layers'>"
-        f"<tr><th>layer</th><th>energy per call</th></tr>{layer_rows}</table>"
-        if layer_rows
+        f"<h3>Energy per layer ({escape(kind)})</h3>"
+        + (
+            f"<p class='muted'>In the per-layer table (energy per call); the layers add up "
+            f"to {total:.4g} µJ per inference.</p>"
+            if shown & set(per_layer)
+            else ""
+        )
+        + (
+            "<table class='power-layers'><tr><th>layer</th><th>energy per call</th></tr>"
+            f"{layer_rows}</table>"
+            if layer_rows
+            else ""
+        )
+        if per_layer
         else ""
     )
     trace = power.get("trace")
