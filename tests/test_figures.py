@@ -110,7 +110,7 @@ def test_emulated_milliseconds_are_instructions_over_the_core_clock(board: str) 
         assert row["metrics"]["time"]["value"] == pytest.approx(count / hz * 1e3)
     printed = printed_result(result)
     latency = result.metric("latency")
-    assert latency is not None and f"latency: {latency.formatted()}" in printed
+    assert latency is not None and f"latency: {render.shown_figure(latency)}" in printed
     assert label in printed
     page = render_html(summary, {})
     assert f"Times are {label}: estimates from those counts" in page  # the banner

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import aidge_deploy
+from aidge_deploy.cli.render import shown_figure
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.metrics import Metric, Provenance, is_time_unit
 from aidge_deploy.profiling.binary import size_metrics
@@ -87,7 +88,8 @@ def assert_json_carries_what_the_terminal_prints(result: DeployResult) -> None:
     counters = result.counter_metrics()
     assert [m.name for m in counters] == list(result.metrics["counters"])
     for metric in (*shown, *counters):
-        assert metric.formatted() in printed, (metric.name, metric.formatted())
+        # a time in the unit that reads best for it, as in the report
+        assert shown_figure(metric) in printed, (metric.name, shown_figure(metric))
         entry = carried[metric.name]
         assert (entry["value"], entry["unit"], entry["provenance"]) == (
             metric.value,

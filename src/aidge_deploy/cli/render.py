@@ -12,7 +12,7 @@ from rich.table import Table
 from aidge_deploy.errors import DeployError
 from aidge_deploy.metrics import COARSE_STEPS, Metric, Provenance, format_figure
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
-from aidge_deploy.report.format import time_text
+from aidge_deploy.report.format import column_time_unit, figure_text, time_text
 
 if TYPE_CHECKING:  # results imports numpy and aidge_core: not at --help time
     from aidge_deploy.results import DeployResult
@@ -59,13 +59,17 @@ def progress_display(enabled: bool = True) -> Iterator[ProgressCallback]:
         yield callback
 
 
-def _flagged(cell: Metric | None) -> str:
-    """A per-layer cell as printed: to its resolution, flagged when the timer is coarse."""
+def _flagged(cell: Metric | None, time_unit: str | None = None) -> str:
+    """A per-layer cell as printed: to its resolution (a time in its column's
+    ``time_unit``), flagged when the timer is coarse."""
     if cell is None:
         return "-"
     if cell.value is None:
         return "n/a"
-    text = cell.formatted(with_unit=False)
+    if cell.unit == "ms" and time_unit is not None:
+        text = time_text(float(cell.value), cell.resolution, time_unit, with_unit=False)
+    else:
+        text = cell.formatted(with_unit=False)
     if cell.below_resolution:
         return f"{text}*"
     return f"{text}~" if cell.coarse else text
@@ -77,8 +81,9 @@ def _latency(result: DeployResult) -> None:
     if latency is None or timing is None or timing.resolution_ms is None:
         return
     res = timing.resolution_ms
+    unit = column_time_unit(float(latency.max), res)  # as the report's table
     table = Table(
-        title=f"Latency per inference (ms, {timing.label}; step {time_text(res, res)})",
+        title=f"Latency per inference ({unit}, {timing.label}; step {time_text(res, res)})",
         title_justify="left",
     )
     for col in ("n", "mean", "median", "p90", "min", "max", "std"):
@@ -86,7 +91,7 @@ def _latency(result: DeployResult) -> None:
     table.add_row(
         str(latency.n),
         *(
-            format_figure(getattr(latency, k), "ms", res, with_unit=False)
+            time_text(float(getattr(latency, k)), res, unit, with_unit=False)
             for k in ("mean", "median", "p90", "min", "max", "std")
         ),
     )
@@ -101,13 +106,24 @@ def _layers(result: DeployResult) -> None:
         return
     # MACs and parameters are static facts of the export: in the report, not on the terminal
     columns = [c for c in table_view.columns if c.key not in (MACS, PARAMS)]
-    cells = [[_flagged(row.cells.get(c.key)) for c in columns] for row in table_view.rows]
+    # times in the unit the report uses for the column: readable for its largest value
+    units = {c.key: c.unit for c in columns}
+    for c in columns:
+        if c.unit == "ms":
+            peak = max(
+                (float(r.cells[c.key].value or 0.0) for r in table_view.rows if c.key in r.cells),
+                default=0.0,
+            )
+            units[c.key] = column_time_unit(peak, c.resolution)
+    cells = [
+        [_flagged(row.cells.get(c.key), units[c.key]) for c in columns] for row in table_view.rows
+    ]
     names = [row.name for row in table_view.rows]
     layer_width = min(max(len("layer"), *(len(n) for n in names)), 40)
     headers, widths = [], []
     for i, column in enumerate(columns):
         values = max(len(row[i]) for row in cells)
-        lines = _header_lines(column.title, column.unit, max(values, 8))
+        lines = _header_lines(column.title, units[column.key], max(values, 8))
         headers.append("\n".join(lines))
         widths.append(max(values, *(len(line) for line in lines)))
     # as many columns per table as the terminal holds; the rest in a continuation table
@@ -151,7 +167,7 @@ def _counters(result: DeployResult) -> None:
     table.add_column("value", justify="right", overflow="fold")
     table.add_column("provenance")
     for metric in counters:
-        value = metric.formatted() if metric.value is not None else "unavailable"
+        value = shown_figure(metric) if metric.value is not None else "unavailable"
         table.add_row(metric.name, value, metric.provenance.value)
     console.print(table)
     for metric in counters:  # the reasons, unwrapped by a narrow column
@@ -179,6 +195,14 @@ def _header_lines(title: str, unit: str, width: int) -> list[str]:
     return lines
 
 
+def shown_figure(metric: Metric) -> str:
+    """A figure as the terminal and the report show it: a time in the unit that reads best
+    for it (ms, µs or ns), to its resolution; anything else as ``Metric.formatted``."""
+    if metric.unit == "ms" and metric.value is not None:
+        return figure_text(float(metric.value), "ms", metric.resolution)
+    return metric.formatted()
+
+
 def _headline(result: DeployResult) -> None:
     """The run's headline figures, each with its provenance (instructions first on an
     emulated board: the count is the primary figure, the time an estimate from it)."""
@@ -187,7 +211,7 @@ def _headline(result: DeployResult) -> None:
         if metric is None:
             continue
         console.print(
-            f"[bold]{metric.name.replace('_', ' ')}[/bold]: {metric.formatted()} "
+            f"[bold]{metric.name.replace('_', ' ')}[/bold]: {shown_figure(metric)} "
             f"[dim]({metric.description}; {metric.provenance.value})[/dim]",
             highlight=False,
         )
@@ -243,7 +267,6 @@ def print_result(result: DeployResult) -> None:
 
 def print_power(result: DeployResult) -> None:
     """The power figures, each with its provenance; estimates say so, with their uncertainty."""
-    from aidge_deploy.metrics import format_figure
 
     power = result.power
     if power is None:

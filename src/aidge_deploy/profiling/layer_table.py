@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aidge_deploy.metrics import Metric, Provenance
+from aidge_deploy.report.format import time_text, time_unit_for
 from aidge_deploy.timing import TimingInfo
 
 #: column keys of the derived and static figures
@@ -248,12 +249,14 @@ def _coverage(result: Profiled, layers: Sequence[_Layer], time_prov: Provenance)
     if latency.provenance is not time_prov or any(layer.time_ms is None for layer in layers):
         return None
     total = sum(float(layer.time_ms or 0.0) for layer in layers)
+    unit = time_unit_for(float(latency.value))
     return Metric(
         COVERAGE,
         100.0 * total / float(latency.value),
         "%",
         time_prov,
-        f"{total:.4g} of {float(latency.value):.4g} ms",
+        f"{time_text(total, None, unit, with_unit=False)} of "
+        f"{time_text(float(latency.value), None, unit)}",
     )
 
 

@@ -21,6 +21,12 @@ def time_unit_for(max_ms: float) -> str:
     return "ns"
 
 
+def column_time_unit(peak_ms: float, resolution_ms: float | None) -> str:
+    """The unit of a column of times: readable for its largest value, never finer than its
+    timer (a 1 ms tick's sub-tick readings are "<1 ms", not "<1,000 µs")."""
+    return time_unit_for(max(peak_ms, resolution_ms or 0.0))
+
+
 def time_text(
     value_ms: float, resolution_ms: float | None, unit: str | None = None, *, with_unit: bool = True
 ) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from aidge_deploy.metrics import Metric
 from aidge_deploy.profiling.layer_table import coverage_text
-from aidge_deploy.report.format import figure_text, time_text, time_unit_for
+from aidge_deploy.report.format import column_time_unit, figure_text, time_text, time_unit_for
 from aidge_deploy.report.svg import PALETTE, bar_chart
 
 #: inline, dependency-free column sorting (click a header; click again to reverse)
@@ -51,12 +51,6 @@ _FLAG_NOTE = {
 }
 
 
-def _time_unit(peak_ms: float, resolution_ms: float | None) -> str:
-    """The unit of a column of times: readable for its largest value, never finer than its
-    timer (a 1 ms tick's sub-tick readings are "<1 ms", not "<1,000 µs")."""
-    return time_unit_for(max(peak_ms, resolution_ms or 0.0))
-
-
 def _chip(provenance: str) -> str:
     return f'<span class="prov prov-{escape(provenance)}" title="{escape(provenance)}"></span>'
 
@@ -70,7 +64,7 @@ def _cell(fig: Mapping[str, Any] | None, column: Mapping[str, Any], peak: float,
         return f'<td class="num na" data-v="" title="{escape(reason)}">n/a</td>'
     unit = column["unit"]
     if unit == "ms":
-        shown_unit = _time_unit(peak, column.get("resolution"))
+        shown_unit = column_time_unit(peak, column.get("resolution"))
         text = time_text(float(value), fig.get("resolution"), shown_unit, with_unit=False)
     else:
         text = figure_text(float(value), unit, fig.get("resolution"), with_unit=False)
@@ -106,7 +100,11 @@ def _table(summary: Mapping[str, Any]) -> str:
     head = ['<th data-sort="num">#</th>', '<th data-sort="text">layer</th>']
     for column in columns:
         res = column.get("resolution")
-        unit = _time_unit(peaks[column["key"]], res) if column["unit"] == "ms" else column["unit"]
+        unit = (
+            column_time_unit(peaks[column["key"]], res)
+            if column["unit"] == "ms"
+            else column["unit"]
+        )
         res_note = ""
         if res is not None and column["unit"] == "ms":
             res_note = f" · step {time_text(res, res, time_unit_for(res))}"
@@ -148,7 +146,7 @@ def _charts(summary: Mapping[str, Any]) -> str:
         resolution = column.get("resolution")
         if unit == "ms":
             peak = max((float(v) for _, v in items if v is not None), default=0.0)
-            unit = _time_unit(peak, resolution)
+            unit = column_time_unit(peak, resolution)
             factor = {"ms": 1.0, "µs": 1e3, "ns": 1e6}[unit]
             items = [(name, None if v is None else float(v) * factor) for name, v in items]
             resolution = None if resolution is None else resolution * factor
