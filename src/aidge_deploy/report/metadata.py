@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.cachedir import default_cache_root
-from aidge_deploy.hwfacts import THIS_MACHINE, clock_fact, machine_memory_bytes, memory_facts
+from aidge_deploy.hwfacts import clock_fact, memory_facts
 
 if TYPE_CHECKING:
     from aidge_deploy.registry import DeployTarget
@@ -139,13 +139,10 @@ def _memory_entry(fact: Any) -> dict[str, Any]:
 
 
 def _on_this_machine(facts: dict[str, Any]) -> dict[str, Any]:
-    """The local host target's facts: its memory is this machine's, not the model's."""
-    from aidge_deploy.hwfacts import HardwareFact
-
-    real = machine_memory_bytes()
-    if real is None:
-        return facts
-    return {**facts, "memories": [_memory_entry(HardwareFact("mem", real, "B", THIS_MACHINE))]}
+    """The local host target's facts: its memory is this machine's, not the model's (when
+    the operating system says how much)."""
+    mine = memory_facts(None, this_machine=True)
+    return {**facts, "memories": [_memory_entry(f) for f in mine]} if mine else facts
 
 
 #: bumped when ``hardware_facts`` changes what it writes: older kept facts are not read
