@@ -267,7 +267,6 @@ def print_result(result: DeployResult) -> None:
 
 def print_power(result: DeployResult) -> None:
     """The power figures, each with its provenance; estimates say so, with their uncertainty."""
-
     power = result.power
     if power is None:
         return
@@ -293,7 +292,7 @@ def print_power(result: DeployResult) -> None:
             total = sum(v for name, v in power.layer_energy_uj.items() if name in shown)
             console.print(
                 f"[bold]Energy per layer ({prov.value}):[/bold] the energy/call column of the "
-                f"per-layer table; the layers add up to {total:.4g} µJ per inference",
+                f"per-layer table; the layers add up to {total:.4g} uJ per inference",
                 highlight=False,
             )
         rest = {n: v for n, v in power.layer_energy_uj.items() if n not in shown}

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, bindparam, case, func, or_, select
+from sqlalchemy import Connection, Row, Select, and_, bindparam, case, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from aidge_deploy.farm.auth import Principal
@@ -244,7 +244,7 @@ def _view(
     return view
 
 
-def _status_statement() -> Any:
+def _status_statement() -> Select[Any]:
     """One job's view columns, its owner's name and its queue position, in one statement
     (the position is ``queue_position``'s count, as a correlated subquery)."""
     other = aliased(Job)

@@ -3,8 +3,9 @@
 The terminal, ``summary.json`` (hence the CSV and the HTML report) show the same per-layer
 figures: time per call, its share of the layers' total, the counters, the static MACs and
 parameters, and time per MAC; and what part of the latency per inference the layers add up
-to (``LayerTable.coverage``: the rest runs between them). Each cell is a ``metrics.Metric``, so it carries its unit,
-provenance and resolution and prints by the same rules everywhere. A time that spans less
+to (``LayerTable.coverage``: the rest runs between them). Each cell is a
+``metrics.Metric``, so it carries its unit, provenance and resolution and prints by the
+same rules everywhere. A time that spans less
 than one step of its timer is flagged and never turned into a ratio: its share and its
 ns/MAC are "unavailable (below the timer's resolution)", not 0 and not a quotient of noise.
 """
