@@ -215,3 +215,24 @@ def test_ssh_board_power_run_reads_the_boards_sensor(
     assert energy.value == pytest.approx(1.25 * power.plan.clean_latency_s * 1e6, rel=1e-6)
     # a healthy run on the board carries no power warning (its window holds start-ups)
     assert [i.code for i in power.issues] == [], ([i.message for i in power.issues], power.plan)
+
+
+def test_a_planned_window_holds_its_samples_when_reads_come_late() -> None:
+    """The sampler reads on a fixed grid, but a read can come late (a busy machine): at the
+    window's end it then falls outside. A window planned for exactly 50 samples held 49
+    (``test_host_rapl_window`` in a full-suite run); the plan keeps a margin of samples."""
+    from aidge_deploy.pipeline.stages.power import MIN_WINDOW_SAMPLES, planned_window_s
+
+    rate = 50.0  # the monitor's nominal rate (its poll period: 20 ms)
+    period = 1.0 / rate
+
+    def samples_inside(window_s: float) -> int:
+        # the window starts just after a read, and the last read due inside it comes late
+        # by 0.6 of a period; counted as ``PolledMonitor.window_capture`` counts them
+        times = [(k + 0.9) * period for k in range(-15, 100)]
+        due = max(i for i, t in enumerate(times) if t <= window_s)
+        times[due] += 0.6 * period
+        return sum(1 for t in times if 0.0 <= t <= window_s)
+
+    assert samples_inside(MIN_WINDOW_SAMPLES / rate) < MIN_WINDOW_SAMPLES  # the old plan
+    assert samples_inside(planned_window_s(0.5, rate)) >= MIN_WINDOW_SAMPLES

@@ -32,6 +32,10 @@ log = logging.getLogger("aidge_deploy")
 DEFAULT_MIN_WINDOW_S = {GateKind.SIGNAL: 5.0, GateKind.HOST: 5.0, GateKind.BOUNDARY: 0.01}
 #: at least this many samples inside the window
 MIN_WINDOW_SAMPLES = 50
+#: samples' worth of time the window is planned longer than ``MIN_WINDOW_SAMPLES`` needs:
+#: a read that comes late (a busy machine, an SSH round trip) at either edge of the window
+#: falls outside it, and a window planned for exactly 50 samples then held 49
+SAMPLE_MARGIN = 2
 #: a plan needing more repeats than this is refused (the program is far too short)
 MAX_REPEATS = 100_000
 
@@ -65,6 +69,14 @@ class EnsureBoardPoweredStage(_PowerStage):
         ctx.power_monitor = monitor
 
 
+def planned_window_s(min_window_s: float, sample_rate_hz: float | None) -> float:
+    """The window a power run is planned to fill: ``min_window_s``, and long enough for
+    ``MIN_WINDOW_SAMPLES`` samples of a sampling monitor with ``SAMPLE_MARGIN`` to spare."""
+    if not sample_rate_hz:
+        return min_window_s
+    return max(min_window_s, (MIN_WINDOW_SAMPLES + SAMPLE_MARGIN) / sample_rate_hz)
+
+
 class PlanPowerRunStage(_PowerStage):
     name = "PlanPowerRun"
 
@@ -78,9 +90,7 @@ class PlanPowerRunStage(_PowerStage):
         per_repeat = target.power_inferences_per_repeat(ctx.prepared_context)
         min_window = ctx.config.power_window_s or DEFAULT_MIN_WINDOW_S[caps.gate]
         min_samples = MIN_WINDOW_SAMPLES if caps.sample_rate_hz else 0
-        wanted_s = min_window
-        if caps.sample_rate_hz:
-            wanted_s = max(wanted_s, min_samples / caps.sample_rate_hz)
+        wanted_s = planned_window_s(min_window, caps.sample_rate_hz)
         repeat_s = target.power_repeat_duration(ctx.prepared_context, ctx.built, ctx.executed)
         if repeat_s is not None and repeat_s > 0:
             # at least these; the target runs more if faster runs leave the window short
