@@ -11,6 +11,7 @@ import pytest
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import CaptureError, ConfigError
 from aidge_deploy.power.analysis import GatedWindowAnalyzer, GateError, integrate_timed
+from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.power.checks import window_issues
 from aidge_deploy.power.energy_model import boards_with_models, energy_model_for
 from aidge_deploy.power.protocol import (
@@ -18,6 +19,7 @@ from aidge_deploy.power.protocol import (
     MonitorCapabilities,
     MonitorIdentity,
     PowerCapture,
+    PowerMonitor,
     WindowRequest,
 )
 from aidge_deploy.power.reference import NO_REFERENCE, ReferenceMonitor
@@ -260,3 +262,56 @@ def test_repeated_program_runs_are_not_billed_for_their_start_ups() -> None:
     gated = PowerPlan(100, 10, 10, 0.01, Provenance.HOST, 1e-6, 0.5, 50, "test")
     codes = [i.code for i in window_issues(gated, healthy, None, False)]
     assert codes == [IssueCode.POWER_WINDOW_MISMATCH]
+
+
+class _CountingMonitor(PowerMonitor):
+    """A stand-in monitor that has taken one sample per program run (or cannot say)."""
+
+    def __init__(self, runs: list[int], says: bool) -> None:
+        super().__init__(parse_power_source("rapl"))
+        self.runs, self.says = runs, says
+
+    @property
+    def capabilities(self) -> MonitorCapabilities:
+        return _caps(GateKind.HOST, Provenance.HOST)
+
+    def arm(self, request: WindowRequest) -> None:
+        pass
+
+    def capture(self) -> PowerCapture:
+        return _capture()
+
+    def samples_since(self, started_s: float) -> int | None:
+        return len(self.runs) if self.says else None
+
+
+class _Program(RepeatedRunPower):
+    """A target whose program run is a call (each counted)."""
+
+    def __init__(self) -> None:
+        self.runs: list[int] = []
+
+    def execute(self, ctx: object, build: object) -> None:
+        self.runs.append(1)
+
+
+@pytest.mark.parametrize(
+    ("says", "min_samples", "runs"), [(True, 5, 5), (False, 5, 2), (True, 99, 8)]
+)
+def test_a_host_window_goes_on_until_it_holds_its_samples(
+    says: bool, min_samples: int, runs: int
+) -> None:
+    """Sensor reads can come late (a busy machine, an SSH round trip): the window of repeated
+    program runs goes on until the monitor has its planned samples, within the repeats'
+    limit (4 x planned); a monitor that cannot count stops at the planned repeats."""
+    import dataclasses
+
+    program = _Program()
+    plan = dataclasses.replace(_plan(), repeats=2, min_samples=min_samples, target_window_s=0.0)
+    run = program.run_power_window(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        plan,
+        _CountingMonitor(program.runs, says),
+    )
+    assert run.repeats == len(program.runs) == runs

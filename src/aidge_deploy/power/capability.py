@@ -137,15 +137,21 @@ class RepeatedRunPower(PowerCapableTarget):
 
         execute = getattr(self, "execute")  # noqa: B009 (DeployTarget's lifecycle method)
         # program runs vary from one to the next (start-up, the OS, the SSH link): run at
-        # least the planned repeats, and more until the planned window is reached (N is
-        # what ran, so a run of fast programs still fills the window the plan asked for)
+        # least the planned repeats, and more until the planned window is reached and holds
+        # the planned samples (N is what ran, so a run of fast programs still fills the
+        # window the plan asked for, and late sensor reads do not leave it short)
         limit = plan.repeats * MAX_EXTRA_REPEATS_FACTOR
         started = time.monotonic()
         last = None
         done = 0
-        while done < plan.repeats or (
-            time.monotonic() - started < plan.target_window_s and done < limit
-        ):
+
+        def short() -> bool:
+            if time.monotonic() - started < plan.target_window_s:
+                return True
+            seen = monitor.samples_since(started)
+            return seen is not None and seen < plan.min_samples
+
+        while done < plan.repeats or (done < limit and short()):
             last = execute(ctx, build)
             done += 1
         ended = time.monotonic()

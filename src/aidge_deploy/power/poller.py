@@ -148,6 +148,10 @@ class PolledMonitor(PowerMonitor):
     def set_host_window(self, started_s: float, ended_s: float) -> None:
         self._window = (started_s, ended_s)
 
+    def samples_since(self, started_s: float) -> int:
+        times = list(self._times)  # the poll thread appends meanwhile
+        return sum(1 for t in times if t >= started_s)
+
     def _stop_thread(self) -> None:
         self._stop.set()
         if self._thread is not None:

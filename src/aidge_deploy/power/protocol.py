@@ -144,6 +144,11 @@ class PowerMonitor(ABC):
     def set_host_window(self, started_s: float, ended_s: float) -> None:  # noqa: B027
         """Where the window was on the host's monotonic clock (host-gated monitors use it)."""
 
+    def samples_since(self, started_s: float) -> int | None:
+        """Samples taken since ``started_s`` on the host's monotonic clock, while armed: a
+        host-timed window goes on until it holds enough. None: the monitor cannot say."""
+        return None
+
     def emulator_args(self) -> tuple[str, ...]:
         """Extra emulator arguments the capture needs (the emulated PMU plugin), if any."""
         return ()
