@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import shutil
 import tempfile
@@ -32,6 +31,7 @@ from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.exportspec import Export
 from aidge_deploy.modelexport import ExportRequest, export_model
+from aidge_deploy.ownsources import own_sources_digest
 
 STAMP_NAME = ".aidge-deploy-export.json"
 STAMP_SCHEMA = "aidge-deploy.export-stamp/1"
@@ -49,9 +49,6 @@ _PACKAGES = (
     "onnx",
 )
 _PRIVATE_PREFIX = ".tmp-"
-#: our packages that shape an export: the emulated boards' plug-in (BSPs, hardware model)
-#: and the descriptors its hardware model is built from
-_OWN_PACKAGES = ("aidge_qemu_boards", "aidge_qemu_descriptors")
 
 
 @dataclass(frozen=True)
@@ -73,26 +70,6 @@ def _version(package: str) -> str:
         return "absent"
 
 
-@lru_cache(maxsize=1)
-def _own_sources_digest() -> str:
-    """Digest of our code that shapes an export: the emulated boards' plug-in and BSPs, and
-    ``modelexport`` (the sample inputs): a change there must not reuse older exports."""
-    digest = hashlib.sha256()
-    # located without importing them (aidge_qemu_boards imports the Cortex-M exporter)
-    roots = [Path(p) for name in _OWN_PACKAGES for p in _package_dirs(name)]
-    files = [Path(p) / "modelexport.py" for p in _package_dirs("aidge_deploy")]
-    for root in roots:
-        files += sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
-def _package_dirs(name: str) -> list[str]:
-    spec = importlib.util.find_spec(name)
-    return list(spec.submodule_search_locations or []) if spec is not None else []
-
-
 @lru_cache(maxsize=8)
 def _file_digest(path: Path, size: int, mtime_ns: int) -> str:
     del size, mtime_ns  # in the cache key: a changed file is read again
@@ -111,7 +88,7 @@ def export_key(request: ExportRequest) -> str:
         "model_sha256": model,
         "request": {k: str(v) for k, v in sorted(fields.items())},
         "packages": {p: _version(p) for p in _PACKAGES},
-        "aidge_deploy_sources": _own_sources_digest(),
+        "aidge_deploy_sources": own_sources_digest(),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 

@@ -186,8 +186,8 @@ def profile_model(
             )
             check_request(request)
             check_onnx_model(model, parse=False)  # a file, not a folder, a pipe or empty
-            # these exact bytes exported before need no parsing (nor the onnx import)
-            check_onnx_model(model, parse=not is_cached(request, work_dir=work_dir))
+            if not is_cached(request, work_dir=work_dir):
+                check_onnx_model(model)  # bytes exported before need no parsing (nor onnx)
             if work_dir is not None:
                 check_folder_arg(work_dir, "--work-dir", must_exist=False, what="for the export")
             config: DeployConfig = DeployConfig(target=target, **config_values)

@@ -11,7 +11,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.hwfacts import clock_fact, memory_facts
+from aidge_deploy.ownsources import own_sources_digest
 
 if TYPE_CHECKING:
     from aidge_deploy.registry import DeployTarget
@@ -155,7 +155,7 @@ def target_hardware_facts(target: DeployTarget, *, this_machine: bool = False) -
     They are facts of the installed packages (Aidge's hardware model, or the plug-in that
     registers the target's), yet computing them imports Aidge: more than half of a report
     of a run whose export and build were reused. Kept per target, Aidge and aidge-deploy
-    versions and the registering plug-in's file; read back only while Aidge is not
+    versions and the digest of our own plug-in's sources; read back only while Aidge is not
     imported in this process (once it is, asking the model costs nothing and also sees a
     target registered at run time)."""
     path = _kept_facts_path(target)
@@ -175,21 +175,15 @@ def target_hardware_facts(target: DeployTarget, *, this_machine: bool = False) -
 
 
 def _kept_facts_path(target: DeployTarget) -> Path:
-    plugin = target.hardware_model_module
-    plugin_file = None
-    if plugin is not None:
-        with contextlib.suppress(ImportError, ValueError, OSError):
-            spec = importlib.util.find_spec(plugin)
-            if spec is not None and spec.origin:
-                stat = os.stat(spec.origin)
-                plugin_file = [spec.origin, stat.st_mtime_ns, stat.st_size]
     key = json.dumps(
         [
             HARDWARE_FACTS_FORMAT,
             target.target_name,
+            target.hardware_model_module,
             package_versions(("aidge-core", "aidge-deploy")),
-            plugin,
-            plugin_file,
+            # a plug-in of ours, or the descriptors its hardware model is built from, edited
+            # in a source checkout without a version bump
+            own_sources_digest(),
         ]
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
