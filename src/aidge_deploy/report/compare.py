@@ -122,6 +122,8 @@ class Figure:
     provenance: str
     #: the step of the timer behind a time (None: a count, a size, an untimed figure)
     resolution: float | None = None
+    #: why the figure has no value (None when it has one)
+    unavailable_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -273,27 +275,26 @@ class Evaluation:
         }
 
 
+def _summary_figure(raw: Mapping[str, Any]) -> Figure:
+    value = raw.get("value")
+    return Figure(
+        None if value is None else float(value),
+        str(raw["unit"]),
+        str(raw["provenance"]),
+        raw.get("resolution"),
+        raw.get("unavailable_reason"),
+    )
+
+
 def figures(summary: Mapping[str, Any]) -> dict[str, Figure]:
     """Every figure of a summary by key: headline metrics by name, layer figures as
     ``layers/<layer>/<figure>``."""
     out: dict[str, Figure] = {}
     for name, metric in (summary.get("metrics") or {}).items():
-        value = metric.get("value")
-        out[name] = Figure(
-            None if value is None else float(value),
-            str(metric["unit"]),
-            str(metric["provenance"]),
-            metric.get("resolution"),
-        )
+        out[name] = _summary_figure(metric)
     for layer in summary.get("layers") or []:
         for key, fig in layer["metrics"].items():
-            value = fig.get("value")
-            out[f"{LAYER_PREFIX}{layer['name']}/{key}"] = Figure(
-                None if value is None else float(value),
-                str(fig["unit"]),
-                str(fig["provenance"]),
-                fig.get("resolution"),
-            )
+            out[f"{LAYER_PREFIX}{layer['name']}/{key}"] = _summary_figure(fig)
     return out
 
 
@@ -390,7 +391,14 @@ def _missing(key: str, rule: ThresholdRule, why: str) -> Check | None:
     return Check(key, rule.pattern, status, f"{key}: {why}")
 
 
-def _check(key: str, rule: ThresholdRule, fb: Figure | None, fc: Figure | None) -> Check | None:
+def _check(
+    key: str,
+    rule: ThresholdRule,
+    fb: Figure | None,
+    fc: Figure | None,
+    noise: float = 0.0,
+    basis: str = "",
+) -> Check | None:
     if fb is None or fc is None or fb.value is None or fc.value is None:
         side = "baseline" if fb is None or fb.value is None else "candidate"
         return _missing(key, rule, f"no value in the {side}")
@@ -404,7 +412,8 @@ def _check(key: str, rule: ThresholdRule, fb: Figure | None, fc: Figure | None) 
             + (f", expected {rule.unit})" if rule.unit else ")"),
         )
     regression = rule.regression(fb.value, fc.value)
-    allowance = rule.allowance(fb.value)
+    # a measured figure's own spread (``noise``) widens the allowance: noise is no regression
+    allowance = max(rule.allowance(fb.value), noise)
     failed = regression > allowance
     verb = "regressed" if failed else "within allowance"
     # each figure to its own timer's step, never finer; their difference to the coarser step
@@ -421,7 +430,7 @@ def _check(key: str, rule: ThresholdRule, fb: Figure | None, fc: Figure | None) 
         Verdict.FAIL if failed else Verdict.PASS,
         f"{key}: {shown(fb.value, fb.resolution)} -> {shown(fc.value, fc.resolution)} "
         f"{fb.unit} ({rule.direction.value} is better; regression {shown(regression, step)}, "
-        f"allowed {allowance:.6g}): {verb}",
+        f"allowed {allowance:.6g}{basis}): {verb}",
         fb.value,
         fc.value,
         regression,
@@ -431,8 +440,33 @@ def _check(key: str, rule: ThresholdRule, fb: Figure | None, fc: Figure | None) 
 
 def evaluate(comparison: Comparison, thresholds: Thresholds) -> Evaluation:
     """Apply every rule to every figure it matches; the worst check decides the verdict."""
-    keys = list(dict.fromkeys([*comparison.figures_base, *comparison.figures_cand]))
+    return evaluate_figures(
+        comparison.figures_base,
+        comparison.figures_cand,
+        thresholds,
+        differences=comparison.differences,
+        validity=(comparison.validity_base, comparison.validity_cand),
+    )
+
+
+def evaluate_figures(
+    figures_base: Mapping[str, Figure],
+    figures_cand: Mapping[str, Figure],
+    thresholds: Thresholds,
+    *,
+    differences: Sequence[DimensionDiff] = (),
+    validity: tuple[str, str] = ("valid", "valid"),
+    noise: Mapping[str, float] | None = None,
+    basis: Mapping[str, str] | None = None,
+) -> Evaluation:
+    """``evaluate`` on two sets of figures (two bundles, or a result and its history).
+
+    ``noise`` widens a figure's allowance to the spread of its earlier measurements and
+    ``basis`` says in the message what the baseline value is (both by figure key).
+    """
+    keys = list(dict.fromkeys([*figures_base, *figures_cand]))
     checks: list[Check] = []
+    power_diff = next((d for d in differences if d.name == "power_source"), None)
     for rule in thresholds.rules:
         matched = [k for k in keys if fnmatch.fnmatchcase(k, rule.pattern)]
         if not matched:
@@ -440,7 +474,6 @@ def evaluate(comparison: Comparison, thresholds: Thresholds) -> Evaluation:
             if missing is not None:
                 checks.append(missing)
             continue
-        power_diff = next((d for d in comparison.differences if d.name == "power_source"), None)
         for key in matched:
             if power_diff is not None and any(fnmatch.fnmatchcase(key, p) for p in POWER_KEYS):
                 # an estimate against a measurement, or two instruments: not a regression
@@ -455,15 +488,17 @@ def evaluate(comparison: Comparison, thresholds: Thresholds) -> Evaluation:
                 )
                 continue
             check = _check(
-                key, rule, comparison.figures_base.get(key), comparison.figures_cand.get(key)
+                key,
+                rule,
+                figures_base.get(key),
+                figures_cand.get(key),
+                (noise or {}).get(key, 0.0),
+                (basis or {}).get(key, ""),
             )
             if check is not None:
                 checks.append(check)
     notes = []
-    for side, status in (
-        ("baseline", comparison.validity_base),
-        ("candidate", comparison.validity_cand),
-    ):
+    for side, status in (("baseline", validity[0]), ("candidate", validity[1])):
         if status == "invalid":
             notes.append(f"the {side} bundle is invalid: its figures cannot be trusted")
     statuses = {c.status for c in checks}

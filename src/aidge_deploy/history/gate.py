@@ -1,0 +1,150 @@
+"""The regression gate: a new result against the earlier results of its identity.
+
+The baseline is the latest *accepted* record of the same identity (see ``store``), found by
+identity, never by the model's content: a changed model is exactly what a regression check
+compares. Before any figure is compared, comparability is checked: another dtype or
+iteration count of the same test and target, another provenance, Aidge version or
+compiler/emulator version makes the result "not comparable" (said with both values).
+Figures are then judged with ``aidge-deploy compare``'s thresholds and semantics
+(``report.compare.evaluate_figures``); a measured figure (host, silicon) is compared with
+the median of its last comparable results and its allowance widened to their noise band,
+an exact one (emulated, static) with the previous value (``regression``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aidge_deploy.history import regression
+from aidge_deploy.history.identity import Comparability, RunIdentity
+from aidge_deploy.history.store import HistoryRecord, HistoryStore
+from aidge_deploy.report.compare import (
+    Evaluation,
+    Figure,
+    Thresholds,
+    Verdict,
+    evaluate_figures,
+)
+
+
+class GateStatus(StrEnum):
+    PASS = "pass"  # comparable, no threshold failed
+    FAIL = "fail"  # a figure regressed beyond its allowance
+    NOT_COMPARABLE = "not comparable"  # a blocking difference (dtype, toolchain, ...)
+    NO_BASELINE = "no baseline"  # the first result of its identity
+
+
+@dataclass(frozen=True)
+class GateResult:
+    status: GateStatus
+    message: str
+    baseline: HistoryRecord | None = None
+    evaluation: Evaluation | None = None
+
+
+def describe_record(record: HistoryRecord) -> str:
+    """``record 12 (commit 3f2a9c1d0e, 2025-01-02 10:00 UTC)``."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.recorded_at))
+    where = f"commit {record.vcs.short}, " if record.vcs.commit else ""
+    bundle = f"; bundle {record.bundle}" if record.bundle else ""
+    return f"record {record.id} ({where}{when}{bundle})"
+
+
+def _baseline_figures(
+    store: HistoryStore,
+    identity: RunIdentity,
+    comparability: Comparability,
+    previous: HistoryRecord,
+    candidate: Mapping[str, Figure],
+    before_id: int | None,
+    window_size: int,
+) -> tuple[dict[str, Figure], dict[str, float], dict[str, str]]:
+    """Per figure: the value to compare with, the noise band, and what that value is."""
+    base: dict[str, Figure] = dict(previous.figures)
+    noise: dict[str, float] = {}
+    basis: dict[str, str] = {}
+    measured = [
+        k
+        for k, f in candidate.items()
+        if f.value is not None and not regression.is_exact(f.provenance)
+    ]
+    if not measured:
+        return base, noise, basis
+    window = store.window(identity, comparability, window_size, before_id=before_id)
+    for key in measured:
+        fig = candidate[key]
+        earlier = [
+            r.figures[key].value
+            for r in window
+            if key in r.figures and r.figures[key].value is not None
+        ]
+        values = [v for v in earlier if v is not None]
+        if len(values) < regression.MIN_WINDOW or fig.value is None:
+            continue
+        verdict = regression.judge(values, fig.value, fig.provenance, resolution=fig.resolution)
+        if verdict is None:
+            continue
+        old = previous.figures.get(key, fig)
+        base[key] = Figure(verdict.reference, old.unit, old.provenance, old.resolution)
+        noise[key] = verdict.band
+        basis[key] = f"; baseline = {verdict.basis}"
+    return base, noise, basis
+
+
+def check_regression(
+    store: HistoryStore,
+    identity: RunIdentity,
+    comparability: Comparability,
+    candidate: Mapping[str, Figure],
+    thresholds: Thresholds,
+    *,
+    record_id: int | None = None,
+    window_size: int = regression.WINDOW,
+) -> GateResult:
+    """Judge a result (already recorded as ``record_id``, or not recorded) against the
+    earlier accepted results of ``identity`` in ``store``."""
+    previous = store.previous(identity, before_id=record_id)
+    if previous is None:
+        other = store.previous_of_test(identity, before_id=record_id)
+        if other is not None:
+            diffs = other.identity.differences(identity)
+            return GateResult(
+                GateStatus.NOT_COMPARABLE,
+                f"not comparable: {'; '.join(diffs)} (baseline {describe_record(other)})",
+                other,
+            )
+        return GateResult(
+            GateStatus.NO_BASELINE,
+            f"no earlier result of {identity.describe()}: this run is the first of its series",
+        )
+    blocking = previous.comparability.blocking_differences(comparability)
+    if blocking:
+        return GateResult(
+            GateStatus.NOT_COMPARABLE,
+            f"not comparable: {'; '.join(blocking)} (baseline {describe_record(previous)})",
+            previous,
+        )
+    base, noise, basis = _baseline_figures(
+        store, identity, comparability, previous, candidate, record_id, window_size
+    )
+    evaluation = evaluate_figures(base, candidate, thresholds, noise=noise, basis=basis)
+    if evaluation.verdict is Verdict.FAIL:
+        failed = [c.message for c in evaluation.checks if c.status is Verdict.FAIL]
+        return GateResult(
+            GateStatus.FAIL,
+            f"regression against {describe_record(previous)} (compare verdict: fail): "
+            + "; ".join(failed),
+            previous,
+            evaluation,
+        )
+    return GateResult(
+        GateStatus.PASS,
+        f"no regression against {describe_record(previous)} "
+        f"(compare verdict: {evaluation.verdict.value}): "
+        + ("; ".join(c.message for c in evaluation.checks) or "no figure matched a threshold"),
+        previous,
+        evaluation,
+    )
