@@ -3,7 +3,13 @@
 Bare baseline: ``qemu-system-arm -kernel <elf>`` of the same ELF (same icount), UART on
 stdio read until the end keyword. deploy(): the export is already built (warm cache), so
 the figure is the cost of our mechanics: QEMU started halted, RSP flash + verify, UART over
-TCP, parsing. Target: <= 1.5x. Run: ``python benchmarks/bench_qemu_deploy.py [repeats]``.
+TCP, parsing. Target: <= 1.3x. Run: ``python benchmarks/bench_qemu_deploy.py [repeats]``.
+
+Where the time above bare went (cProfile of 10 warm deploys, then timed stages): parsing
+the firmware's whole symbol table with pyelftools to find a vector table that has a section
+of its own (~15 ms a deploy), hashing the export twice per build with ``pathlib`` walks
+(~15 ms), and a second RSP handshake after the start-up probe (~1-2 ms). What is left is
+QEMU's own start, the RSP write + read-back verify of the image, and the UART over TCP.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ def main(repeats: int = 10) -> None:
         report(
             f"mps2-an386 deploy of a built export, median of {repeats}",
             [("bare qemu -kernel to END", b), ("deploy() (flash over RSP)", d)],
-            [("deploy / bare", d / b, 1.5)],
+            [("deploy / bare", d / b, 1.3)],
         )
 
 

@@ -54,6 +54,8 @@ class BuildPlan:
     artifact_root: Path
     #: ``build_dir`` is a shared cache entry: build privately, then rename into place
     cache_entry: bool = False
+    #: the export's content hash the plan was made for (hashed once per build)
+    digest: str | None = None
 
     def moved_to(self, build_dir: Path) -> BuildPlan:
         """The same plan building in ``build_dir`` instead (paths in the commands follow)."""
@@ -107,13 +109,20 @@ def plan_build(
         rel = Path(manifest.expected_artifact)
         pattern = str(Path(*rel.parts[1:])) if rel.parts and rel.parts[0] == "build" else str(rel)
         return BuildPlan(
-            "cmake", artifact.path, bdir, (tuple(configure), tuple(build)), pattern, bdir, shared
+            "cmake",
+            artifact.path,
+            bdir,
+            (tuple(configure), tuple(build)),
+            pattern,
+            bdir,
+            shared,
+            digest,
         )
     if manifest.build_system == "make":
         bdir = build_dir or entry  # a copy of the export, built there
         make = ("make", "build", f"-j{jobs}", f"AIDGE_CMP={cmp_flag}")
         return BuildPlan(
-            "make", artifact.path, bdir, (make,), manifest.expected_artifact, bdir, shared
+            "make", artifact.path, bdir, (make,), manifest.expected_artifact, bdir, shared, digest
         )
     raise BuildError(
         f"Unsupported build system {manifest.build_system!r} in {artifact.manifest_path}",
@@ -149,7 +158,7 @@ def build_export(
                 f"'{tool}' is not installed",
                 hint=f"apt-get install --no-install-recommends {'cmake g++' if tool == 'cmake' else 'make'}",
             )
-    digest = export_hash(artifact)
+    digest = plan.digest or export_hash(artifact)
     peaks = memory_peaks(artifact)
     cached = _cached_build(plan, digest, peaks)
     if cached is not None:

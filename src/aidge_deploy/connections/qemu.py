@@ -120,6 +120,7 @@ class QemuMachine:
         guest_errors_log: bool = True,
         start_timeout_s: float = 10.0,
         stop_grace_s: float = 2.0,
+        keep_debugger: bool = False,
     ) -> None:
         if icount_shift is not None and not 0 <= icount_shift <= 10:
             raise ConfigError(
@@ -145,6 +146,9 @@ class QemuMachine:
         self._guest_log_path: Path | None = None
         self._exit_status: int | None = None
         self._stopped_by_host = False
+        #: keep the start-up probe's RSP connection for the first ``connect_gdb()``
+        self.keep_debugger = keep_debugger
+        self._ready_client: GdbRemoteClient | None = None
 
     # -- properties -----------------------------------------------------------------------
 
@@ -314,7 +318,9 @@ class QemuMachine:
         # The RSP handshake is answered only once QEMU is fully up and halted: doing it
         # here makes start() return a ready machine, or fail with QEMU's own message. The
         # probe client is closed again (QEMU stays halted) so the stub, which takes one
-        # client at a time, is free for connect_gdb() or any external GDB client.
+        # client at a time, is free for connect_gdb() or any external GDB client — unless
+        # the caller flashes through connect_gdb() itself (``keep_debugger``): then the
+        # probe is that connection, and a second handshake is saved.
         client = GdbRemoteClient(timeout=self.start_timeout_s)
         try:
             client.connect(_LOOPBACK, gdb_port)
@@ -328,10 +334,17 @@ class QemuMachine:
                 "and the extra arguments",
                 log_path=self._stderr_path,
             ) from None
-        client.close()
+        if self.keep_debugger:
+            self._ready_client = client
+        else:
+            client.close()
 
     def connect_gdb(self, timeout_s: float = 10.0) -> GdbRemoteClient:
         """A connected RSP client for this machine's GDB stub (retried until it listens)."""
+        ready, self._ready_client = self._ready_client, None
+        if ready is not None:
+            ready.timeout = timeout_s
+            return ready
         deadline = time.monotonic() + timeout_s
         while True:
             client = GdbRemoteClient(timeout=timeout_s)
@@ -363,6 +376,9 @@ class QemuMachine:
         """Stop QEMU (SIGTERM, SIGKILL after the grace period) and reap it. Idempotent."""
         process, self._process = self._process, None
         serial_port, self._serial = self._serial, None
+        ready, self._ready_client = self._ready_client, None
+        if ready is not None:
+            ready.close()
         forget, self._forget_group = self._forget_group, None
         try:
             if process is not None:
@@ -431,6 +447,7 @@ class FirmwareSession:
             qemu_binary=qemu_binary,
             icount_shift=icount_shift,
             extra_args=extra_args,
+            keep_debugger=True,  # flash() takes the start-up probe's connection
         )
         self.uart_log = Path(uart_log)
         self._on_line = on_line

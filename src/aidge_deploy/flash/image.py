@@ -90,7 +90,13 @@ class FirmwareImage:
 def load_elf(path: Path) -> FirmwareImage:
     """Read the PT_LOAD segments (physical addresses) and the vector table of an ELF."""
     try:
-        elf = read_elf(path, segment_data=True, symbols=True)
+        elf = read_elf(path, segment_data=True)
+        vector_vma = _find_vector_vma(elf)
+        if vector_vma is None:
+            # no vector-table section: look for its symbol (parsing the symbol table is
+            # most of the cost of reading a firmware, so only when a name is needed)
+            elf = read_elf(path, segment_data=True, symbols=True)
+            vector_vma = _find_vector_vma(elf)
     except ElfReadError as exc:
         if exc.missing:
             raise FlashError(f"firmware image {path} does not exist", "build it first") from exc
@@ -105,7 +111,6 @@ def load_elf(path: Path) -> FirmwareImage:
     )
     if not segments:
         raise FlashError(f"{path} has no loadable segment", "check the linker script")
-    vector_vma = _find_vector_vma(elf)
     vector_table = (
         elf.load_address_of(vector_vma) if vector_vma is not None else segments[0].address
     )
