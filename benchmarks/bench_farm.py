@@ -52,11 +52,11 @@ import psutil
 
 import aidge_deploy
 from aidge_deploy.config import DeployConfig
+from aidge_deploy.defaults import DEFAULT_JOB_NICE
 from aidge_deploy.errors import ConnectError
 from aidge_deploy.farm.archive import pack_export
 from aidge_deploy.farm.client import FarmClient
 from aidge_deploy.farm.resultcodec import decode_result
-from aidge_deploy.limits import DEFAULT_JOB_NICE
 from common import make_export  # also puts tests/ on sys.path
 from farmkit import ALICE, Farm, make_farm
 

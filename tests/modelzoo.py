@@ -48,6 +48,34 @@ def tiny_cnn(path: Path, seed: int = 0) -> Path:
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
+def gap_cnn(path: Path, seed: int = 0) -> Path:
+    """Conv + ReLU + GlobalAveragePool + Reshape + Gemm, input ``x`` [1,3,4,4], output ``y``
+    [1,10]: its exported layers have long names (``_3_GlobalAveragePooling_0``)."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32), "W"),
+        numpy_helper.from_array((rng.standard_normal(8) * 0.1).astype(np.float32), "B"),
+        numpy_helper.from_array((rng.standard_normal((10, 8)) * 0.1).astype(np.float32), "FW"),
+        numpy_helper.from_array((rng.standard_normal(10) * 0.1).astype(np.float32), "FB"),
+        numpy_helper.from_array(np.array([1, 8], np.int64), "shape"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+        helper.make_node("Reshape", ["g", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "FW", "FB"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gap_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
 def big_mlp(path: Path, seed: int = 0) -> Path:
     """Gemm(1024->256) + ReLU + Gemm(256->10): ~1.05 MB of float32 weights."""
     rng = np.random.default_rng(seed)

@@ -282,7 +282,7 @@ def test_report_errors_are_typed_with_errno_words() -> None:
 
 def test_run_and_profile_share_one_default_timeout() -> None:
     from aidge_deploy.config import DeployConfig
-    from aidge_deploy.limits import DEFAULT_RUN_TIMEOUT_S
+    from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
 
     assert DeployConfig().run_timeout == DEFAULT_RUN_TIMEOUT_S
     for command in ("run", "profile"):

@@ -35,10 +35,12 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def bundles(export_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two runs of one export, and one run of another model (same architecture, new weights)."""
+    """Two runs of one export, and one run of another model (same architecture, new weights).
+
+    Their layers have long names, as real models' do (rendering must not cut them)."""
     root = tmp_path_factory.mktemp("compare")
-    same = export_factory("benchmark")
-    other_model = modelzoo.tiny_cnn(root / "tiny_cnn_seed1.onnx", seed=1)
+    same = export_factory("benchmark", model=modelzoo.gap_cnn(root / "gap_cnn.onnx"))
+    other_model = modelzoo.gap_cnn(root / "gap_cnn_seed1.onnx", seed=1)
     other = export_factory("benchmark", model=other_model)
     out = {}
     for name, artifact in (("a", same), ("b", same), ("other", other)):
@@ -70,7 +72,7 @@ def test_same_model_same_target_is_comparable(bundles: dict[str, Path]) -> None:
     flash = next(t for t in comparison.totals if t.key == "image_bytes")
     assert flash.delta == 0  # the same cached binary
     time_deltas = comparison.layer_deltas["time"]
-    assert len(time_deltas) == 4
+    assert len(time_deltas) == 5
     magnitudes = [abs(d.delta or 0) for d in time_deltas]
     assert magnitudes == sorted(magnitudes, reverse=True)
 
@@ -80,6 +82,41 @@ def test_cli_prints_totals_and_layer_table(bundles: dict[str, Path]) -> None:
     assert result.exit_code == EXIT_PASS, result.output
     assert "Totals" in result.output and "latency" in result.output
     assert "Per-layer time: 2 largest changes" in result.output
+
+
+@pytest.mark.parametrize("columns", ["80", None])
+def test_names_are_never_cut_at_80_columns_nor_in_a_ci_log(
+    bundles: dict[str, Path], tmp_path: Path, columns: str | None
+) -> None:
+    """Layer and metric names are printed whole (a CI log has no terminal: rich then
+    renders 80 columns and shortened ``layers/_3_GlobalAveragePooling_…``)."""
+    import os
+    import subprocess
+    import sys
+
+    path = _thresholds(
+        tmp_path, {"layers/*/time": {"direction": "smaller", "max_regression_abs": 1.0}}
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    done = subprocess.run(
+        [sys.executable, "-m", "aidge_deploy.cli.main", "compare", str(bundles["a"]),
+         str(bundles["b"]), "--thresholds", str(path), "--top", "100"],
+        capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == EXIT_PASS, done.stderr
+    assert "…" not in done.stdout
+    comparison = compare_bundles(bundles["a"], bundles["b"])
+    layer_keys = [d.key for d in comparison.layer_deltas["time"]]
+    assert max(len(k) for k in layer_keys) > 30, "the names are long enough to be cut"
+    lines = done.stdout.splitlines()
+    for key in layer_keys:
+        layer = key.split("/", 1)[1].rsplit("/", 1)[0]
+        assert any(layer in line for line in lines), f"layer {layer} is not shown whole"
+        assert any(key in line for line in lines), f"threshold metric {key} is not shown whole"
+    for delta in comparison.totals:
+        assert any(delta.key in line for line in lines), delta.key
 
 
 def test_loose_threshold_passes(bundles: dict[str, Path], tmp_path: Path) -> None:

@@ -224,7 +224,7 @@ def _submit(client: Any, export: Any, board: str | None = None, **config: Any) -
 def _assert_background_work(farm: Farm, job_id: int) -> None:
     """A job's processes (runner, QEMU) run at the agent's job priority, their session's
     CPU group too where the kernel groups by session; the agents stay at their own."""
-    from aidge_deploy.limits import DEFAULT_JOB_NICE
+    from aidge_deploy.defaults import DEFAULT_JOB_NICE
 
     pids = farm.job_processes(job_id)
     assert pids

@@ -20,14 +20,13 @@ import pytest
 from aidge_deploy.connections.qemu import (
     QEMU_INSTALL_HINT,
     QemuMachine,
-    QemuRun,
     find_qemu,
     qemu_version,
-    run_firmware,
 )
 from aidge_deploy.connections.serial_capture import CaptureOutcome
 from aidge_deploy.errors import ConfigError, ExecutionError, FlashError, PreflightError
 from aidge_deploy.protocols.base import Channel
+from qemu_run import QemuRun, run_firmware
 from testfw import Variant, fw, needs_qemu, procs
 
 BOARDS = ("mps2-an386", "netduinoplus2")

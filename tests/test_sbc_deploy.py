@@ -41,7 +41,8 @@ from aidge_deploy.errors import (
     TransferError,
 )
 from aidge_deploy.progress import ProgressUpdate
-from aidge_deploy.results import BuildStatus, DeployResult, Provenance
+from aidge_deploy.report.metadata import toolchain_versions
+from aidge_deploy.results import BuildStatus, DeployResult, Provenance, Toolchain
 from boards import Aarch64Board, DockerBoard, SshBoard
 from envparts import not_applicable
 
@@ -226,6 +227,10 @@ def test_aarch64_cross_build_runs_on_the_board_and_matches_host(
     assert result.build is not None
     header = result.build.artifact_path.read_bytes()[:20]
     assert header[:4] == b"\x7fELF" and header[18:20] == b"\xb7\x00"  # EM_AARCH64
+    # the run's metadata names the cross compiler that built it, with its version
+    assert result.build.toolchain == Toolchain(("cmake", "aarch64-linux-gnu-g++"))
+    versions = toolchain_versions(result.build.toolchain, emulated=False)
+    assert "aarch64" in (versions["aarch64-linux-gnu-g++"] or "")
     assert any("local-cross" in n for n in result.metrics["notices"])
     assert isinstance(result.output, list)
     for got, want in zip(result.output, host_outputs, strict=True):

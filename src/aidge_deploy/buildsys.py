@@ -30,13 +30,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aidge_deploy.artifact import export_hash, memory_peaks
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_to_streams
 from aidge_deploy.errors import BuildError, MemoryFitError, PreflightError
 from aidge_deploy.exportspec import Export
-from aidge_deploy.results import BuildResult, BuildStatus
+from aidge_deploy.results import BuildResult, BuildStatus, Toolchain
 
 STAMP_NAME = ".aidge-deploy-build.json"
 BUILD_TIMEOUT_S = 1800.0
@@ -56,6 +57,9 @@ class BuildPlan:
     cache_entry: bool = False
     #: the export's content hash the plan was made for (hashed once per build)
     digest: str | None = None
+    #: the compiler the caller chose (a cross toolchain behind a wrapper); None: the one
+    #: the build system picked (CMake's cache says which)
+    compiler: str | None = None
 
     def moved_to(self, build_dir: Path) -> BuildPlan:
         """The same plan building in ``build_dir`` instead (paths in the commands follow)."""
@@ -80,11 +84,13 @@ def plan_build(
     cmake_args: Sequence[str] = (),
     toolchain_file: Path | None = None,
     cache_entry: bool | None = None,
+    compiler: str | None = None,
 ) -> BuildPlan:
     """Plan the build; ``build_dir`` None means the export's entry of the build cache.
 
     ``cache_entry`` says whether ``build_dir`` is shared by runs (default: when it is the
     cache's own folder), so ``build_export`` builds privately and renames into place.
+    ``compiler``: the compiler ``toolchain_file`` stands for (recorded as the build's).
     """
     manifest = artifact.manifest
     shared = build_dir is None if cache_entry is None else cache_entry
@@ -117,17 +123,56 @@ def plan_build(
             bdir,
             shared,
             digest,
+            compiler,
         )
     if manifest.build_system == "make":
         bdir = build_dir or entry  # a copy of the export, built there
         make = ("make", "build", f"-j{jobs}", f"AIDGE_CMP={cmp_flag}")
         return BuildPlan(
-            "make", artifact.path, bdir, (make,), manifest.expected_artifact, bdir, shared, digest
+            "make",
+            artifact.path,
+            bdir,
+            (make,),
+            manifest.expected_artifact,
+            bdir,
+            shared,
+            digest,
+            compiler or _makefile_compiler(Path(artifact.path)),
         )
     raise BuildError(
         f"Unsupported build system {manifest.build_system!r} in {artifact.manifest_path}",
         hint="aidge-deploy builds 'cmake' and 'make' exports.",
     )
+
+
+#: the GNU cross compilers the exporters' Makefiles name (the Cortex-M BSPs)
+_MAKE_COMPILER = re.compile(
+    r"\b((?:arm-none-eabi|riscv64-unknown-elf|riscv32-unknown-elf)-g(?:cc|\+\+))\b"
+)
+_CMAKE_COMPILER = re.compile(r"^CMAKE_CXX_COMPILER:[A-Z]+=(.+)$", re.MULTILINE)
+
+
+def _makefile_compiler(export_dir: Path) -> str | None:
+    """The cross compiler the export's Makefile names (``arm-none-eabi-gcc``), if any."""
+    try:
+        text = (export_dir / "Makefile").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = _MAKE_COMPILER.search(text)
+    return found.group(1) if found else None
+
+
+def _build_toolchain(plan: BuildPlan, build_dir: Path) -> Toolchain:
+    """The programs that ran this plan: the build tool and the compiler (the caller's, the
+    one CMake's cache recorded, or the Makefile's)."""
+    compiler = plan.compiler
+    if compiler is None and plan.build_system == "cmake":
+        try:
+            found = _CMAKE_COMPILER.search((build_dir / "CMakeCache.txt").read_text("utf-8"))
+        except OSError:
+            found = None
+        compiler = Path(found.group(1).strip()).name if found else "c++"
+    return Toolchain(tuple(p for p in (plan.build_system, compiler) if p))
 
 
 def find_artifact(root: Path, pattern: str) -> Path | None:
@@ -150,8 +195,13 @@ def build_export(
     *,
     timeout_s: float = BUILD_TIMEOUT_S,
     env: dict[str, str] | None = None,
+    keep_failed: bool = False,
 ) -> BuildResult:
-    """Run the plan unless an identical build is already there; return the BuildResult."""
+    """Run the plan unless an identical build is already there; return the BuildResult.
+
+    ``keep_failed`` (``keep_build_dir``): a failed build of a cache entry leaves its private
+    build folder in place, and the error says where (else it is removed with the failure).
+    """
     for tool in required_tools(plan.build_system)[:1]:
         if shutil.which(tool) is None:
             raise PreflightError(
@@ -165,7 +215,7 @@ def build_export(
         return cached
     started = time.perf_counter()
     if not plan.cache_entry:
-        text, found = _run_build(plan, digest, log_path, timeout_s, env)
+        text, found, toolchain = _run_build(plan, digest, log_path, timeout_s, env)
     else:
         plan.build_dir.parent.mkdir(parents=True, exist_ok=True)
         _sweep_stale(plan.build_dir.parent)
@@ -174,8 +224,17 @@ def build_export(
                 prefix=f"{_PRIVATE_PREFIX}{plan.build_dir.name}-", dir=plan.build_dir.parent
             )
         )
+        keep = False
         try:
-            text, _ = _run_build(plan.moved_to(private), digest, log_path, timeout_s, env)
+            try:
+                text, _, toolchain = _run_build(
+                    plan.moved_to(private), digest, log_path, timeout_s, env
+                )
+            except BuildError as exc:
+                if keep_failed:
+                    keep = True
+                    exc.hint = f"{exc.hint or ''} The failed build is kept in {private}.".strip()
+                raise
             if not publish_build(private, plan.build_dir):
                 # another run of the same export finished first: its build is identical
                 done = _cached_build(plan, digest, peaks)
@@ -187,7 +246,8 @@ def build_export(
                     log_path=log_path,
                 )
         finally:
-            shutil.rmtree(private, ignore_errors=True)
+            if not keep:
+                shutil.rmtree(private, ignore_errors=True)
         published = find_artifact(plan.artifact_root, plan.artifact_pattern)
         if published is None:  # checked in the private folder already
             raise BuildError(
@@ -205,6 +265,7 @@ def build_export(
         log_path=log_path,
         build_dir=plan.build_dir,
         duration_s=time.perf_counter() - started,
+        toolchain=toolchain,
     )
 
 
@@ -258,7 +319,7 @@ def build_variant(
             )
         text = log_path.read_text(encoding="utf-8", errors="replace")
         if shared:
-            _write_stamp(work / STAMP_NAME, digest, Path(artifact), log_path, text)
+            _write_stamp(work / STAMP_NAME, digest, Path(artifact), log_path, text, base.toolchain)
             publish_build(work, final)  # a run that finished first left an identical firmware
     finally:
         if work != final:
@@ -271,6 +332,7 @@ def build_variant(
         log_path=log_path,
         build_dir=final,
         duration_s=time.perf_counter() - started,
+        toolchain=base.toolchain,
     )
 
 
@@ -292,13 +354,15 @@ def _cached_build(plan: BuildPlan, digest: str, peaks: tuple[int, ...]) -> Build
         log=stamp.get("log_tail", ""),
         log_path=Path(stamp["log_path"]) if stamp.get("log_path") else None,
         build_dir=plan.build_dir,
+        toolchain=Toolchain(tuple(str(p) for p in stamp.get("toolchain") or ())),
     )
 
 
 def _run_build(
     plan: BuildPlan, digest: str, log_path: Path, timeout_s: float, env: dict[str, str] | None
-) -> tuple[str, Path]:
-    """Run the plan's commands in ``plan.build_dir``; the log text and the artifact."""
+) -> tuple[str, Path, Toolchain]:
+    """Run the plan's commands in ``plan.build_dir``; the log text, the artifact and the
+    programs that built it."""
     if plan.build_system == "make" and plan.build_dir != plan.source_dir:
         shutil.copytree(plan.source_dir, plan.build_dir, dirs_exist_ok=True)
     plan.build_dir.mkdir(parents=True, exist_ok=True)
@@ -351,10 +415,16 @@ def _run_build(
             hint="The manifest's expected_artifact does not match what the build system makes.",
             log_path=log_path,
         )
+    toolchain = _build_toolchain(plan, plan.build_dir)
     _write_stamp(
-        plan.build_dir / STAMP_NAME, digest, found.relative_to(plan.build_dir), log_path, text
+        plan.build_dir / STAMP_NAME,
+        digest,
+        found.relative_to(plan.build_dir),
+        log_path,
+        text,
+        toolchain,
     )
-    return text, found
+    return text, found, toolchain
 
 
 def publish_build(private: Path, final: Path) -> bool:
@@ -420,7 +490,7 @@ def _tail(path: Path, n: int) -> str:
     return "\n".join(lines[-n:])
 
 
-def _read_stamp(path: Path) -> dict[str, str] | None:
+def _read_stamp(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -428,7 +498,14 @@ def _read_stamp(path: Path) -> dict[str, str] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_stamp(path: Path, digest: str, artifact: Path, log_path: Path, text: str) -> None:
+def _write_stamp(
+    path: Path,
+    digest: str,
+    artifact: Path,
+    log_path: Path,
+    text: str,
+    toolchain: Toolchain,
+) -> None:
     """The stamp marks a complete build; ``artifact`` is relative (the folder is renamed)."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(
@@ -438,6 +515,7 @@ def _write_stamp(path: Path, digest: str, artifact: Path, log_path: Path, text: 
                 "artifact": artifact.as_posix(),
                 "log_path": str(log_path),
                 "log_tail": "\n".join(text.splitlines()[-20:]),
+                "toolchain": list(toolchain.programs),
             },
             indent=2,
         ),

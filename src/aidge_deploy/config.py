@@ -17,8 +17,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.limits import DEFAULT_RUN_TIMEOUT_S
 
 if TYPE_CHECKING:
     from aidge_core.export_utils.config import BenchmarkConfig, ValidationConfig
@@ -85,6 +85,9 @@ class DeployConfig:
     target: str | None = None
     backend: Any = Backend.LOCAL.value
     build_dir: Path | None = None
+    #: keep what a run would remove: the private folder of a failed local build (a build
+    #: that succeeds becomes its cache entry, or is in ``build_dir``, and stays anyway), and
+    #: the export and build folders on an SSH board
     keep_build_dir: bool = False
 
     # Board-farm API backend

@@ -143,6 +143,21 @@ class DeployContext:
 
 
 @dataclass(frozen=True)
+class Toolchain:
+    """The programs that built an artifact, and where they ran.
+
+    The run's metadata names the compiler that really built the program (a K230 cross build
+    is ``riscv64-linux-gnu-g++``, not the Raspberry Pi's ``aarch64-linux-gnu-g++``) and
+    probes versions only of programs that ran on this machine.
+    """
+
+    programs: tuple[str, ...] = ()
+    #: where they ran when not on this machine ("on the board", "in container IMAGE");
+    #: their versions are then not known here
+    elsewhere: str | None = None
+
+
+@dataclass(frozen=True)
 class BuildResult:
     """Produced by ``build()``: where the artifact is and how it was made."""
 
@@ -153,6 +168,7 @@ class BuildResult:
     log_path: Path | None = None
     build_dir: Path | None = None
     duration_s: float = 0.0
+    toolchain: Toolchain = field(default_factory=Toolchain)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -53,6 +54,66 @@ def _delta_cells(d: MetricDelta) -> tuple[str, str, str, str]:
     return _num(d.base, d), _num(d.cand, d), delta_text, pct_text
 
 
+def _print_rows(
+    title: str,
+    name_header: str,
+    headers: tuple[str, ...],
+    rows: list[tuple[str, list[str]]],
+    stacked: Callable[[list[str]], str],
+    *,
+    wrap_last: bool = False,
+) -> None:
+    """A table whose first column holds names that are never cut or wrapped.
+
+    When the names and figures fit the console, a table; otherwise one block per row: the
+    name on a line of its own (never broken, so a CI log keeps it whole and greppable), its
+    figures indented below. Rich would otherwise shorten ``layers/_3_GlobalAveragePooling_…``
+    to fit 80 columns, the width of a console that is not a terminal. ``wrap_last``: the
+    last column is prose that may wrap (at least 30 columns of it); ``stacked`` writes a
+    row's figures on the line under its name.
+    """
+    from rich.padding import Padding
+    from rich.text import Text
+
+    def cell_len(markup: str) -> int:
+        return Text.from_markup(markup).cell_len
+
+    widths = [max([len(name_header), *(cell_len(n) for n, _ in rows)])]
+    widths += [
+        max([len(header), *(cell_len(cells[i]) for _, cells in rows)])
+        for i, header in enumerate(headers)
+    ]
+    if wrap_last:
+        widths[-1] = min(widths[-1], 30)
+    needed = sum(w + 3 for w in widths) + 1  # one space each side and a border per column
+    if needed <= console.width:
+        table = Table(title=title, title_justify="left")
+        table.add_column(name_header, no_wrap=True)
+        for i, header in enumerate(headers):
+            prose = wrap_last and i == len(headers) - 1
+            table.add_column(
+                header,
+                justify="left" if header == "unit" or prose else "right",
+                no_wrap=not prose,
+            )
+        for name, cells in rows:
+            table.add_row(name, *cells)
+        console.print(table)
+        return
+    console.print(f"[italic]{title}[/italic]", highlight=False)
+    for name, cells in rows:
+        console.print(f"  [bold]{name}[/bold]", highlight=False, soft_wrap=True)
+        console.print(Padding(Text.from_markup(stacked(cells)), (0, 0, 0, 6)))
+
+
+_FIGURE_HEADERS = ("unit", "base", "candidate", "delta", "delta %")
+
+
+def _figures_line(cells: list[str]) -> str:
+    unit, base, cand, delta, pct = cells
+    return f"{base} → {cand} {unit}   delta {delta} ({pct})"
+
+
 def _print_comparison(comparison: Comparison, top: int) -> None:
     console.print(
         f"[bold]Base[/bold] {comparison.base.root} ({comparison.validity_base})  "
@@ -64,36 +125,41 @@ def _print_comparison(comparison: Comparison, top: int) -> None:
             f"[dim]{diff.kind.value}:[/dim] {diff.label} differs: {diff.base} → {diff.cand}",
             highlight=False,
         )
-    totals = Table(title="Totals (red: larger in the candidate)", title_justify="left")
-    for col in ("metric", "unit", "base", "candidate", "delta", "delta %"):
-        totals.add_column(col, justify="left" if col in ("metric", "unit") else "right")
-    for d in comparison.totals:
-        totals.add_row(d.key, d.unit, *_delta_cells(d))
-    console.print(totals)
+    _print_rows(
+        "Totals (red: larger in the candidate)",
+        "metric",
+        _FIGURE_HEADERS,
+        [(d.key, [d.unit, *_delta_cells(d)]) for d in comparison.totals],
+        _figures_line,
+    )
     for figure_key, deltas in comparison.layer_deltas.items():
-        table = Table(
-            title=f"Per-layer {figure_key}: {min(top, len(deltas))} largest changes",
-            title_justify="left",
+        _print_rows(
+            f"Per-layer {figure_key}: {min(top, len(deltas))} largest changes",
+            "layer",
+            _FIGURE_HEADERS,
+            [
+                (d.key.split("/", 1)[1].rsplit("/", 1)[0], [d.unit, *_delta_cells(d)])
+                for d in deltas[:top]
+            ],
+            _figures_line,
         )
-        for col in ("layer", "unit", "base", "candidate", "delta", "delta %"):
-            table.add_column(col, justify="left" if col in ("layer", "unit") else "right")
-        for d in deltas[:top]:
-            layer = d.key.split("/", 1)[1].rsplit("/", 1)[0]
-            table.add_row(layer, d.unit, *_delta_cells(d))
-        console.print(table)
 
 
 def _print_evaluation(evaluation: Evaluation) -> None:
-    table = Table(title="Thresholds", title_justify="left")
-    for col in ("status", "metric", "detail"):
-        table.add_column(col)
-    for check in evaluation.checks:
-        table.add_row(
-            f"[{_VERDICT_STYLE[check.status.value]}]{check.status.value}[/]",
-            check.key,
-            check.message,
-        )
-    console.print(table)
+    _print_rows(
+        "Thresholds",
+        "metric",
+        ("status", "detail"),
+        [
+            (
+                check.key,
+                [f"[{_VERDICT_STYLE[check.status.value]}]{check.status.value}[/]", check.message],
+            )
+            for check in evaluation.checks
+        ],
+        lambda cells: "  ".join(cells),
+        wrap_last=True,
+    )
     for note in evaluation.notes:
         console.print(f"[yellow]Note:[/yellow] {note}", highlight=False)
     console.print(

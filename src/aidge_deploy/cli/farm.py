@@ -15,8 +15,8 @@ from typing import Annotated
 import typer
 
 from aidge_deploy.cli.render import console, print_error
+from aidge_deploy.defaults import DEFAULT_JOB_NICE
 from aidge_deploy.errors import DeployError
-from aidge_deploy.limits import DEFAULT_JOB_NICE
 
 app = typer.Typer(
     name="farm",

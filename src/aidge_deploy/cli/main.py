@@ -15,8 +15,8 @@ import typer
 from aidge_deploy.cli import doctor as doctor_cmd
 from aidge_deploy.cli.options import config_values, with_connection_options
 from aidge_deploy.cli.render import console, print_error
+from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
 from aidge_deploy.errors import DeployError
-from aidge_deploy.limits import DEFAULT_RUN_TIMEOUT_S
 
 app = typer.Typer(
     name="aidge-deploy",

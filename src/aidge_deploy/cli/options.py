@@ -33,7 +33,12 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "keep_build_dir": (
-        Annotated[bool, typer.Option(help="Keep remote/temporary build folders.")],
+        Annotated[
+            bool,
+            typer.Option(
+                help="Keep build folders: a failed local build's, the board's (ssh, ssh_docker)."
+            ),
+        ],
         False,
     ),
     "report": (

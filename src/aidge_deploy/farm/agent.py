@@ -35,12 +35,12 @@ from typing import Any, TypeVar
 
 import httpx
 
+from aidge_deploy.defaults import DEFAULT_JOB_NICE
 from aidge_deploy.errors import ConfigError, DeployError
 from aidge_deploy.farm.archive import check_archive, extract_archive
 from aidge_deploy.farm.reaper import become_subreaper, end_job_processes
 from aidge_deploy.farm.runners import Runner, Runners
 from aidge_deploy.lab import LabBoard, Reach, load_lab
-from aidge_deploy.limits import DEFAULT_JOB_NICE
 
 log = logging.getLogger("aidge_deploy.farm.agent")
 T = TypeVar("T")

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aidge_deploy.limits import DEFAULT_JOB_NICE
+from aidge_deploy.defaults import DEFAULT_JOB_NICE
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection

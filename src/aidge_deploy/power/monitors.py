@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.power.source import PowerSource, PowerSourceKind, parse_power_source
+from aidge_deploy.power.source import PowerSourceKind, parse_power_source
 from aidge_deploy.registry import ToolCheck
 
 if TYPE_CHECKING:
@@ -125,10 +125,6 @@ def discover_monitors(sysfs_root: Path = Path("/sys")) -> list[ToolCheck]:
     found += joulescope_checks(None)
     found += discover_sysfs(sysfs_root)
     return found
-
-
-def parse_if_set(value: str | PowerSource | None) -> PowerSource | None:
-    return None if value is None else parse_power_source(value)
 
 
 __all__ = ["discover_monitors", "make_monitor", "preflight_checks"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,13 +139,6 @@ def is_start_banner(line: Line) -> bool:
 
 def is_end_banner(line: Line) -> bool:
     return END_BANNER in line.text and line.text.startswith("*")
-
-
-def first_marker_line(lines: Sequence[Line], marker: str) -> Line | None:
-    for line in lines:
-        if line.text == marker:
-            return line
-    return None
 
 
 # --- interactive sessions -----------------------------------------------------------------

@@ -103,10 +103,6 @@ def _manifest_dict(artifact: Export) -> dict[str, Any]:
     }
 
 
-def _is_mcu(hardware: Mapping[str, Any], build_system: str | None) -> bool:
-    return hardware.get("hal_board") is not None or build_system == "make"
-
-
 def _build_metadata(
     *,
     run_id: str,
@@ -242,14 +238,9 @@ def write_bundle(
     identity = {**model_identity(artifact).as_dict(), "target": str(result.target)}
     hardware = dict(hardware or {})
     if toolchain is None:
-        build_system = hardware.get("build_system") or artifact.manifest.build_system
         toolchain = meta.toolchain_versions(
-            meta.relevant_tools(
-                str(build_system).lower() if build_system else None,
-                _is_mcu(hardware, build_system),
-                result_provenance(result) == Provenance.EMULATED,
-                bool(config.cross_compile),
-            )
+            result.build.toolchain if result.build is not None else None,
+            emulated=result_provenance(result) == Provenance.EMULATED,
         )
     validity = assess(
         result,

@@ -28,6 +28,7 @@ from aidge_deploy.ownsources import own_sources_digest
 
 if TYPE_CHECKING:
     from aidge_deploy.registry import DeployTarget
+    from aidge_deploy.results import Toolchain
 
 log = logging.getLogger("aidge_deploy")
 
@@ -78,26 +79,23 @@ def tool_version(tool: str) -> str | None:
     return None
 
 
-def relevant_tools(
-    build_system: str | None, is_mcu: bool, emulated: bool, cross_compile: bool
-) -> tuple[str, ...]:
-    """The tools that built or ran this kind of target."""
-    tools: list[str] = []
-    if build_system == "cmake":
-        tools += ["cmake", "c++"]
-    if build_system == "make":
-        tools.append("make")
-    if is_mcu:
-        tools.append("arm-none-eabi-gcc")
-    if cross_compile:
-        tools.append("aarch64-linux-gnu-g++")
+#: the emulator that runs an emulated board's firmware (a tool of the run, not of the build)
+EMULATOR = "qemu-system-arm"
+
+
+def toolchain_versions(toolchain: Toolchain | None, *, emulated: bool) -> dict[str, str | None]:
+    """What built the program (and the emulator that ran it): each program's version, probed
+    here when it ran on this machine, else where it ran (its version is not known here)."""
+    versions: dict[str, str | None] = {}
+    if toolchain is not None:
+        for program in toolchain.programs:
+            if toolchain.elsewhere is None:
+                versions[program] = tool_version(program)
+            else:
+                versions[program] = f"ran {toolchain.elsewhere} (version not recorded)"
     if emulated:
-        tools.append("qemu-system-arm")
-    return tuple(tools)
-
-
-def toolchain_versions(tools: Iterable[str]) -> dict[str, str | None]:
-    return {tool: tool_version(tool) for tool in tools}
+        versions[EMULATOR] = tool_version(EMULATOR)
+    return versions
 
 
 def _enum_text(value: Any) -> str | None:

@@ -39,11 +39,6 @@ class Figure:
         return f"{self.value:.6g} {self.unit}"
 
 
-def bundle_path(result: DeployResult) -> Path | None:
-    """The result bundle the run wrote, if any."""
-    return result.report_dir
-
-
 def result_summary(result: DeployResult) -> Mapping[str, Any]:
     """The ``summary.json`` document of the run (read from its bundle, or built)."""
     if result.report_dir is not None:

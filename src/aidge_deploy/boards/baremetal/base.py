@@ -73,7 +73,9 @@ class BareMetalTarget(DeployTarget):
 
     def build(self, ctx: DeployContext) -> BuildResult:
         plan = plan_build(ctx.artifact, self.config.build_dir, jobs=self.config.build_jobs)
-        return build_export(ctx.artifact, plan, ctx.log_dir / "build.log")
+        return build_export(
+            ctx.artifact, plan, ctx.log_dir / "build.log", keep_failed=self.config.keep_build_dir
+        )
 
     def protocol(self, ctx: DeployContext) -> OutputProtocol:
         return get_protocol(ctx.artifact.manifest.protocol)

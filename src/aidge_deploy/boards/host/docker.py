@@ -43,7 +43,13 @@ from aidge_deploy.connections.local_process import ProcessRun, run_captured, run
 from aidge_deploy.errors import BuildError, ConfigError, DeployError, ExecutionError, PreflightError
 from aidge_deploy.profiling.native import ensure_launcher
 from aidge_deploy.profiling.native.wrap import split_report, wrap_with_launcher
-from aidge_deploy.results import BuildResult, BuildStatus, DeployContext, ExecutionResult
+from aidge_deploy.results import (
+    BuildResult,
+    BuildStatus,
+    DeployContext,
+    ExecutionResult,
+    Toolchain,
+)
 from aidge_deploy.runcontrol import cleanup_on_cancel
 
 _log = logging.getLogger(__name__)
@@ -144,7 +150,9 @@ class LocalDocker:
         self.probe(ctx.log_dir)
         log_path = ctx.log_dir / "build.log"
         if self.location != BuildLocation.CONTAINER:
-            result = build_export(ctx.artifact, outside_plan, log_path)
+            result = build_export(
+                ctx.artifact, outside_plan, log_path, keep_failed=self.config.keep_build_dir
+            )
             return dataclasses.replace(
                 result,
                 log=f"aidge-deploy: built on this machine, runs in container {self.image} "
@@ -178,12 +186,19 @@ class LocalDocker:
             if shared
             else build_dir
         )
+        keep = False
         try:
-            run = self._container_build(ctx, plan.build_line, into, log_path)
+            try:
+                run = self._container_build(ctx, plan.build_line, into, log_path)
+            except BuildError as exc:
+                if shared and self.config.keep_build_dir:
+                    keep = True
+                    exc.hint = f"{exc.hint or ''} The failed build is kept in {into}.".strip()
+                raise
             if shared:
                 publish_build(into, build_dir)  # False: an identical build won the race
         finally:
-            if shared:
+            if shared and not keep:
                 shutil.rmtree(into, ignore_errors=True)
         return self._result(
             ctx, artifact, BuildStatus.BUILT, where, log_path, run.duration_s, build_dir
@@ -251,6 +266,7 @@ class LocalDocker:
             log_path=log_path,
             build_dir=build_dir,
             duration_s=duration,
+            toolchain=Toolchain(("cmake", "c++"), elsewhere=f"in container {self.image}"),
         )
 
     # ----------------------------------------------------------------- run

@@ -100,7 +100,12 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
         docker = self._docker()
         if docker is not None:
             return docker.build(ctx, self.build_plan(ctx))
-        return build_export(ctx.artifact, self.build_plan(ctx), ctx.log_dir / "build.log")
+        return build_export(
+            ctx.artifact,
+            self.build_plan(ctx),
+            ctx.log_dir / "build.log",
+            keep_failed=self.config.keep_build_dir,
+        )
 
     def execute(self, ctx: DeployContext, build: BuildResult) -> ExecutionResult:
         timeout = float(self.config.run_timeout)

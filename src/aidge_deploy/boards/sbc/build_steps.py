@@ -35,7 +35,7 @@ from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.ssh_exec import RemoteRunResult
 from aidge_deploy.connections.ssh_transfer import DEFAULT_EXCLUDE, TransferReport
 from aidge_deploy.errors import BuildError, DeployError, TransferError
-from aidge_deploy.results import BuildResult, BuildStatus, DeployContext
+from aidge_deploy.results import BuildResult, BuildStatus, DeployContext, Toolchain
 
 #: local files never uploaded: build outputs and logs of earlier local builds
 UPLOAD_EXCLUDE = (
@@ -208,6 +208,7 @@ class SbcBuildSteps(SbcSession):
             log_path=log_path,
             build_dir=Path(posixpath.dirname(artifact)),
             duration_s=duration,
+            toolchain=Toolchain(("cmake", "c++"), elsewhere=where),
         )
 
     def build(self, ctx: DeployContext) -> BuildResult:
@@ -218,10 +219,16 @@ class SbcBuildSteps(SbcSession):
         build_dir = base / f"{ctx.export_dir.name}-{digest[:16]}-{tc.key}"
         toolchain_file = write_toolchain_file(tc, build_dir.parent / f".toolchains-{tc.key}")
         plan = plan_build(
-            ctx.artifact, build_dir, jobs=self.config.build_jobs, toolchain_file=toolchain_file
+            ctx.artifact,
+            build_dir,
+            jobs=self.config.build_jobs,
+            toolchain_file=toolchain_file,
+            compiler=tc.cxx,
         )
         self._report("Build", f"cross-compiling locally for {tc.name} ({tc.cxx})")
-        result = build_export(ctx.artifact, plan, ctx.log_dir / "build.log")
+        result = build_export(
+            ctx.artifact, plan, ctx.log_dir / "build.log", keep_failed=self.config.keep_build_dir
+        )
         return dataclasses.replace(
             result,
             log=f"aidge-deploy: built locally with {tc.cxx} (local-cross)\n{result.log}",
