@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import modelzoo  # after the sys.path entry above
 
-pytest_plugins = ["envparts", "boards", "testfw", "farmkit", "pytester", "browser"]
+pytest_plugins = ["envparts", "boards", "testfw", "farmkit", "pytester", "browser", "proctree"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -85,7 +85,7 @@ def export_with_aidge(
     from aidge_core.export_utils import ExportApplication, export
     from aidge_core.export_utils.config import ExportConfig
 
-    from aidge_deploy.modelexport import load_plugins
+    from aidge_deploy.modelexport import GRAPH_VIEW_DIR, graph_view_in, load_plugins
 
     load_plugins()
     tensor = aidge_core.Tensor(x)
@@ -106,7 +106,8 @@ def export_with_aidge(
         application=application,
     )
     graph = aidge_onnx.load_onnx(str(model))
-    return export(graph, config, input_tensors=[tensor])
+    with graph_view_in(out / GRAPH_VIEW_DIR):  # not into the working folder
+        return export(graph, config, input_tensors=[tensor])
 
 
 @pytest.fixture

@@ -14,11 +14,9 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +28,11 @@ from aidge_deploy import DeployConfig, RunControl, RunInterrupted
 from aidge_deploy.connections.local_process import run_process
 from boards import DockerBoard, SshBoard
 from envparts import missing
+from proctree import START_TIMEOUT_S, TreeWatch, assert_nothing_left, interrupt, named, patch_main
 
 pytestmark = [pytest.mark.slow]
 
 SIGNALS = [signal.SIGTERM, signal.SIGHUP]
-_START_TIMEOUT_S = 240.0  # the first run builds the export (a cross build on a busy machine)
-
-
-def patch_main(export_dir: Path, statement: str) -> None:
-    """Insert ``statement`` at the start of the export's ``main()``."""
-    main = export_dir / "main.cpp"
-    text = main.read_text()
-    patched, n = re.subn(
-        r"(int main\s*\([^)]*\)\s*\{)", lambda m: m.group(1) + "\n    " + statement, text, count=1
-    )
-    assert n == 1, "main() not found in the export"
-    main.write_text("#include <unistd.h>\n#include <cstdio>\n" + patched)
 
 
 @pytest.fixture(scope="module")
@@ -61,115 +48,6 @@ def sleeper(export_factory: Callable[..., Any], root: Path, target: str = "host"
         shutil.copytree(Path(export_factory(kind, target=target).path), dest)
         patch_main(dest, 'std::printf("started\\n"); std::fflush(stdout); sleep(600);')
     return dest
-
-
-# --------------------------------------------------------------------------- process trees
-
-
-class TreeWatch:
-    """Records every descendant of ``root`` (and of ``extra_roots``) seen while polling."""
-
-    def __init__(self, root: int, extra_roots: Callable[[], list[psutil.Process]] = list) -> None:
-        self.root = psutil.Process(root)
-        self.extra_roots = extra_roots
-        self.seen: dict[tuple[int, float], psutil.Process] = {}
-
-    def poll(self) -> list[psutil.Process]:
-        found: list[psutil.Process] = []
-        with_roots = [self.root, *self.extra_roots()]
-        for parent in with_roots:
-            try:
-                found += parent.children(recursive=True)
-            except psutil.NoSuchProcess:
-                continue
-        for proc in found:
-            try:
-                self.seen[(proc.pid, proc.create_time())] = proc
-            except psutil.NoSuchProcess:
-                continue
-        return found
-
-    def wait_for(self, predicate: Callable[[list[psutil.Process]], bool], what: str) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while True:
-            procs = self.poll()
-            if predicate(procs):
-                return
-            if self.root.status() == psutil.STATUS_ZOMBIE or not self.root.is_running():
-                pytest.fail(f"the CLI ended before {what}")
-            assert time.monotonic() < deadline, f"{what} never happened"
-            time.sleep(0.05)
-
-    def alive(self) -> list[str]:
-        left = []
-        for proc in self.seen.values():
-            try:
-                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                    left.append(f"{proc.pid} {proc.name()} {' '.join(proc.cmdline())[:120]}")
-            except psutil.NoSuchProcess:
-                continue
-        return left
-
-
-def named(name: str) -> Callable[[list[psutil.Process]], bool]:
-    def check(procs: list[psutil.Process]) -> bool:
-        for proc in procs:
-            try:
-                if proc.name().startswith(name):
-                    return True
-            except psutil.NoSuchProcess:
-                continue
-        return False
-
-    return check
-
-
-@pytest.fixture
-def cli() -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-
-    def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "aidge_deploy.cli.main", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-def interrupt(proc: subprocess.Popen[str], sig: signal.Signals, watch: TreeWatch) -> str:
-    """Send ``sig`` to the CLI, wait for it, check the exit and the message; its stderr."""
-    watch.poll()
-    proc.send_signal(sig)
-    try:
-        _, stderr = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, stderr = proc.communicate()
-        pytest.fail(f"the CLI did not stop within 60 s of {sig.name}:\n{stderr[-2000:]}")
-    assert proc.returncode == 128 + sig, (proc.returncode, stderr[-2000:])
-    assert "Interrupted" in stderr and sig.name in stderr, stderr[-2000:]
-    match = re.search(r"Log: (\S+)", stderr)
-    assert match, stderr[-2000:]
-    assert Path(match.group(1)).is_dir(), "the printed log folder exists"
-    return stderr
-
-
-def assert_nothing_left(watch: TreeWatch, grace_s: float = 5.0) -> None:
-    assert watch.seen, "no process of the run was observed"
-    deadline = time.monotonic() + grace_s
-    while watch.alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert watch.alive() == [], "processes of the run outlived the CLI"
 
 
 # --------------------------------------------------------------------------- host
@@ -330,7 +208,7 @@ def cancel_when(
         return [p for p in _own_descendants() if p.pid not in before]
 
     def watcher() -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             procs = new_descendants()
             seen.extend(procs)
@@ -362,7 +240,7 @@ def test_cancel_from_another_thread_stops_a_host_run(
     assert info.value.reason == "job cancelled by its owner"
     assert info.value.log_path == tmp_path / "run" and info.value.exit_status == 130
     assert (tmp_path / "run" / "run.log").read_text().startswith("started")
-    assert time.monotonic() - started < _START_TIMEOUT_S
+    assert time.monotonic() - started < START_TIMEOUT_S
     assert seen and not [p for p in seen if p.is_running() and p.status() != "zombie"]
 
 
@@ -391,7 +269,7 @@ def test_cancel_from_another_thread_stops_the_remote_program(
     names: set[str] = set()
 
     def watcher() -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             procs = psutil.Process(board.sshd_pid).children(recursive=True)
             for proc in procs:

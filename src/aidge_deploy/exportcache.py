@@ -27,6 +27,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.exportspec import Export
@@ -84,6 +86,12 @@ def export_key(request: ExportRequest) -> str:
     fields.pop("model")
     fields.pop("out_dir")
     fields["target"] = str(fields["target"]).lower()
+    # the arrays' bytes, not their text (numpy abbreviates a large array's repr)
+    inputs = hashlib.sha256()
+    for array in fields.pop("inputs"):
+        value = np.ascontiguousarray(array, dtype=np.float32)
+        inputs.update(repr(value.shape).encode() + value.tobytes())
+    fields["inputs"] = inputs.hexdigest() if request.inputs else ""
     doc = {
         "model_sha256": model,
         "request": {k: str(v) for k, v in sorted(fields.items())},

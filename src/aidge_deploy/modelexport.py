@@ -6,6 +6,12 @@ tensors of the model's declared shapes, uniform in [-1, 1] (Aidge's int8 export 
 by 127 into int8, so larger values would overflow); they are the int8 calibration set and
 the first is the exported sample input, tagged with its reference layout so Cortex-M
 exports transpose it correctly.
+
+Aidge's exporter is not thread-safe (process-wide registries, its logger, our capture of
+its output) and saves a graph view into the working folder: ``export_model`` runs one
+export at a time per process and sends that file into the export folder, so an export
+writes nothing into the user's folder (which may be read-only). An int8 export gets each
+output's quantisation scale recorded beside its manifest (``quantisation``).
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ import importlib
 import io
 import logging
 import stat
+import threading
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +40,12 @@ log = logging.getLogger("aidge_deploy")
 
 #: Packages that register extra hardware targets and exporters when imported.
 PLUGIN_MODULES = ("aidge_export_cpp", "aidge_export_arm_cortexm", "aidge_qemu_boards")
+#: one Aidge export at a time in this process (see the module docstring)
+_EXPORTING = threading.Lock()
+#: where an export keeps the graph view Aidge saves (relative to the export folder)
+GRAPH_VIEW_DIR = "stats"
+#: Aidge calibrates an int8 export on at most this many of its input tensors
+NB_CALIBRATION = 100
 
 
 class Dtype(StrEnum):
@@ -200,6 +214,29 @@ def onnx_input_shapes(model: Path) -> list[tuple[str, tuple[int, ...]]]:
     return shapes
 
 
+@contextlib.contextmanager
+def graph_view_in(folder: Path) -> Iterator[None]:
+    """Aidge's export saves ``exported_graph.mmd`` at a path relative to the working folder:
+    for the duration, such relative saves go into ``folder`` instead."""
+    import aidge_core
+
+    original = aidge_core.GraphView.save
+
+    def save(graph: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        target = Path(path)
+        if not target.is_absolute():
+            target = folder / target
+            target.parent.mkdir(parents=True, exist_ok=True)
+        return original(graph, str(target), *args, **kwargs)
+
+    with _EXPORTING:
+        aidge_core.GraphView.save = save
+        try:
+            yield
+        finally:
+            aidge_core.GraphView.save = original
+
+
 def export_model(request: ExportRequest, *, log_path: Path | None = None) -> object:
     """Export ``request.model`` with Aidge; returns the ``ExportArtifact``.
 
@@ -254,35 +291,143 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
         application=application,
     )
     captured = io.StringIO()
-    # Aidge's C++ logger writes to the terminal directly: only errors, unless debugging
-    previous_level = aidge_core.Log.get_console_level()
-    if not log.isEnabledFor(logging.DEBUG):
-        aidge_core.Log.set_console_level(aidge_core.Level.Error)
-    try:
-        # the exporter prints progress and plots a memory chart (matplotlib warnings): keep
-        # both out of the user's terminal, in the debug log instead
-        with (
-            contextlib.redirect_stdout(captured),
-            contextlib.redirect_stderr(captured),
-            warnings.catch_warnings(),
-        ):
-            warnings.simplefilter("ignore")
-            graph = aidge_onnx.load_onnx(str(request.model))
-            artifact = export(graph, config, input_tensors=tensors)
-    except Exception as exc:
-        _keep_log(log_path, captured.getvalue(), f"export failed: {type(exc).__name__}: {exc}")
-        tail = "\n".join(captured.getvalue().splitlines()[-10:])
-        raise DeployError(
-            f"Aidge could not export {request.model.name} for {request.target}: {exc}",
-            hint="Check that the model's operators are supported by the exporter"
-            + (f"; exporter output:\n{tail}" if tail else "."),
-            log_path=log_path,
-        ) from exc
-    finally:
-        aidge_core.Log.set_console_level(previous_level)
+    out_dir = Path(request.out_dir).absolute()
+    with graph_view_in(out_dir / GRAPH_VIEW_DIR):
+        # Aidge's C++ logger writes to the terminal directly: only errors, unless debugging
+        previous_level = aidge_core.Log.get_console_level()
+        if not log.isEnabledFor(logging.DEBUG):
+            aidge_core.Log.set_console_level(aidge_core.Level.Error)
+        try:
+            # the exporter prints progress and plots a memory chart (matplotlib warnings):
+            # keep both out of the user's terminal, in the debug log instead
+            with (
+                contextlib.redirect_stdout(captured),
+                contextlib.redirect_stderr(captured),
+                warnings.catch_warnings(),
+            ):
+                warnings.simplefilter("ignore")
+                peaks = (
+                    _output_peaks(request.model, arrays[:NB_CALIBRATION])
+                    if request.dtype == Dtype.INT8
+                    else None
+                )
+                graph = aidge_onnx.load_onnx(str(request.model))
+                artifact = export(graph, config, input_tensors=tensors)
+                if peaks is not None:
+                    _record_quantisation(artifact, peaks, min(len(arrays), NB_CALIBRATION))
+        except Exception as exc:
+            _keep_log(log_path, captured.getvalue(), f"export failed: {type(exc).__name__}: {exc}")
+            raise _export_error(request, exc, captured.getvalue(), log_path) from exc
+        finally:
+            aidge_core.Log.set_console_level(previous_level)
     log.debug("exporter output:\n%s", captured.getvalue())
     _keep_log(log_path, captured.getvalue(), f"exported to {request.out_dir}")
     return artifact
+
+
+def _export_error(
+    request: ExportRequest, exc: Exception, output: str, log_path: Path | None
+) -> DeployError:
+    """The export's failure with a hint about what failed: a file it could not write, an
+    operator it does not support, or else the exporter's own last words."""
+    text = f"{type(exc).__name__}: {exc}"
+    tail = "\n".join(output.splitlines()[-10:])
+    lowered = f"{exc}\n{tail}".lower()
+    if isinstance(exc, OSError) or any(
+        w in lowered for w in ("could not create", "permission denied", "read-only file system")
+    ):
+        hint = (
+            f"Aidge could not write a file of the export: check that {request.out_dir} is on "
+            "a writable file system with free space"
+        )
+    elif any(
+        w in lowered
+        for w in (
+            "not supported",
+            "unsupported",
+            "no implementation",
+            "implementation for",
+            "registrar",
+        )
+    ):
+        hint = "An operator of the model is not supported by the exporter of this target"
+    else:
+        hint = f"The exporter failed ({type(exc).__name__}); its output says why"
+    if log_path is not None:
+        hint += f"; its full output is in {log_path}"
+    return DeployError(
+        f"Aidge could not export {request.model.name} for {request.target}: {text}",
+        hint=hint + (f". Exporter output:\n{tail}" if tail else "."),
+        log_path=log_path,
+    )
+
+
+def _output_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[tuple[int, float]]:
+    """The size and largest magnitude of each float output over ``arrays`` (the calibration
+    inputs), in the model's output order: the range Aidge's MAX clipping quantises each
+    output to."""
+    import aidge_core
+    import aidge_onnx
+
+    graph = aidge_onnx.load_onnx(str(model))
+    graph.set_backend("cpu")
+    graph.set_datatype(aidge_core.dtype.float32)
+    scheduler = aidge_core.SequentialScheduler(graph)
+    sizes: list[int] = []
+    peaks: list[float] = []
+    for array in arrays:
+        tensor = aidge_core.Tensor(np.ascontiguousarray(array, dtype=np.float32))
+        tensor.set_backend("cpu")
+        scheduler.forward(True, [tensor])
+        values = [
+            np.array(node.get_operator().get_output(index))
+            for node, index in graph.get_ordered_outputs()
+        ]
+        sizes = [int(v.size) for v in values]
+        found = [float(np.max(np.abs(v))) if v.size else 0.0 for v in values]
+        peaks = [max(a, b) for a, b in zip(peaks, found, strict=True)] if peaks else found
+    return list(zip(sizes, peaks, strict=True))
+
+
+def _record_quantisation(artifact: Any, peaks: Sequence[tuple[int, float]], samples: int) -> None:
+    """Write each quantised output's scale beside the export's manifest."""
+    from aidge_deploy.quantisation import is_quantised, symmetric_int8, write_quantisation
+
+    outputs = list(artifact.manifest.outputs)
+    if not all(is_quantised(str(o.get("dtype"))) for o in outputs):
+        return
+    order = match_outputs(outputs, [size for size, _ in peaks])
+    write_quantisation(
+        Path(artifact.path),
+        [
+            symmetric_int8(str(spec["name"]), str(spec["dtype"]), peaks[k][1], samples)
+            for spec, k in zip(outputs, order, strict=True)
+        ],
+    )
+
+
+def match_outputs(manifest_outputs: Sequence[dict[str, Any]], sizes: Sequence[int]) -> list[int]:
+    """For each exported output, the index of the model output it is.
+
+    The export names outputs after its scheduled nodes and may order them differently
+    from the ONNX graph: they are matched by size, in order among outputs of equal size.
+    """
+    if len(manifest_outputs) != len(sizes):
+        raise ConfigError(
+            f"the export has {len(manifest_outputs)} outputs, the model {len(sizes)}",
+            hint="Validate exports of this very model.",
+        )
+    free = list(range(len(sizes)))
+    order = []
+    for spec in manifest_outputs:
+        match = next((i for i in free if sizes[i] == int(spec["size"])), None)
+        if match is None:
+            raise ConfigError(
+                f"no model output has the {spec['size']} values of exported output {spec['name']}"
+            )
+        free.remove(match)
+        order.append(match)
+    return order
 
 
 def _keep_log(log_path: Path | None, text: str, footer: str) -> None:

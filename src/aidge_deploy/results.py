@@ -29,6 +29,7 @@ from aidge_deploy.timing import TimingInfo
 if TYPE_CHECKING:
     from aidge_deploy.power.result import PowerResult
     from aidge_deploy.progress import ProgressCallback
+    from aidge_deploy.quantisation import OutputQuantisation
 
 
 class BuildStatus(StrEnum):
@@ -199,6 +200,9 @@ class DeployResult:
     * ``memory_peak_bytes``: a ``MemoryPeaks`` (int total, indexable per memory).
     * ``timings``: per-inference latency in ms (``TimingSeries``), or None.
     * ``accuracy``: top-1 accuracy on target when validation ran, else None.
+    * ``output_raw``: for a quantised (int8) export, the integer codes the target printed;
+      ``output`` then holds their float values, ``(code - zero_point) * scale`` with each
+      output's ``output_quantisation`` recorded by the export.
     """
 
     output: dict[str, Any] | list[np.ndarray] | None
@@ -225,6 +229,9 @@ class DeployResult:
     power: PowerResult | None = None
     #: what the run's times are: provenance, timer resolution, source, label
     timing: TimingInfo | None = None
+    #: a quantised export's integer outputs as printed, and how they map to floats
+    output_raw: list[np.ndarray] | None = None
+    output_quantisation: tuple[OutputQuantisation, ...] = ()
 
     @property
     def latency(self) -> LatencyStats | None:
@@ -286,6 +293,10 @@ class DeployResult:
             "binary": _json_safe(sizes_json(self.metrics.get("binary"))),
             "timing": None if self.timing is None else self.timing.as_dict(),
             "output": _json_safe(output),
+            "output_raw": None
+            if self.output_raw is None
+            else [np.asarray(o).tolist() for o in self.output_raw],
+            "output_quantisation": [q.as_dict() for q in self.output_quantisation],
             "log_path": str(self.log_path) if self.log_path else None,
             "stage_durations_ms": self.stage_durations_ms,
             "farm_job_id": self.farm_job_id,

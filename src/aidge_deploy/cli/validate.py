@@ -1,23 +1,36 @@
 """``aidge-deploy validate MODEL.onnx --targets host,mps2-an386``: outputs of every target
 against a reference run, as a target x output matrix. Exit 0 pass, 1 a check failed,
-2 bad input."""
+2 bad input, 128 + N stopped by signal N.
+
+It behaves as ``profile`` does: every input is checked before anything is exported
+(``validation.inputs``), Ctrl-C, SIGTERM and SIGHUP stop every target's run and say where
+the logs are (``cli.runs.stoppable``), exports and builds come from the caches, and the
+targets run at the same time.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from aidge_deploy.cli.render import console, print_error
-from aidge_deploy.errors import ConfigError, DeployError
+from aidge_deploy.cli.render import console, err_console
+from aidge_deploy.cli.runs import fail, stoppable
+from aidge_deploy.errors import DeployError
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_ERROR = 2
+
+
+def _verbose() -> bool:
+    from aidge_deploy.cli import main
+
+    return bool(main._state["verbose"])
 
 
 def validate(
@@ -36,58 +49,84 @@ def validate(
     report: Annotated[
         Path | None, typer.Option(help="Write validation.json/.html and the run bundles here.")
     ] = None,
-    work_dir: Annotated[Path | None, typer.Option(help="Where the exports are generated.")] = None,
+    work_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where the exports go (default: the export cache). An export already there "
+            "for the same model and settings is checked as it is."
+        ),
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Run timeout per deploy, in seconds.")] = 300.0,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            envvar="AIDGE_DEPLOY_HISTORY",
+            help="Record each target's run in this results history (SQLite file or URL).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the matrix as JSON.")] = False,
 ) -> None:
     """Run MODEL in output mode on each target and compare every output with a reference."""
-    import tempfile
+    verbose = _verbose()
+    with stoppable() as control:
+        from aidge_deploy.api import new_run_dir
+        from aidge_deploy.validation.inputs import check_validation
+        from aidge_deploy.validation.runner import validate_model, write_validation
 
-    from aidge_deploy.modelexport import onnx_input_shapes
-    from aidge_deploy.validation.runner import (
-        load_dataset,
-        load_inputs,
-        validate_model,
-        write_validation,
-    )
-
-    names = [t.strip() for t in targets.split(",") if t.strip()]
-    try:
-        if not names:
-            raise ConfigError("--targets names no target", hint="e.g. --targets host,mps2-an386")
-        if dtype not in ("float32", "int8"):
-            raise ConfigError(f"Unknown dtype {dtype!r}", hint="Use float32 or int8.")
-        if not model.is_file():
-            raise ConfigError(f"Model file {model} not found", hint="Pass an .onnx file.")
-        shape = onnx_input_shapes(model)[0][1]
-        xs = load_inputs(inputs, shape) if inputs is not None else []
-        labelled = load_dataset(dataset, shape) if dataset is not None else None
-        with tempfile.TemporaryDirectory(prefix="aidge-validate-") as tmp:
-            result = validate_model(
+        try:
+            request = check_validation(
                 model,
-                names,
+                targets.split(","),
                 dtype=dtype,
-                inputs=xs,
-                dataset=labelled,
-                work_dir=work_dir or Path(tmp),
+                inputs=inputs,
+                dataset=dataset,
                 report_dir=report,
+                work_dir=work_dir,
                 run_timeout=timeout,
-                progress=None if as_json else lambda msg: console.print(f"[dim]{msg}[/dim]"),
             )
-        written = write_validation(result, report) if report is not None else None
-    except DeployError as exc:
-        print_error(exc)
-        raise typer.Exit(code=EXIT_ERROR) from None
+            store = _open_history(history)
+        except DeployError as exc:
+            raise fail(exc, verbose) from None
+        run_root = new_run_dir("validate")
+        control.log_path = run_root
+        say = (err_console if as_json else console).print
+        if len(request.targets) > 1:
+            say(f"[dim]Running {', '.join(request.targets)} at the same time[/dim]")
+        try:
+            with control.activate():
+                result = validate_model(
+                    request,
+                    run_root=run_root,
+                    control=control,
+                    history=store,
+                    progress=None if as_json else lambda msg: say(f"[dim]{msg}[/dim]"),
+                )
+            written = write_validation(result, request.report_dir) if request.report_dir else None
+        except DeployError as exc:
+            raise fail(exc, verbose) from None
+        finally:
+            if store is not None:
+                store.close()
     if as_json:
         sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")
     else:
         _print(result)
+        console.print(f"Logs: {run_root}", highlight=False, soft_wrap=True)
         if written is not None:
-            console.print(f"Report: {written[1]}", highlight=False)
+            console.print(f"Report: {written[1]}", highlight=False, soft_wrap=True)
     if not result.passed:
         for line in result.failures():
             sys.stderr.write(f"FAIL {line}\n")
     raise typer.Exit(code=EXIT_PASS if result.passed else EXIT_FAIL)
+
+
+def _open_history(location: Path | None) -> Any:
+    if location is None:
+        return None
+    from aidge_deploy.history import HistoryStore
+
+    return HistoryStore(location)
 
 
 def _print(result: object) -> None:
@@ -115,6 +154,15 @@ def _print(result: object) -> None:
     console.print(table)
     for target, error in result.errors.items():
         console.print(f"[bold red]{target}:[/] {error}", highlight=False)
+    for target, how in result.exports.items():
+        took = result.durations_s.get(target)
+        console.print(
+            f"[dim]{target}: export {how}"
+            + (f", {took:.1f} s" if took is not None else "")
+            + "[/dim]",
+            highlight=False,
+            soft_wrap=True,
+        )
     if result.reference_accuracy is not None:
         console.print(f"Reference accuracy: {result.reference_accuracy:.1%}")
         for acc in result.accuracy:

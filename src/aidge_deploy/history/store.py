@@ -41,6 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.pool import StaticPool
 
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.history.identity import Comparability, RunIdentity, bundle_facts
@@ -408,6 +409,10 @@ class HistoryStore:
 
 def _engine(url: str, location: str | Path) -> Engine:
     try:
+        if url in ("sqlite://", "sqlite:///:memory:"):  # one database, whichever thread asks
+            return create_engine(
+                url, connect_args={"check_same_thread": False}, poolclass=StaticPool
+            )
         if url.startswith("sqlite"):
             if "://" not in str(location):
                 path = Path(str(location)).expanduser().absolute()
@@ -424,7 +429,11 @@ def _engine(url: str, location: str | Path) -> Engine:
                         f"{exc.strerror}",
                         hint="Pass a path in a writable folder.",
                     ) from None
-            return create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+            # one store may be used from several threads (multitarget's jobs)
+            return create_engine(
+                url,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
+            )
         return create_engine(url, pool_pre_ping=True)
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise ConfigError(

@@ -4,9 +4,9 @@ The reference is the ONNX model itself, run by onnxruntime when it is installed,
 Aidge's CPU backend, on the same inputs the target ran. Float outputs are judged with an
 absolute plus relative tolerance (the UART prints six decimals); int8 outputs are judged in
 quantisation steps: Aidge's int8 export (symmetric, MAX clipping over the calibration set)
-gives each output the step ``max |reference| / 127`` over the calibration inputs, the
-target's integers are read as ``q * step`` and may be off by ``INT8_STEPS`` steps plus
-``INT8_RTOL`` of the value.
+gives each output the step ``max |reference| / 127`` over the calibration inputs (recorded
+by the export, see ``quantisation``); the target's integers are read as ``q * step`` and
+may be off by ``INT8_STEPS`` steps plus ``INT8_RTOL`` of the value.
 """
 
 from __future__ import annotations
@@ -83,13 +83,25 @@ class Tolerance:
         return f"atol {self.atol:g} + rtol {self.rtol:g}"
 
 
-def tolerance_for(c_type: str, references: Sequence[np.ndarray]) -> Tolerance:
-    """The tolerance of one output, from its exported C type and its reference values."""
+def tolerance_for(
+    c_type: str, references: Sequence[np.ndarray], step: float | None = None
+) -> Tolerance:
+    """The tolerance of one output, from its exported C type and its reference values.
+
+    ``step`` is an int8 output's quantisation step as its export recorded it; without one,
+    it is worked out from the reference values as Aidge's quantisation does.
+    """
     if c_type.startswith("int8"):
-        peak = max((float(np.max(np.abs(r))) for r in references), default=0.0)
-        step = peak / INT8_SCALE if peak > 0 else 1.0 / INT8_SCALE
-        return Tolerance(atol=INT8_STEPS * step, rtol=INT8_RTOL, step=step)
+        if step is None:
+            peak = max((float(np.max(np.abs(r))) for r in references), default=0.0)
+            step = peak / INT8_SCALE if peak > 0 else 1.0 / INT8_SCALE
+        return int8_tolerance(step)
     return Tolerance(atol=FLOAT_ATOL, rtol=FLOAT_RTOL)
+
+
+def int8_tolerance(step: float) -> Tolerance:
+    """``INT8_STEPS`` quantisation steps plus ``INT8_RTOL`` of the value."""
+    return Tolerance(atol=INT8_STEPS * step, rtol=INT8_RTOL, step=step)
 
 
 @dataclass(frozen=True)
@@ -137,9 +149,9 @@ def check_output(
     tolerance: Tolerance,
     exported_name: str = "",
 ) -> OutputCheck:
-    """Compare the target's values of one output (one array per input) with the reference."""
-    scale = tolerance.step if tolerance.step is not None else 1.0
-    g_all = [np.asarray(g, dtype=np.float64).reshape(-1) * scale for g in got]
+    """Compare the target's values of one output (one array per input, in the reference's
+    unit: int8 outputs dequantised) with the reference."""
+    g_all = [np.asarray(g, dtype=np.float64).reshape(-1) for g in got]
     w_all = [np.asarray(w, dtype=np.float64).reshape(-1) for w in want]
     errors = [np.abs(g - w) for g, w in zip(g_all, w_all, strict=True)]
     allowed = [tolerance.atol + tolerance.rtol * np.abs(w) for w in w_all]

@@ -1,15 +1,21 @@
-"""``validate``: export a model in output mode for each target, run it, check every output.
+"""``validate``: run a model in output mode on each target, check every output.
 
 For each target and each input the model is exported with that input as the firmware's
 sample (for int8, every input is the calibration set, so all exports share one
 quantisation), deployed, and its printed outputs compared with the reference run. With a
 labelled dataset, boards with the interactive validation protocol also report accuracy.
+
+Exports come from the export cache, as ``profile``'s do (or from ``--work-dir``, where an
+export already there for the same model and settings is used as it is — an edited export
+is checked, never silently replaced), and builds from the build cache: an unchanged model
+is neither re-exported nor rebuilt. The targets run at the same time through
+``multitarget`` (emulated boards in parallel, a physical board's runs one after the other),
+each under its own ``RunControl``: stopping the caller's control stops them all.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from aidge_deploy.errors import ConfigError
+from aidge_deploy.errors import ConfigError, DeployError
+from aidge_deploy.runcontrol import RunControl
+from aidge_deploy.validation.inputs import ValidationRequest
 from aidge_deploy.validation.matrix import (
     OutputCheck,
     ReferenceEngine,
@@ -26,9 +34,6 @@ from aidge_deploy.validation.matrix import (
     run_reference,
     tolerance_for,
 )
-
-#: the one hook tests and callers may use to see (or alter) each export before it runs
-ExportHook = Callable[[str, int, Any], None]
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,10 @@ class ValidationReport:
     reference_accuracy: float | None = None
     accuracy: list[AccuracyResult] = field(default_factory=list)
     bundles: dict[str, str] = field(default_factory=dict)
+    #: target -> how its export was obtained ("exported", "reused from the cache", ...)
+    exports: dict[str, str] = field(default_factory=dict)
+    #: target -> wall time of its job, in seconds
+    durations_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -60,8 +69,8 @@ class ValidationReport:
     def failures(self) -> list[str]:
         out = [f"{t}: {e.splitlines()[0]}" for t, e in self.errors.items()]
         out += [
-            f"target {c.target}, output {c.output} ({c.exported_name}): max abs error {c.max_abs_error:.3g} > {c.tolerance.describe()}"
-            f" ({c.worst})"
+            f"target {c.target}, output {c.output} ({c.exported_name}): max abs error "
+            f"{c.max_abs_error:.3g} > {c.tolerance.describe()} ({c.worst})"
             for c in self.checks
             if not c.passed
         ]
@@ -82,150 +91,190 @@ class ValidationReport:
             "reference_accuracy": self.reference_accuracy,
             "accuracy": [a.__dict__ for a in self.accuracy],
             "bundles": dict(self.bundles),
+            "exports": dict(self.exports),
         }
 
 
-def load_inputs(folder: Path, shape: tuple[int, ...]) -> list[np.ndarray]:
-    """Inputs from ``*.npy`` (one sample each) and ``*.npz`` (every array a sample) files."""
-    files = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))
-    if not files:
-        raise ConfigError(
-            f"{folder} holds no .npy or .npz inputs", hint="Save samples with np.save."
+@dataclass
+class _TargetRun:
+    """What one target's job brings back."""
+
+    outputs: list[list[np.ndarray]] = field(default_factory=list)
+    manifest_outputs: list[dict[str, Any]] = field(default_factory=list)
+    #: per output: the export's quantisation step (int8 outputs dequantised by the deploy)
+    steps: list[float | None] = field(default_factory=list)
+    bundle: Path | None = None
+    export: str = ""
+    accuracy: AccuracyResult | None = None
+    accuracy_error: str | None = None
+
+
+Say = Callable[[str], None]
+
+
+def _export(request: ValidationRequest, target: str, name: str, **fields: Any) -> Any:
+    """A cached export (or one in ``--work-dir``) of ``request.model`` for ``target``."""
+    from aidge_deploy.exportcache import prepare_export
+    from aidge_deploy.modelexport import Dtype, ExportRequest
+
+    export_request = ExportRequest(
+        model=request.model,
+        target=target,
+        out_dir=Path("."),  # decided by the export cache (or --work-dir)
+        dtype=Dtype(request.dtype),
+        **fields,
+    )
+    work_dir = None if request.work_dir is None else request.work_dir / f"{target}-{name}"
+    return prepare_export(export_request, work_dir=work_dir)
+
+
+def output_export(request: ValidationRequest, target: str, index: int) -> Any:
+    """The output-mode export of ``request.model`` whose sample is input ``index`` (for
+    int8, all inputs are its calibration set): a ``CachedExport``, in ``--work-dir`` as
+    ``<target>-<dtype>-<index>`` when one is given."""
+    from aidge_deploy.modelexport import ApplicationKind, Dtype
+
+    xs = request.inputs
+    x = xs[index]
+    calibration = (x, *(o for j, o in enumerate(xs) if j != index))
+    return _export(
+        request,
+        target,
+        f"{request.dtype}-{index}",
+        kind=ApplicationKind.OUTPUT,
+        profiling=False,
+        inputs=calibration if request.dtype == Dtype.INT8 else (x,),
+    )
+
+
+def _run_target(
+    request: ValidationRequest, target: str, run_root: Path, keep_bundle: bool, say: Say
+) -> _TargetRun:
+    from aidge_deploy.api import deploy
+    from aidge_deploy.config import DeployConfig
+
+    out = _TargetRun()
+    xs = request.inputs
+    for i in range(len(xs)):
+        say(f"{target}: input {i + 1}/{len(xs)}")
+        export = output_export(request, target, i)
+        if i == 0:
+            out.export = f"{export.path} ({'reused' if export.reused else 'exported'})"
+        bundle = None
+        if i == 0 and request.report_dir is not None:
+            bundle = request.report_dir / "runs" / target
+        elif i == 0 and keep_bundle:
+            bundle = run_root / target / "bundle"  # the history records a run from its bundle
+        result = deploy(
+            export.artifact,
+            DeployConfig(
+                target=target,
+                run_timeout=request.run_timeout,
+                report_dir=bundle,
+                report_overwrite=True,  # validate owns its report's runs/ folder
+            ),
+            work_dir=run_root / f"{target}-{i}",
         )
-    arrays: list[np.ndarray] = []
-    for path in files:
-        if path.suffix == ".npy":
-            arrays.append(np.load(path))
-        else:
-            with np.load(path) as npz:
-                arrays.extend(npz[k] for k in npz.files)
-    out = []
-    for i, array in enumerate(arrays):
-        if array.size != math.prod(shape):
-            raise ConfigError(
-                f"input {i} from {folder} has {array.size} values; the model takes {list(shape)}",
-                hint="One sample per array, of the model's input shape.",
-            )
-        out.append(array.reshape(shape).astype(np.float32))
+        if bundle is not None:
+            out.bundle = bundle
+        if not isinstance(result.output, list):
+            raise ConfigError(f"{target}: the run printed no output tensors")
+        out.outputs.append([np.asarray(o) for o in result.output])
+        out.manifest_outputs = list(export.artifact.manifest.outputs)
+        scales = {q.name: q.scale for q in result.output_quantisation}
+        out.steps = [scales.get(str(spec["name"])) for spec in out.manifest_outputs]
+    if request.dataset is not None:
+        try:
+            out.accuracy = _target_accuracy(request, target, run_root, say)
+        except DeployError as exc:
+            out.accuracy_error = str(exc)
     return out
 
 
-def load_dataset(folder: Path, shape: tuple[int, ...]) -> tuple[list[np.ndarray], list[int]]:
-    """Labelled samples: ``*.npz`` files holding ``x`` (N samples) and ``y`` (N labels)."""
-    files = sorted(folder.glob("*.npz"))
-    if not files:
-        raise ConfigError(f"{folder} holds no .npz file", hint="np.savez(f, x=samples, y=labels)")
-    samples: list[np.ndarray] = []
-    labels: list[int] = []
-    for path in files:
-        with np.load(path) as npz:
-            if "x" not in npz.files or "y" not in npz.files:
-                raise ConfigError(f"{path} lacks 'x' or 'y'", hint="np.savez(f, x=..., y=...)")
-            x, y = npz["x"], npz["y"].reshape(-1)
-        if len(x) != len(y):
-            raise ConfigError(f"{path}: {len(x)} samples but {len(y)} labels")
-        samples += [s.reshape(shape).astype(np.float32) for s in x]
-        labels += [int(v) for v in y]
-    return samples, labels
-
-
-def _check_int8_range(inputs: Sequence[np.ndarray]) -> None:
-    peak = max(float(np.max(np.abs(x))) for x in inputs)
-    if peak > 1.0:
-        raise ConfigError(
-            f"int8 export: input values reach {peak:.3g}, outside [-1, 1]",
-            hint="Aidge's int8 export scales inputs by 127 into int8: normalise them to [-1, 1].",
-        )
-
-
 def validate_model(
-    model: Path,
-    targets: Sequence[str],
+    request: ValidationRequest,
     *,
-    dtype: str = "float32",
-    inputs: Sequence[np.ndarray] = (),
-    dataset: tuple[Sequence[np.ndarray], Sequence[int]] | None = None,
-    work_dir: Path,
-    report_dir: Path | None = None,
-    run_timeout: float = 300.0,
-    export_hook: ExportHook | None = None,
-    progress: Callable[[str], None] | None = None,
+    run_root: Path,
+    control: RunControl | None = None,
+    progress: Say | None = None,
+    history: Any = None,
+    workers: int | None = None,
 ) -> ValidationReport:
-    """Run ``model`` on every target in output mode and compare with the reference."""
-    from aidge_deploy.api import deploy
-    from aidge_deploy.config import DeployConfig
-    from aidge_deploy.errors import DeployError
-    from aidge_deploy.modelexport import (
-        ApplicationKind,
-        Dtype,
-        ExportRequest,
-        export_model,
-        onnx_input_shapes,
-    )
+    """Run ``request.model`` on every target (at once) and compare with the reference.
+
+    ``run_root`` receives each run's logs; ``history`` (a ``HistoryStore``) records each
+    target's first run. Raises ``RunInterrupted`` when ``control`` is cancelled.
+    """
+    from aidge_deploy.modelexport import match_outputs
+    from aidge_deploy.multitarget import TargetJob, lane_for, run_targets
 
     say = progress or (lambda _msg: None)
-    shapes = onnx_input_shapes(model)
-    if len(shapes) != 1:
-        raise ConfigError("validate supports models with one input (as Aidge's exporter does)")
-    shape = shapes[0][1]
-    xs = list(inputs) or [np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)]
-    if dtype == Dtype.INT8:
-        _check_int8_range(xs + list(dataset[0] if dataset else []))
     engine = reference_engine()
-    onnx_names = onnx_output_names(model)
-    references = [run_reference(model, x, engine) for x in xs]
-    report = ValidationReport(model, dtype, engine, tuple(targets), len(xs))
-    for target in targets:
-        got: list[list[np.ndarray]] = []
-        manifest_outputs: list[dict[str, Any]] = []
-        try:
-            for i, x in enumerate(xs):
-                say(f"{target}: input {i + 1}/{len(xs)}")
-                calibration = (x, *(o for j, o in enumerate(xs) if j != i))
-                artifact: Any = export_model(
-                    ExportRequest(
-                        model=model,
-                        target=target,
-                        out_dir=work_dir / f"{target}-{dtype}-{i}",
-                        dtype=Dtype(dtype),
-                        kind=ApplicationKind.OUTPUT,
-                        profiling=False,
-                        inputs=calibration if dtype == Dtype.INT8 else (x,),
-                    )
-                )
-                if export_hook is not None:
-                    export_hook(target, i, artifact)
-                bundle = report_dir / "runs" / target if report_dir is not None and i == 0 else None
-                result = deploy(
-                    artifact,
-                    DeployConfig(target=target, run_timeout=run_timeout, report_dir=bundle),
-                )
-                if bundle is not None:
-                    report.bundles[target] = str(bundle)
-                if not isinstance(result.output, list):
-                    raise ConfigError(f"{target}: the run printed no output tensors")
-                got.append(result.output)
-                manifest_outputs = list(artifact.manifest.outputs)
-        except DeployError as exc:
-            report.errors[target] = str(exc)
+    onnx_names = onnx_output_names(request.model)
+    references = [run_reference(request.model, x, engine) for x in request.inputs]
+    report = ValidationReport(
+        request.model, request.dtype, engine, request.targets, len(request.inputs)
+    )
+    keep = history is not None
+
+    def job(target: str) -> TargetJob[_TargetRun]:
+        def run(control: RunControl) -> _TargetRun:
+            return _run_target(request, target, run_root, keep, say)
+
+        return TargetJob(target, run, lane_for(target))
+
+    jobs = [job(target) for target in request.targets]
+    outcomes = run_targets(jobs, control=control, workers=workers)
+    for target, outcome in zip(request.targets, outcomes, strict=True):
+        report.durations_s[target] = outcome.duration_s
+        if outcome.error is not None:
+            if not isinstance(outcome.error, DeployError):
+                raise outcome.error  # a bug, not a failed check
+            report.errors[target] = str(outcome.error)
             continue
-        order = match_outputs(manifest_outputs, [r.size for r in references[0]])
-        for k, spec in enumerate(manifest_outputs):
+        run = outcome.value
+        if run is None:
+            continue
+        report.exports[target] = run.export
+        if run.bundle is not None:
+            if request.report_dir is not None:
+                report.bundles[target] = str(run.bundle)
+            if history is not None:
+                history.record(run.bundle, _validation_name(request), source="validate")
+        if run.accuracy is not None:
+            report.accuracy.append(run.accuracy)
+        if run.accuracy_error is not None:
+            report.errors[f"{target} (accuracy)"] = run.accuracy_error
+        order = match_outputs(run.manifest_outputs, [r.size for r in references[0]])
+        for k, spec in enumerate(run.manifest_outputs):
             want = [_exported_layout(r[order[k]], spec["dims"]) for r in references]
-            tolerance = tolerance_for(str(spec["dtype"]), want)
+            got = [g[k] for g in run.outputs]
+            step = run.steps[k] if k < len(run.steps) else None
+            tolerance = tolerance_for(str(spec["dtype"]), want, step=step)
+            if step is None and tolerance.step is not None:
+                # an int8 export that records no scale: its codes, at the reference's step
+                got = [g * tolerance.step for g in got]
             report.checks.append(
                 check_output(
                     target,
                     onnx_names[order[k]],
-                    [g[k] for g in got],
+                    got,
                     want,
                     tolerance,
                     exported_name=str(spec["name"]),
                 )
             )
-    if dataset is not None:
-        _accuracy(report, model, targets, dataset, dtype, work_dir, run_timeout, say)
+    if request.dataset is not None:
+        samples, labels = request.dataset
+        predicted = [int(np.argmax(run_reference(request.model, s, engine)[0])) for s in samples]
+        hits = sum(p == y for p, y in zip(predicted, labels, strict=True))
+        report.reference_accuracy = hits / len(labels)
     return report
+
+
+def _validation_name(request: ValidationRequest) -> str:
+    """The history name of a validation's runs: the model's file name."""
+    return f"validate {request.model.name}"
 
 
 def onnx_output_names(model: Path) -> list[str]:
@@ -234,31 +283,9 @@ def onnx_output_names(model: Path) -> list[str]:
     return [o.name for o in onnx.load(str(model), load_external_data=False).graph.output]
 
 
-def match_outputs(manifest_outputs: Sequence[dict[str, Any]], sizes: Sequence[int]) -> list[int]:
-    """For each exported output, the index of the model output it is.
-
-    The export names outputs after its scheduled nodes and may order them differently
-    from the ONNX graph: they are matched by size, in order among outputs of equal size.
-    """
-    if len(manifest_outputs) != len(sizes):
-        raise ConfigError(
-            f"the export has {len(manifest_outputs)} outputs, the model {len(sizes)}",
-            hint="Validate exports of this very model.",
-        )
-    free = list(range(len(sizes)))
-    order = []
-    for spec in manifest_outputs:
-        match = next((i for i in free if sizes[i] == int(spec["size"])), None)
-        if match is None:
-            raise ConfigError(
-                f"no model output has the {spec['size']} values of exported output {spec['name']}"
-            )
-        free.remove(match)
-        order.append(match)
-    return order
-
-
 def _exported_layout(reference: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    import math
+
     from aidge_deploy.boards.baremetal.layout import to_exported_layout
 
     if reference.size != math.prod(dims):
@@ -268,67 +295,43 @@ def _exported_layout(reference: np.ndarray, dims: Sequence[int]) -> np.ndarray:
     return to_exported_layout(reference, dims).reshape(-1)
 
 
-def _accuracy(
-    report: ValidationReport,
-    model: Path,
-    targets: Sequence[str],
-    dataset: tuple[Sequence[np.ndarray], Sequence[int]],
-    dtype: str,
-    work_dir: Path,
-    run_timeout: float,
-    say: Callable[[str], None],
-) -> None:
+def _target_accuracy(
+    request: ValidationRequest, target: str, run_root: Path, say: Say
+) -> AccuracyResult:
     from aidge_deploy.api import deploy
     from aidge_deploy.config import DeployConfig, ValidationConfig
-    from aidge_deploy.errors import DeployError
-    from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest, export_model
+    from aidge_deploy.modelexport import ApplicationKind, Dtype
 
-    samples, labels = list(dataset[0]), list(dataset[1])
-    predicted = [int(np.argmax(run_reference(model, s, report.engine)[0])) for s in samples]
-    report.reference_accuracy = sum(p == y for p, y in zip(predicted, labels, strict=True)) / len(
-        labels
+    if request.dataset is None:  # pragma: no cover - checked by the caller
+        raise ConfigError("no dataset")
+    samples, labels = list(request.dataset[0]), list(request.dataset[1])
+    say(f"{target}: accuracy on {len(samples)} samples")
+    export = _export(
+        request,
+        target,
+        f"{request.dtype}-validation",
+        kind=ApplicationKind.VALIDATION,
+        nb_iterations=1,
+        nb_warmup=0,
+        profiling=False,
+        nb_validation_iterations=len(samples),
+        inputs=tuple(samples),
     )
-    for target in targets:
-        say(f"{target}: accuracy on {len(samples)} samples")
-        try:
-            artifact: Any = export_model(
-                ExportRequest(
-                    model=model,
-                    target=target,
-                    out_dir=work_dir / f"{target}-{dtype}-validation",
-                    dtype=Dtype(dtype),
-                    kind=ApplicationKind.VALIDATION,
-                    nb_iterations=1,
-                    nb_warmup=0,
-                    profiling=False,
-                    nb_validation_iterations=len(samples),
-                    inputs=tuple(samples),
-                )
-            )
-            if artifact.manifest.environment != "baremetal":
-                report.accuracy.append(
-                    AccuracyResult(
-                        target,
-                        None,
-                        len(samples),
-                        f"{target} exports have no interactive validation protocol",
-                    )
-                )
-                continue
-            sent = [np.round(s * 127) for s in samples] if dtype == Dtype.INT8 else samples
-            result = deploy(
-                artifact,
-                DeployConfig(
-                    target=target,
-                    run_timeout=run_timeout,
-                    validation=ValidationConfig(
-                        samples=sent, labels=labels, validation_on_target=True
-                    ),
-                ),
-            )
-            report.accuracy.append(AccuracyResult(target, result.accuracy, len(samples)))
-        except DeployError as exc:
-            report.errors[f"{target} (accuracy)"] = str(exc)
+    if export.artifact.manifest.environment != "baremetal":
+        return AccuracyResult(
+            target, None, len(samples), f"{target} exports have no interactive validation protocol"
+        )
+    sent = [np.round(s * 127) for s in samples] if request.dtype == Dtype.INT8 else samples
+    result = deploy(
+        export.artifact,
+        DeployConfig(
+            target=target,
+            run_timeout=request.run_timeout,
+            validation=ValidationConfig(samples=sent, labels=labels, validation_on_target=True),
+        ),
+        work_dir=run_root / f"{target}-validation",
+    )
+    return AccuracyResult(target, result.accuracy, len(samples))
 
 
 def write_validation(report: ValidationReport, out_dir: Path) -> tuple[Path, Path]:

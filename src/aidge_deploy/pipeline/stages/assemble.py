@@ -25,6 +25,7 @@ from aidge_deploy.profiling.binary import BinaryInfo
 from aidge_deploy.profiling.model_analysis import LayerAnalysis, analyze_export
 from aidge_deploy.profiling.passes import CounterProfile, fold_counter_profile
 from aidge_deploy.protocols.base import ProtocolResult
+from aidge_deploy.quantisation import OutputQuantisation, is_quantised, read_quantisation
 from aidge_deploy.registry import DeployTarget, RemoteResultTarget
 from aidge_deploy.results import (
     BuildResult,
@@ -281,10 +282,22 @@ def assemble_result(
     # MLPerf Tiny prints one mean over N inferences: not a series (``mlperf_latency``)
     timings = TimingSeries(times.timings_ms) if times.timings_ms is not None else None
     output: dict[str, Any] | list[np.ndarray] | None
+    output_raw: list[np.ndarray] | None = None
+    quantisation: tuple[OutputQuantisation, ...] = ()
     if manifest.application in ("output", "standalone") and not runtime.tinyml:
         output = (
             [np.asarray(o).reshape(-1).copy() for o in parsed.outputs] if parsed.outputs else None
         )
+        if output is not None and any(is_quantised(str(o.get("dtype"))) for o in manifest.outputs):
+            quantisation = read_quantisation(artifact.path) or ()
+            if len(quantisation) == len(output):
+                output_raw = output
+                output = [q.dequantise(o) for q, o in zip(quantisation, output, strict=True)]
+            else:
+                metrics["notices"].append(
+                    "the outputs are the export's integer codes: it records no quantisation "
+                    "scale (export it with aidge-deploy to get float outputs)"
+                )
     else:
         output = legacy_results(
             timings_ms=times.timings_ms,
@@ -334,6 +347,8 @@ def assemble_result(
             )
     return DeployResult(
         output=output,
+        output_raw=output_raw,
+        output_quantisation=quantisation,
         metrics=metrics,
         memory_peak_bytes=MemoryPeaks(peaks) if peaks else None,
         timings=timings,
