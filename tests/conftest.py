@@ -31,6 +31,25 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["AIDGE_DEPLOY_CACHE_DIR"] = old
 
 
+@pytest.fixture(autouse=True)
+def _user_errors_are_not_bugs(
+    request: pytest.FixtureRequest, _isolated_cache: Path
+) -> Iterator[None]:
+    """No test ends in an internal error (exit 3, a traceback kept to report) unless it is
+    marked ``internal_error``: every user error a test provokes, in this process or in a
+    command it starts, must be a user error (exit 2 or the command's own code)."""
+    from aidge_deploy import bugreport
+
+    kept_here = len(bugreport.KEPT)
+    folder = _isolated_cache / bugreport.FOLDER
+    kept_before = set(folder.glob("*.log"))
+    yield
+    kept = [*bugreport.KEPT[kept_here:], *sorted(set(folder.glob("*.log")) - kept_before)]
+    if kept and request.node.get_closest_marker("internal_error") is None:
+        texts = "\n\n".join(path.read_text(errors="replace")[-3000:] for path in kept[:3])
+        pytest.fail(f"the test ended in an internal error (exit 3), kept in {kept}:\n{texts}")
+
+
 @pytest.fixture(scope="session")
 def tiny_cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return modelzoo.tiny_cnn(tmp_path_factory.mktemp("models") / "tiny_cnn.onnx")

@@ -153,6 +153,14 @@ def test_folder_and_file_mixups_say_which(tmp_path: Path, tiny_cnn: Path, cache:
     rejected(["profile", str(tiny_cnn), "--work-dir", str(tiny_cnn)], cache,
              "--work-dir", "is a file, not a folder")  # fmt: skip
     rejected(["run", str(tmp_path / "missing")], cache, "does not exist")
+    # a build folder that is a file: refused up front, not found out by the build after
+    # exporting ("Unexpected error in stage Build ... likely a bug")
+    rejected(["profile", str(tiny_cnn), "--build-dir", str(tiny_cnn)], cache,
+             "--build-dir", "is a file, not a folder")  # fmt: skip
+    export = tmp_path / "export"
+    export.mkdir()
+    rejected(["run", str(export), "--build-dir", str(tiny_cnn)], cache,
+             "--build-dir", "is a file, not a folder")  # fmt: skip
 
 
 def test_target_typo_suggests_the_target(tiny_cnn: Path, cache: Path) -> None:

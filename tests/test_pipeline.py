@@ -9,7 +9,7 @@ import pytest
 from aidge_core.export_utils import ExportArtifact, ExportManifest
 
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.errors import BuildError, DeployError, PipelineError
+from aidge_deploy.errors import BuildError, InternalError, PipelineError
 from aidge_deploy.pipeline.context import PRODUCERS, PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
 from aidge_deploy.pipeline.runner import PipelineRunner
@@ -106,11 +106,16 @@ class _Skipped:
         raise AssertionError("ran a skipped stage")
 
 
-def test_unexpected_exception_is_wrapped_with_stage_name(tmp_path: Path) -> None:
-    with pytest.raises(DeployError) as info:
+@pytest.mark.internal_error
+def test_unexpected_exception_is_an_internal_error_with_its_traceback_kept(tmp_path: Path) -> None:
+    with pytest.raises(InternalError) as info:
         PipelineRunner([_Skipped(), _Boom(ZeroDivisionError("x"))]).run(_ctx(tmp_path))
     assert info.value.stage == "Boom" and "Boom" in info.value.message
     assert isinstance(info.value.__cause__, ZeroDivisionError)
+    assert "report it" in (info.value.hint or "")
+    assert info.value.log_path is not None
+    kept = info.value.log_path.read_text()
+    assert "Traceback" in kept and "ZeroDivisionError: x" in kept and "stage Boom" in kept
 
 
 def test_typed_error_passes_through_with_stage(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from typing import Any
 from aidge_deploy.artifact import export_hash, memory_peaks
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_to_streams
-from aidge_deploy.errors import BuildError, MemoryFitError, PreflightError
+from aidge_deploy.errors import BuildError, InternalError, MemoryFitError, PreflightError
 from aidge_deploy.exportspec import Export
 from aidge_deploy.results import BuildResult, BuildStatus, Toolchain
 
@@ -289,7 +289,7 @@ def build_variant(
     """
     root = base.build_dir
     if root is None:
-        raise BuildError("The base build has no build folder", hint="This is a bug.")
+        raise InternalError("The base build has no build folder")
     final = root.parent / f"{root.name}-{name}" if shared else root
     stamp = _read_stamp(final / STAMP_NAME)
     if shared and stamp and stamp.get("export_hash") == digest and (final / artifact).is_file():

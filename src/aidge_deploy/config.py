@@ -253,6 +253,12 @@ class DeployConfig:
                     f"{option or name} must be an integer of at least {low}, got {value!r}",
                     hint=f"e.g. {option or name}{' ' if option else '='}{max(low, 4)}",
                 )
+        if self.build_dir is not None and self.build_dir.exists() and not self.build_dir.is_dir():
+            raise ConfigError(
+                f"--build-dir {self.build_dir} is a file, not a folder",
+                hint="Pass a folder to build in (it is created if missing), or leave --build-dir "
+                "out to build in the cache.",
+            )
         if self.ssh_port is not None and (
             isinstance(self.ssh_port, bool)
             or not isinstance(self.ssh_port, int)

@@ -143,7 +143,29 @@ class UnknownBoardError(ConfigError):
     """The farm has no board of that name (or none of that target)."""
 
 
-class PipelineError(DeployError):
+#: what an internal error tells the user to do
+REPORT_HINT = "This is a bug in aidge-deploy, not in your input: please report it with the log."
+
+
+class InternalError(DeployError):
+    """A bug in aidge-deploy (or in a plug-in), never the user's doing.
+
+    The command line exits with status 3 (a user error exits 2), says to report it, and keeps
+    the traceback in a log file (``bugreport.keep_traceback``) whose path it prints.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        log_path: Path | None = None,
+        stage: str | None = None,
+    ) -> None:
+        super().__init__(message, hint or REPORT_HINT, log_path=log_path, stage=stage)
+
+
+class PipelineError(InternalError):
     """A stage read a context field that its producing stage has not set (a bug)."""
 
 
@@ -172,6 +194,7 @@ __all__ = [
     "FarmTimeout",
     "FlashError",
     "HostKeyError",
+    "InternalError",
     "ManifestError",
     "MemoryFitError",
     "PipelineError",

@@ -5,7 +5,8 @@ Exit codes (also in ``report.compare``):
 * 0 — comparable, and no threshold failed (or no thresholds given)
 * 1 — thresholds gave a warning (a metric missing with ``missing: warn``, an invalid bundle)
 * 2 — a bundle failed verification (missing/modified files) or the thresholds file is invalid
-* 3 — not comparable: the model, its inputs/outputs or the target differ
+* 3 — not comparable: the model, its inputs/outputs or the target differ (3 is also the
+  status of a bug in aidge-deploy, which then says so and names the log of its traceback)
 * 4 — thresholds failed: at least one metric regressed beyond its allowance
 """
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from aidge_deploy.cli.render import console, print_error
+from aidge_deploy.cli.render import console, error_exit
 from aidge_deploy.errors import DeployError
 
 if TYPE_CHECKING:
@@ -192,8 +193,7 @@ def compare(
         comparison = compare_bundles(base, cand)
         rules = load_thresholds(thresholds) if thresholds is not None else None
     except DeployError as exc:
-        print_error(exc)
-        raise typer.Exit(code=EXIT_ERROR) from None
+        raise error_exit(exc, user_code=EXIT_ERROR) from None
     payload: dict[str, Any] = comparison.as_dict(top)
     if not comparison.comparable:
         message = not_comparable_message(comparison.blocking)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from aidge_deploy.cli.render import console, print_error
+from aidge_deploy.cli.render import console, error_exit
 from aidge_deploy.defaults import DEFAULT_JOB_NICE
 from aidge_deploy.errors import DeployError
 
@@ -51,8 +51,7 @@ def _data(path: Path) -> Path:
 
 
 def _fail(exc: DeployError) -> None:
-    print_error(exc)
-    raise typer.Exit(code=2)
+    raise error_exit(exc)
 
 
 def read_password(confirm: bool) -> str:

@@ -14,9 +14,9 @@ import typer
 
 from aidge_deploy.cli import doctor as doctor_cmd
 from aidge_deploy.cli.options import config_values, with_connection_options
-from aidge_deploy.cli.render import console, print_error
+from aidge_deploy.cli.render import EXIT_INTERNAL, console, print_error
 from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
-from aidge_deploy.errors import DeployError
+from aidge_deploy.errors import InternalError
 
 app = typer.Typer(
     name="aidge-deploy",
@@ -158,19 +158,20 @@ app.add_typer(farm_app, name="farm")
 
 
 def run_cli() -> None:
-    """Console entry point: an unexpected failure is one line and a hint, not a traceback."""
+    """Console entry point: an unexpected failure is a bug: one line, the file its traceback
+    is kept in and "report it", exit 3 (a user error exits 2)."""
     try:
         app()
     except Exception as exc:
         if "-v" in sys.argv or "--verbose" in sys.argv:
             raise
-        print_error(
-            DeployError(
-                f"Internal error: {type(exc).__name__}: {exc}",
-                hint="Rerun with -v for the traceback and report it.",
-            )
-        )
-        sys.exit(3)
+        from aidge_deploy.bugreport import keep_traceback
+
+        bug = InternalError(f"Internal error: {type(exc).__name__}: {exc}")
+        bug.__cause__ = exc
+        bug.log_path = keep_traceback(bug, f"aidge-deploy {' '.join(sys.argv[1:])}")
+        print_error(bug)
+        sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":  # pragma: no cover

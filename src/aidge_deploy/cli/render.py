@@ -6,10 +6,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
-from aidge_deploy.errors import DeployError
+from aidge_deploy.errors import DeployError, InternalError
 from aidge_deploy.metrics import COARSE_STEPS, Metric, Provenance, format_figure
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.report.format import column_time_unit, figure_text, time_text
@@ -28,6 +29,26 @@ _PROVENANCE_LABEL = {
     Provenance.ESTIMATED.value: "estimated by a model",
     Provenance.STATIC.value: "static facts of the build",
 }
+
+
+#: exit status of a bug (a user error exits 2, or a command's own codes)
+EXIT_INTERNAL = 3
+
+
+def error_exit(exc: DeployError, *, user_code: int = 2, verbose: bool = False) -> typer.Exit:
+    """Print ``exc`` (a traceback with ``verbose``) and return the exit to raise: 3 for an
+    ``InternalError`` (its traceback kept in a log file first), ``user_code`` otherwise."""
+    if verbose:
+        err_console.print_exception()
+    if isinstance(exc, InternalError):
+        if exc.log_path is None:
+            from aidge_deploy.bugreport import keep_traceback
+
+            exc.log_path = keep_traceback(exc)
+        print_error(exc)
+        return typer.Exit(code=EXIT_INTERNAL)
+    print_error(exc)
+    return typer.Exit(code=user_code)
 
 
 def print_error(exc: DeployError) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from aidge_deploy.cli.render import console, err_console, print_error, progress_display
+from aidge_deploy.cli.render import console, err_console, error_exit, progress_display
 from aidge_deploy.errors import ConfigError, DeployError, ReportError
 from aidge_deploy.runcontrol import RunControl, RunInterrupted, interruptible, signal_name
 
@@ -31,11 +31,9 @@ if TYPE_CHECKING:
 
 
 def fail(exc: DeployError, verbose: bool) -> typer.Exit:
-    """Print ``exc`` (message, log, hint; traceback with -v): the exit to raise (status 2)."""
-    if verbose:
-        err_console.print_exception()
-    print_error(exc)
-    return typer.Exit(code=2)
+    """Print ``exc`` (message, log, hint; traceback with -v): the exit to raise (status 2, or
+    3 for a bug)."""
+    return error_exit(exc, verbose=verbose)
 
 
 def emit(result: DeployResult, as_json: bool) -> None:

@@ -91,7 +91,6 @@ class PipelineContext:
             producer = PRODUCERS[name]
             raise PipelineError(
                 f"ctx.{name} is not available — {producer}Stage has not run",
-                hint="This is a bug in the stage order; please report it with the log.",
             )
         return value
 

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from aidge_deploy import runcontrol
-from aidge_deploy.errors import DeployError
+from aidge_deploy.bugreport import keep_traceback
+from aidge_deploy.errors import DeployError, InternalError
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.progress import ProgressKind
 
@@ -51,17 +52,32 @@ class PipelineRunner:
                 if control is not None and control.cancelled:
                     # the failure is the cancellation's doing (its processes were killed)
                     raise control.interruption() from exc
+                if isinstance(exc, InternalError):
+                    exc.stage = exc.stage or stage.name
+                    exc.log_path = exc.log_path or keep_traceback(exc, _context(ctx, stage))
+                    raise
                 if isinstance(exc, DeployError):
                     if exc.stage is None:
                         exc.stage = stage.name
                     raise
-                raise DeployError(
+                bug = InternalError(
                     f"Unexpected error in stage {stage.name}: {type(exc).__name__}: {exc}",
-                    hint="This is likely a bug in aidge-deploy; rerun with -v and report the traceback.",
                     stage=stage.name,
-                ) from exc
+                )
+                bug.__cause__ = exc
+                bug.log_path = keep_traceback(bug, _context(ctx, stage))
+                raise bug from exc
             finally:
                 ctx.stage_durations_ms[stage.name] = (time.perf_counter() - started) * 1000.0
             ctx.report(stage.name, ProgressKind.DONE)
             log.debug("[done] %s", stage.name)
         return ctx
+
+
+def _context(ctx: PipelineContext, stage: Stage) -> str:
+    """The header of a kept traceback: where it happened and where the run's logs are."""
+    return (
+        f"aidge-deploy internal error in stage {stage.name}\n"
+        f"target: {ctx.config.target} / {ctx.config.backend_kind}\n"
+        f"run logs: {ctx.work_dir}"
+    )

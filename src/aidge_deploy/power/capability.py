@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from aidge_deploy.errors import ConfigError
+from aidge_deploy.errors import ConfigError, InternalError
 from aidge_deploy.power.result import PowerPlan, TerminalRecord
 from aidge_deploy.results import Provenance
 
@@ -78,12 +78,12 @@ class PowerCapableTarget(ABC):
     def build_power_firmware(
         self, ctx: DeployContext, build: BuildResult, plan: PowerPlan
     ) -> BuildResult:
-        raise ConfigError("this target has no power firmware variant", hint="This is a bug.")
+        raise InternalError("this target has no power firmware variant")
 
     def flash_power_firmware(
         self, ctx: DeployContext, firmware: BuildResult, monitor: PowerMonitor
     ) -> None:
-        raise ConfigError("this target has no power firmware variant", hint="This is a bug.")
+        raise InternalError("this target has no power firmware variant")
 
     @abstractmethod
     def run_power_window(

@@ -19,7 +19,7 @@ from aidge_deploy import stats
 from aidge_deploy.boards.baremetal.qemu.pmu import CYCLES_SYMBOL as CYCLES
 from aidge_deploy.boards.baremetal.qemu.pmu import FORWARD_SYMBOL, per_forward_layer_rows
 from aidge_deploy.elf import ElfReadError, read_elf
-from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.errors import CaptureError, InternalError
 from aidge_deploy.power.analysis import TRACE_POINTS
 from aidge_deploy.power.energy_model import EnergyModel, energy_model_for
 from aidge_deploy.power.protocol import (
@@ -99,9 +99,7 @@ class EmulatedEnergyMonitor(PowerMonitor):
 
     def arm(self, request: WindowRequest) -> None:
         if request.firmware is None:
-            raise ConfigError(
-                "The emulated monitor needs the power firmware", hint="This is a bug."
-            )
+            raise InternalError("The emulated monitor needs the power firmware")
         syms = gate_symbols(request.firmware)
         missing = [s for s in (GATE_OPEN, GATE_CLOSE, "model_forward") if s not in syms]
         if missing:
@@ -123,7 +121,7 @@ class EmulatedEnergyMonitor(PowerMonitor):
 
     def capture(self) -> PowerCapture:
         if self._trace_path is None:
-            raise CaptureError("The emulated monitor was not armed", hint="This is a bug.")
+            raise InternalError("The emulated monitor was not armed")
         return self.analyze(read_trace(self._trace_path))
 
     def analyze(self, trace: PluginTrace) -> PowerCapture:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aidge_deploy.errors import CaptureError, PreflightError
+from aidge_deploy.errors import CaptureError, InternalError, PreflightError
 from aidge_deploy.power.jls import INSTALL_HINT
 from aidge_deploy.power.jls_monitor import capture_from_jls
 from aidge_deploy.power.protocol import (
@@ -173,7 +173,7 @@ class JoulescopeMonitor(PowerMonitor):
 
     def arm(self, request: WindowRequest) -> None:
         if self._driver is None or self._path is None:
-            raise CaptureError("the Joulescope is not open", hint="This is a bug.")
+            raise InternalError("the Joulescope is not open")
         from pyjoulescope_driver import Record
 
         request.work_dir.mkdir(parents=True, exist_ok=True)
@@ -196,7 +196,7 @@ class JoulescopeMonitor(PowerMonitor):
 
     def capture(self) -> PowerCapture:
         if self._record is None or self._file is None:
-            raise CaptureError("the Joulescope was not armed", hint="This is a bug.")
+            raise InternalError("the Joulescope was not armed")
         record, self._record = self._record, None
         try:
             record.close()

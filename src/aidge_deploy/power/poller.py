@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aidge_deploy.errors import CaptureError
+from aidge_deploy.errors import CaptureError, InternalError
 from aidge_deploy.power.analysis import decimated_trace, integrate_timed
 from aidge_deploy.power.protocol import (
     GateKind,
@@ -137,7 +137,7 @@ class PolledMonitor(PowerMonitor):
 
     def arm(self, request: WindowRequest) -> None:
         if self.reader is None:
-            raise CaptureError(f"{self.source} is not open", hint="This is a bug.")
+            raise InternalError(f"{self.source} is not open")
         self._times, self._values, self._error = [], [], None
         self.slowest_read_s = 0.0
         self._stop.clear()
@@ -161,7 +161,7 @@ class PolledMonitor(PowerMonitor):
     def capture(self) -> PowerCapture:
         if self._window is None:
             self._stop_thread()
-            raise CaptureError(f"{self.source}: no host window was set", hint="This is a bug.")
+            raise InternalError(f"{self.source}: no host window was set")
         start, end = self._window
         remaining = end + IDLE_S - time.monotonic()
         if remaining > 0:

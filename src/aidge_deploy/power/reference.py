@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aidge_deploy.errors import CaptureError
+from aidge_deploy.errors import CaptureError, InternalError
 from aidge_deploy.power.protocol import (
     GateKind,
     MonitorCapabilities,
@@ -62,7 +62,7 @@ class ReferenceMonitor(PowerMonitor):
         if self.values is None:
             raise CaptureError(NO_REFERENCE, hint="Use a measuring monitor (--power joulescope).")
         if self._request is None or self._request.expected_duration_s is None:
-            raise CaptureError("the reference monitor was not armed", hint="This is a bug.")
+            raise InternalError("the reference monitor was not armed")
         power, current, voltage = self.values
         duration = self._request.expected_duration_s
         return PowerCapture(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.errors import CaptureError, InternalError
 from aidge_deploy.power.source import PowerSource, PowerSourceKind
 from aidge_deploy.registry import ToolCheck
 from aidge_deploy.results import Provenance
@@ -148,7 +148,7 @@ def sysfs_monitor(source: PowerSource, config: DeployConfig, target: Any) -> Pow
         return HwmonMonitor(source, lambda: make_reader(config))
     if source.kind is PowerSourceKind.RAPL:
         return RaplMonitor(source, lambda: make_reader(config))
-    raise ConfigError(f"{source} is not a sysfs monitor", hint="This is a bug.")
+    raise InternalError(f"{source} is not a sysfs monitor")
 
 
 def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[ToolCheck]:

@@ -113,7 +113,6 @@ class BareMetalTarget(DeployTarget):
         if self._channel is None:
             raise PipelineError(
                 "The UART channel is not open — FlashStage has not run",
-                hint="This is a bug in the stage order; please report it with the log.",
             )
         return self._channel
 

@@ -16,7 +16,7 @@ import logging
 import math
 from dataclasses import replace
 
-from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.errors import CaptureError, ConfigError, InternalError
 from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
 from aidge_deploy.power.capability import PowerCapableTarget, PowerRun
 from aidge_deploy.power.checks import window_issues
@@ -43,8 +43,8 @@ MAX_REPEATS = 100_000
 def _power_target(ctx: PipelineContext) -> PowerCapableTarget:
     target = ctx.resolved_target
     if not isinstance(target, PowerCapableTarget):
-        raise ConfigError(
-            f"Target {ctx.resolved_target_name} cannot run a power window", hint="This is a bug."
+        raise InternalError(
+            f"Target {ctx.resolved_target_name} cannot run a power window (Preflight let it pass)"
         )
     return target
 

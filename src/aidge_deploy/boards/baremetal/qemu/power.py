@@ -98,7 +98,6 @@ class QemuPowerVariant(PowerCapableTarget):
         if power_ctx is None:
             raise PipelineError(
                 "The power firmware is not flashed — FlashPowerFirmwareStage has not run",
-                hint="This is a bug in the stage order; please report it with the log.",
             )
         started = time.monotonic()
         try:
