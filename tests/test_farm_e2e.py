@@ -76,19 +76,33 @@ def _same_result(remote: Any, local: Any) -> None:
     assert remote.protocol == local.protocol
 
 
-def test_guide_example_3_equals_local(farm: Farm, export_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_guide_example_3_equals_local(  # type: ignore[no-untyped-def]
+    farm: Farm, export_factory, tmp_path: Path, monkeypatch
+) -> None:
+    from aidge_deploy.pipeline.runner import PipelineRunner
+    from aidge_deploy.progress import ProgressUpdate
+
     export = export_factory("output", target="mps2-an386")
     local = aidge_deploy.deploy(export, DeployConfig(target="mps2-an386"))
-    seen: list[str] = []
-    remote = aidge_deploy.deploy(
-        export,
-        api_config(farm, "an386-b", target="mps2-an386", report_dir=tmp_path / "bundle"),
-        progress=lambda u: seen.append(u.message),
-    )
+    seen: list[ProgressUpdate] = []
+
+    def no_local_stage(self: Any, ctx: Any) -> Any:
+        raise AssertionError("an api deploy ran the local pipeline")
+
+    with monkeypatch.context() as patched:  # the whole deploy is the farm's: no local stage
+        patched.setattr(PipelineRunner, "run", no_local_stage)
+        remote = aidge_deploy.deploy(
+            export,
+            api_config(farm, "an386-b", target="mps2-an386", report_dir=tmp_path / "bundle"),
+            progress=seen.append,
+        )
+    # the board host's stages are reported under their own names, after the farm's steps
+    stages = [u.stage for u in seen if u.kind == "start"]
+    assert stages[0] == "Farm" and {"Build", "Execute", "ParseOutput"} <= set(stages), stages
+    assert any("running" in u.message for u in seen if u.stage == "Farm"), seen
     _same_result(remote, local)
     assert remote.backend == "api" and remote.farm_board == "an386-b"
     assert remote.farm_job_id is not None
-    assert any("running" in m or "Execute" in m for m in seen), seen
     assert remote.log_path is not None and remote.log_path.is_file()
     assert (tmp_path / "bundle" / "summary.json").is_file()
     # the agent reported where the job's time went on its host

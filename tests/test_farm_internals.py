@@ -404,3 +404,40 @@ def test_a_freed_board_goes_to_the_next_job_at_once_and_a_late_unlock_spares_it(
         asyncio.run(scenario())
     finally:
         farm.stop_all()
+
+
+def test_the_api_backend_is_one_registered_class_for_every_target() -> None:
+    """``(target, "api")`` is listed for every target and is the one remote backend the
+    ``aidge_deploy.remote_backends`` entry point registers (no class made per target);
+    ``deploy()`` hands it the whole deploy, so no pipeline stage names the farm."""
+    import ast
+
+    from aidge_deploy.farm.remote import FarmBackend
+    from aidge_deploy.registry import (
+        RemoteBackend,
+        get_deploy_target,
+        local_target_class,
+        registered_targets,
+    )
+
+    pairs = registered_targets()
+    targets = {t for t, b in pairs if b != "api"}
+    assert ("stm32h7a3", "api") in pairs
+    assert {t for t, b in pairs if b == "api"} == targets
+    assert {cls for (_, b), cls in pairs.items() if b == "api"} == {FarmBackend}
+    farm = get_deploy_target("stm32h7a3", "api")
+    assert isinstance(farm, RemoteBackend) and farm.target_name == "stm32h7a3"
+    assert farm.memory_capacities() == local_target_class("stm32h7a3")(None).memory_capacities()
+    src = Path(__file__).resolve().parents[1] / "src" / "aidge_deploy"
+    for path in (src / "pipeline").rglob("*.py"):
+        text = path.read_text(encoding="utf-8").lower()
+        assert "farm" not in text and "remote_result" not in text, path
+    for path in [*(src / "farm").rglob("*.py"), src / "registry.py", src / "api.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            made = (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "type"
+                and len(node.args) == 3
+            )
+            assert not made, f"{path}:{getattr(node, 'lineno', '?')} makes a class with type()"

@@ -417,7 +417,7 @@ def test_descriptors_import_nothing_heavy_and_the_plugin_still_registers() -> No
     """The descriptors (and an emulated board's deploy target) import no Aidge; the
     plug-in's public names are the descriptors' own; its hardware model, asked for, is
     registered on demand, also when ``aidge_core`` was imported before it (then every
-    target registers, the farm's ``api`` one of the board included)."""
+    target registers; the farm's ``api`` pair of the board shares its facts)."""
     import aidge_qemu_boards.boards
     import aidge_qemu_descriptors
 
@@ -433,11 +433,11 @@ def test_descriptors_import_nothing_heavy_and_the_plugin_still_registers() -> No
             "target.memory_capacities(), target.core_clock_hz\n"
             f"heavy = [m for m in {heavy!r} if m in sys.modules]\n"
             "assert not heavy, heavy\n"
-            "from aidge_deploy.registry import get_deploy_target_class, registered_targets\n"
+            "from aidge_deploy.registry import local_target_class, registered_targets\n"
             "assert ('mps3-an547', 'api') in registered_targets()\n"
             "assert target.hardware_target.main_pe.frequency_hz == 32_000_000\n"
             "assert 'aidge_qemu_boards' in sys.modules\n"
-            "farm = get_deploy_target_class('mps3-an547', 'api')\n"
+            "farm = local_target_class('mps3-an547')\n"
             "assert farm.hardware_target_class is type(target.hardware_target)\n"
         )
         subprocess.run([sys.executable, "-c", code], check=True, timeout=300)

@@ -10,20 +10,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aidge_deploy import runcontrol
-from aidge_deploy.artifact import load_export_artifact
+from aidge_deploy.artifact import check_target, load_export_artifact
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import ConfigError
+from aidge_deploy.exportspec import Export
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
 from aidge_deploy.progress import ProgressCallback
+from aidge_deploy.registry import RemoteBackend, remote_backend
 from aidge_deploy.results import DeployResult
 from aidge_deploy.runcontrol import RunControl, RunInterrupted
 
 if TYPE_CHECKING:  # accepted, never needed: a folder is read without importing aidge_core
     from aidge_core.export_utils import ExportArtifact
-
-    from aidge_deploy.exportspec import Export
 
 
 def new_run_dir(target: str) -> Path:
@@ -69,17 +69,20 @@ def deploy(
         run_dir = Path(work_dir) if work_dir is not None else new_run_dir(artifact.manifest.target)
         run_dir.mkdir(parents=True, exist_ok=True)
         control.log_path = run_dir
+        remote = remote_backend(run_config.backend_kind)
+        if remote is not None:  # the whole deploy runs elsewhere: no local stage
+            try:
+                return _deploy_remote(artifact, run_config, run_dir, progress)
+            except BaseException as exc:
+                _forget_empty(exc, control, run_dir, created)
+                raise
         ctx = PipelineContext(
             config=run_config, artifact=artifact, work_dir=run_dir, progress=progress
         )
         try:
             build_default_pipeline().run(ctx)
         except BaseException as exc:
-            removed = created and _remove_if_empty(run_dir)
-            if removed:
-                control.log_path = None
-            if isinstance(exc, RunInterrupted):
-                exc.log_path = None if removed else run_dir
+            _forget_empty(exc, control, run_dir, created)
             raise
         finally:
             with runcontrol.shielded():  # runs after a cancellation too
@@ -88,6 +91,29 @@ def deploy(
                 if ctx.target is not None and ctx.deploy_context is not None:
                     ctx.target.cleanup(ctx.deploy_context)
         return ctx.deploy_result
+
+
+def _deploy_remote(
+    artifact: Export, config: DeployConfig, run_dir: Path, progress: ProgressCallback | None
+) -> DeployResult:
+    """Hand the deploy to the remote backend of ``config`` (checked first, as Preflight
+    checks a local one)."""
+    from aidge_deploy.pipeline.stages.preflight import check_deploy_config
+
+    target = check_target(config, artifact.manifest, artifact.manifest_path)
+    backend = check_deploy_config(config, target)
+    if not isinstance(backend, RemoteBackend):  # remote_backend() said it was one
+        raise ConfigError(f"backend {config.backend_kind!r} is not a remote backend")
+    return backend.deploy(artifact, work_dir=run_dir, progress=progress)
+
+
+def _forget_empty(exc: BaseException, control: RunControl, run_dir: Path, created: bool) -> None:
+    """After a failed run: drop its folder if nothing was written there."""
+    removed = created and _remove_if_empty(run_dir)
+    if removed:
+        control.log_path = None
+    if isinstance(exc, RunInterrupted):
+        exc.log_path = None if removed else run_dir
 
 
 def _remove_if_empty(path: Path) -> bool:

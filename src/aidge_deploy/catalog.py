@@ -13,7 +13,13 @@ from typing import Any
 
 from aidge_deploy.hwfacts import HW_MODEL, THIS_MACHINE, clock_fact, memory_facts
 from aidge_deploy.modelexport import load_plugins
-from aidge_deploy.registry import ToolCheck, registered_targets
+from aidge_deploy.registry import (
+    RemoteBackend,
+    ToolCheck,
+    get_deploy_target,
+    local_target_class,
+    registered_targets,
+)
 
 
 @dataclass(frozen=True)
@@ -63,15 +69,17 @@ def target_rows(*, this_machine: bool = True) -> list[TargetRow]:
     rows = []
     for (target, backend), cls in registered_targets().items():
         local_host = target == "host" and backend == "local"
+        # a remote backend reaches the same hardware: its facts are the target's own
+        facts_of = local_target_class(target) if issubclass(cls, RemoteBackend) else cls
         try:
-            hw = cls.hardware_target_class()
+            hw = facts_of.hardware_target_class()
             kind, cpu, clock, memories, build, sources = _hardware_facts(
                 hw, this_machine if local_host else None
             )
         except Exception as exc:  # a hardware class that needs arguments
             kind, cpu, clock, memories, build = "?", f"({type(exc).__name__})", "-", "-", "-"
             sources = HW_MODEL
-        if getattr(cls, "emulated", False):
+        if getattr(facts_of, "emulated", False):
             kind = "emulated mcu"
         rows.append(
             TargetRow(target, backend, kind, cpu, clock, memories, build, cls.description, sources)
@@ -116,7 +124,7 @@ def doctor_report() -> list[DoctorSection]:
     checks_by_key: dict[str, tuple[ToolCheck, ...]] = {}
     for (target, backend), cls in registered_targets().items():
         try:
-            checks = tuple(cls(None).preflight())
+            checks = tuple(get_deploy_target(target, backend).preflight())
         except Exception as exc:
             checks = (ToolCheck(f"{target}/{backend}", False, f"preflight failed: {exc}"),)
         key = "|".join(f"{c.name}:{c.ok}" for c in checks) + cls.__qualname__

@@ -22,8 +22,12 @@ from aidge_deploy.errors import ConfigError
 from aidge_deploy.metrics import Provenance
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from aidge_deploy.config import DeployConfig
+    from aidge_deploy.exportspec import Export
     from aidge_deploy.profiling.binary import MemoryCapacity
+    from aidge_deploy.progress import ProgressCallback
     from aidge_deploy.protocols.base import ProtocolResult
     from aidge_deploy.results import BuildResult, DeployContext, DeployResult, ExecutionResult
     from aidge_deploy.timing import RunTimes
@@ -195,12 +199,49 @@ class RemoteBuildTarget(ABC):
         return True
 
 
-class RemoteResultTarget(ABC):
-    """Mixin: the whole deploy runs elsewhere (a board farm), which parses the output and
-    hands back the finished ``DeployResult``; the local stages after Build read it."""
+class RemoteBackend(ABC):
+    """A backend that runs the whole deploy elsewhere and hands back its ``DeployResult``
+    (the board farm's ``api``): ``deploy()`` gives it the export and the config, and no
+    local stage runs. One class serves every target; an instance is bound to one target.
+
+    Registered once per backend name (``register_remote_backend``); the registry lists
+    ``(target, backend)`` for every target that has a local implementation, whose hardware
+    facts it shares.
+    """
+
+    backend_name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def __init__(self, target: str, config: DeployConfig | None = None) -> None:
+        from aidge_deploy.config import DeployConfig
+
+        self.target_name = target
+        self.config = config if config is not None else DeployConfig(target=target)
+
+    @property
+    def local_target_class(self) -> type[DeployTarget]:
+        """The target's own implementation (its hardware model and memories)."""
+        return local_target_class(self.target_name)
+
+    def memory_capacities(self) -> tuple[MemoryCapacity, ...]:
+        return self.local_target_class(self.config).memory_capacities()
+
+    def check_config(self) -> None:  # noqa: B027 - optional hook
+        """Raise ``ConfigError`` when the session config lacks what this backend needs."""
+
+    def preflight(self) -> list[ToolCheck]:
+        """What this machine needs to use the backend (``doctor`` lists it)."""
+        return []
 
     @abstractmethod
-    def remote_result(self, ctx: DeployContext) -> DeployResult: ...
+    def deploy(
+        self,
+        artifact: Export,
+        *,
+        work_dir: Path,
+        progress: ProgressCallback | None = None,
+    ) -> DeployResult:
+        """Run the deploy of ``artifact`` elsewhere; the result, as a local deploy's."""
 
 
 _REGISTRY: dict[tuple[str, str], type[DeployTarget]] = {}
@@ -214,8 +255,50 @@ _BUILTIN_MODULES = (
     "aidge_deploy.boards.sbc.targets",
     "aidge_deploy.boards.baremetal.stm32.targets",
     "aidge_deploy.boards.baremetal.alif.targets",
-    "aidge_deploy.farm.api_target",  # last: (target, "api") for every target above
 )
+#: entry-point group of the modules that register backends running the whole deploy
+#: elsewhere (``RemoteBackend``), by backend name: ``api = "aidge_deploy.farm.remote"``
+REMOTE_BACKENDS_GROUP = "aidge_deploy.remote_backends"
+_REMOTE: dict[str, type[RemoteBackend]] = {}
+R = TypeVar("R", bound=type[RemoteBackend])
+
+
+def register_remote_backend(backend: str) -> Callable[[R], R]:
+    """Class decorator registering a ``RemoteBackend`` under ``backend`` (for every target)."""
+
+    def decorator(cls: R) -> R:
+        name = backend.lower()
+        existing = _REMOTE.get(name)
+        if existing is not None and existing.__qualname__ != cls.__qualname__:
+            raise ConfigError(
+                f"Remote backend {name!r} is already registered by "
+                f"{existing.__module__}.{existing.__qualname__}",
+                hint="Use another backend name.",
+            )
+        cls.backend_name = name
+        _REMOTE[name] = cls
+        return cls
+
+    return decorator
+
+
+def remote_backend(backend: str) -> type[RemoteBackend] | None:
+    """The ``RemoteBackend`` registered under ``backend``, or None (a local-pipeline backend).
+
+    Only the entry point of that name is loaded: an ``api`` deploy imports no board module.
+    """
+    name = backend.lower()
+    if name not in _REMOTE:
+        _load_remote_backends(name)
+    return _REMOTE.get(name)
+
+
+def _load_remote_backends(name: str | None = None) -> None:
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=REMOTE_BACKENDS_GROUP):
+        if (name is None or entry.name == name) and entry.name not in _REMOTE:
+            entry.load()
 
 
 def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
@@ -274,16 +357,53 @@ def _load_builtin(until: Callable[[], bool] = lambda: False) -> None:
                 raise
 
 
-def registered_targets(load: bool = True) -> dict[tuple[str, str], type[DeployTarget]]:
-    """All registered ``(target, backend)`` pairs, sorted."""
+#: what a ``(target, backend)`` pair of the registry maps to
+TargetImplementation = type[DeployTarget] | type[RemoteBackend]
+
+
+def registered_targets(load: bool = True) -> dict[tuple[str, str], TargetImplementation]:
+    """All registered ``(target, backend)`` pairs, sorted: the local implementations, and
+    each remote backend for every target that has one."""
     if load:
         _load_builtin()
-    return dict(sorted(_REGISTRY.items()))
+        _load_remote_backends()
+    pairs: dict[tuple[str, str], TargetImplementation] = dict(_REGISTRY)
+    for target in {t for t, _ in _REGISTRY}:
+        for name, remote in _REMOTE.items():
+            pairs.setdefault((target, name), remote)
+    return dict(sorted(pairs.items()))
 
 
-def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
+def local_target_class(target: str) -> type[DeployTarget]:
+    """The implementation of ``target`` its remote backends share facts with: its
+    ``local`` one, else the first registered (``ConfigError`` for an unknown target)."""
+    name = target.lower()
+    _load_builtin(until=lambda: (name, "local") in _REGISTRY)
+    found = _REGISTRY.get((name, "local"))
+    if found is None:
+        _load_builtin()
+        name = _canonical(target)
+        found = _REGISTRY.get((name, "local")) or next(
+            (cls for (t, _), cls in sorted(_REGISTRY.items()) if t == name), None
+        )
+    if found is None:
+        raise _unknown_target(target)
+    return found
+
+
+def get_deploy_target_class(target: str, backend: str) -> TargetImplementation:
     """The class registered for ``(target, backend)``; ``ConfigError`` says what to use instead:
     a close target name for a typo, the backends (and options) a known target needs."""
+    remote = remote_backend(backend)
+    if remote is not None:
+        local_target_class(target)  # a known target (did-you-mean otherwise)
+        return remote
+    return pipeline_target_class(target, backend)
+
+
+def pipeline_target_class(target: str, backend: str) -> type[DeployTarget]:
+    """The local-pipeline implementation of ``(target, backend)`` (``get_deploy_target_class``
+    for a backend that is not remote)."""
     exact = (target.lower(), backend.lower())
     # a host run imports the host module only, an emulated board's run its own module only
     _load_builtin(until=lambda: exact in _REGISTRY)
@@ -295,8 +415,10 @@ def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
     cls = _REGISTRY.get(key)
     if cls is not None:
         return cls
-    targets = sorted({t for t, _ in _REGISTRY})
-    same_target = sorted(b for t, b in _REGISTRY if t == key[0])
+    _load_remote_backends()
+    same_target = sorted(
+        {b for t, b in _REGISTRY if t == key[0]} | (set(_REMOTE) if _known(key[0]) else set())
+    )
     if same_target:
         needs = {
             "ssh": "--backend ssh with --ssh-host (and --ssh-user, --ssh-key-path)",
@@ -310,9 +432,18 @@ def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
             f"(its backends: {', '.join(same_target)})",
             hint=f"Use {ways}.",
         )
-    close = difflib.get_close_matches(key[0], targets, n=3, cutoff=0.6)
+    raise _unknown_target(target)
+
+
+def _known(target: str) -> bool:
+    return any(t == target for t, _ in _REGISTRY)
+
+
+def _unknown_target(target: str) -> ConfigError:
+    targets = sorted({t for t, _ in _REGISTRY})
+    close = difflib.get_close_matches(_canonical(target), targets, n=3, cutoff=0.6)
     suggestion = f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    raise ConfigError(
+    return ConfigError(
         f"Unknown target {target!r}",
         hint=f"{suggestion}`aidge-deploy targets` lists them: {', '.join(targets)}.",
     )
@@ -320,10 +451,21 @@ def get_deploy_target_class(target: str, backend: str) -> type[DeployTarget]:
 
 def get_deploy_target(
     target: str, backend: str = "local", config: DeployConfig | None = None
+) -> DeployTarget | RemoteBackend:
+    """Instantiate the deploy implementation registered for ``(target, backend)``: a local
+    ``DeployTarget``, or a ``RemoteBackend`` bound to ``target``."""
+    remote = remote_backend(backend)
+    if remote is not None:
+        local_target_class(target)
+        return remote(target.lower(), config)
+    return pipeline_target_class(target, backend)(config)
+
+
+def get_pipeline_target(
+    target: str, backend: str = "local", config: DeployConfig | None = None
 ) -> DeployTarget:
-    """Instantiate the deploy implementation registered for ``(target, backend)``."""
-    cls = get_deploy_target_class(target, backend)
-    return cls(config)
+    """The local-pipeline implementation of ``(target, backend)``, instantiated."""
+    return pipeline_target_class(target, backend)(config)
 
 
 def _canonical(target: str) -> str:
@@ -336,14 +478,21 @@ def _canonical(target: str) -> str:
 
 
 __all__ = [
+    "REMOTE_BACKENDS_GROUP",
     "DeployTarget",
     "FlashableTarget",
+    "RemoteBackend",
     "RemoteBuildTarget",
-    "RemoteResultTarget",
+    "TargetImplementation",
     "ToolCheck",
     "TransferableTarget",
     "get_deploy_target",
     "get_deploy_target_class",
+    "get_pipeline_target",
+    "local_target_class",
+    "pipeline_target_class",
     "register_deploy_target",
+    "register_remote_backend",
     "registered_targets",
+    "remote_backend",
 ]

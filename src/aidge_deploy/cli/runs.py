@@ -189,11 +189,11 @@ def profile_model(
             if work_dir is not None:
                 check_folder_arg(work_dir, "--work-dir", must_exist=False, what="for the export")
             config: DeployConfig = DeployConfig(target=target, **config_values)
-            cls = check_deploy_config(config, target)  # values, target, backend, report, tools
+            implementation = check_deploy_config(config, target)  # values, backend, tools...
             check_iterations_fit(
                 iterations,
                 target,
-                cls(config).memory_capacities(),
+                implementation.memory_capacities(),
                 local_host=target == "host"
                 and config.backend_kind == "local"
                 and not config.docker_image,

@@ -5,7 +5,8 @@
 * ``coordinator`` — the labgrid link: places, reservations (the queue) and locks;
 * ``dispatch`` — the service's loop that follows reservations and agents' heartbeats;
 * ``agent``/``runner`` — the process on a board host and the child that runs one deploy;
-* ``client``/``api_target`` — the HTTP client and the ``(target, "api")`` deploy targets.
+* ``client``/``remote`` — the HTTP client and the ``api`` backend (``deploy()`` hands it the
+  whole deploy of an ``api`` config; registered for every target).
 
 The service and the agent need the ``farm`` extra (``pip install aidge-deploy[farm]``);
 the ``api`` backend needs only the core package.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -24,6 +25,8 @@ from aidge_deploy.errors import (
 )
 
 PASSWORD_ENV = ("AIDGE_DEPLOY_API_PASSWORD", "AIDGE_BENCHMARK_API_PASSWORD")
+#: a long-lived API token (``aidge-deploy farm token create``), used instead of a password
+TOKEN_ENV = "AIDGE_DEPLOY_API_TOKEN"
 
 
 def service_root(api_url: str) -> str:
@@ -53,6 +56,19 @@ def password_from_env() -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """What the environment offers to log in to a farm (secrets: never shown)."""
+
+    token: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+
+
+def credentials_from_env() -> Credentials:
+    token = os.environ.get(TOKEN_ENV, "").strip() or None
+    return Credentials(token=token, password=password_from_env())
+
+
 class FarmClient:
     def __init__(
         self,
@@ -65,7 +81,11 @@ class FarmClient:
         self.api = self.root + "/api"
         self._http = httpx.Client(base_url=self.api, timeout=timeout, transport=http_transport())
         if token:
-            self._http.headers["Authorization"] = f"Bearer {token}"
+            self.use_token(token)
+
+    def use_token(self, token: str) -> None:
+        """Authenticate every request with ``token`` (a login's, or a long-lived API token)."""
+        self._http.headers["Authorization"] = f"Bearer {token}"
 
     def close(self) -> None:
         self._http.close()
@@ -115,7 +135,7 @@ class FarmClient:
         if expires_in is not None:
             body["expires_in"] = expires_in
         token = str(self.request("POST", "/token", json=body).json()["access_token"])
-        self._http.headers["Authorization"] = f"Bearer {token}"
+        self.use_token(token)
         return token
 
     def boards(self) -> list[dict[str, Any]]:
@@ -160,4 +180,13 @@ class FarmClient:
         return dict(self.request("POST", f"/jobs/{job_id}/cancel").json())
 
 
-__all__ = ["PASSWORD_ENV", "FarmClient", "http_transport", "password_from_env", "service_root"]
+__all__ = [
+    "PASSWORD_ENV",
+    "TOKEN_ENV",
+    "Credentials",
+    "FarmClient",
+    "credentials_from_env",
+    "http_transport",
+    "password_from_env",
+    "service_root",
+]

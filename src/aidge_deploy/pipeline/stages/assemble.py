@@ -26,7 +26,7 @@ from aidge_deploy.profiling.model_analysis import LayerAnalysis, analyze_export
 from aidge_deploy.profiling.passes import CounterProfile, fold_counter_profile
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.quantisation import OutputQuantisation, is_quantised, read_quantisation
-from aidge_deploy.registry import DeployTarget, RemoteResultTarget
+from aidge_deploy.registry import DeployTarget
 from aidge_deploy.results import (
     BuildResult,
     DeployResult,
@@ -176,9 +176,6 @@ class AssembleStage:
 
     def run(self, ctx: PipelineContext) -> None:
         target = ctx.resolved_target
-        if isinstance(target, RemoteResultTarget):  # a farm ran the whole deploy
-            ctx.result = target.remote_result(ctx.prepared_context)
-            return
         ctx.result = assemble_result(
             target,
             ctx.parsed_output,

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.profiling.binary import inspect_binary
-from aidge_deploy.registry import RemoteResultTarget
 
 
 class InspectBinaryStage:
     name = "InspectBinary"
 
     def should_skip(self, ctx: PipelineContext) -> bool:
-        # remote builds leave the artifact on the board: nothing local to inspect
-        if isinstance(ctx.target, RemoteResultTarget):
-            return True
+        # a remote build leaves the artifact on the remote machine: nothing local to inspect
         return ctx.build_result is None or not ctx.build_result.artifact_path.is_file()
 
     def run(self, ctx: PipelineContext) -> None:

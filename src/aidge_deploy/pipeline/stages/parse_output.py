@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from aidge_deploy.errors import DeployError
 from aidge_deploy.pipeline.context import PipelineContext
-from aidge_deploy.registry import RemoteResultTarget
 
 
 class ParseOutputStage:
     name = "ParseOutput"
 
     def should_skip(self, ctx: PipelineContext) -> bool:
-        return isinstance(ctx.target, RemoteResultTarget)  # the farm parsed it
+        return False
 
     def run(self, ctx: PipelineContext) -> None:
         execution = ctx.executed

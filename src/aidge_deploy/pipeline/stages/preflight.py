@@ -12,12 +12,18 @@ from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import PreflightError
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.profiling.capability import check_counter_request
-from aidge_deploy.registry import DeployTarget, RemoteResultTarget, get_deploy_target_class
+from aidge_deploy.registry import (
+    DeployTarget,
+    RemoteBackend,
+    get_deploy_target,
+    get_deploy_target_class,
+)
 from aidge_deploy.report.destination import check_report_dir
 
 
-def check_deploy_config(config: DeployConfig, target: str) -> type[DeployTarget]:
-    """Everything about a run that can be checked before it starts; the target's class.
+def check_deploy_config(config: DeployConfig, target: str) -> DeployTarget | RemoteBackend:
+    """Everything about a run that can be checked before it starts; the target's
+    implementation (a local target, or the remote backend that runs the whole deploy).
 
     Raises ``ConfigError`` (values, unknown target with a did-you-mean, a backend the target
     has not, connection options the backend needs, counters), ``ReportError`` (the report
@@ -25,7 +31,7 @@ def check_deploy_config(config: DeployConfig, target: str) -> type[DeployTarget]
     """
     config.check_values()
     cls = get_deploy_target_class(target, config.backend_kind)
-    if not issubclass(cls, RemoteResultTarget):  # a farm checks them at submit time
+    if issubclass(cls, DeployTarget):  # a remote backend checks them where they are counted
         check_counter_request(config.counters, cls, target, config.backend_kind)
     if config.power is not None:
         from aidge_deploy.power.monitors import preflight_checks
@@ -37,7 +43,7 @@ def check_deploy_config(config: DeployConfig, target: str) -> type[DeployTarget]
                 + "; ".join(f"{c.name}: {c.detail}" for c in bad),
                 hint="; ".join(c.hint for c in bad if c.hint) or "Run `aidge-deploy doctor`.",
             )
-    instance = cls(config)
+    instance = get_deploy_target(target, config.backend_kind, config)
     instance.check_config()
     if config.report_dir is not None:
         check_report_dir(config.report_dir, overwrite=config.report_overwrite)
@@ -49,7 +55,7 @@ def check_deploy_config(config: DeployConfig, target: str) -> type[DeployTarget]
             f"Missing what target {target}/{config.backend_kind} needs: {names} ({first.detail})",
             hint="; ".join(c.hint for c in missing if c.hint) or "Run `aidge-deploy doctor`.",
         )
-    return cls
+    return instance
 
 
 class PreflightStage:

@@ -16,7 +16,6 @@ from aidge_deploy.profiling.capability import CounterCapableTarget, check_counte
 from aidge_deploy.profiling.counters import select_counters
 from aidge_deploy.profiling.passes import merge_passes, plan_passes
 from aidge_deploy.progress import ProgressKind
-from aidge_deploy.registry import RemoteResultTarget
 from aidge_deploy.results import Provenance
 
 log = logging.getLogger("aidge_deploy")
@@ -26,8 +25,7 @@ class ProfilePassesStage:
     name = "ProfilePasses"
 
     def should_skip(self, ctx: PipelineContext) -> bool:
-        # a farm counts on its board host (the counters travel with the job)
-        return not ctx.config.counters or isinstance(ctx.target, RemoteResultTarget)
+        return not ctx.config.counters
 
     def run(self, ctx: PipelineContext) -> None:
         target = ctx.resolved_target

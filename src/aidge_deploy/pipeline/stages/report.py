@@ -12,7 +12,6 @@ from __future__ import annotations
 from aidge_deploy.errors import ConfigError, ReportError
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.progress import ProgressKind
-from aidge_deploy.registry import RemoteResultTarget
 from aidge_deploy.report.bundle import write_bundle
 from aidge_deploy.report.metadata import target_hardware_facts
 from aidge_deploy.report.summary import ProfileFormat
@@ -25,8 +24,7 @@ class ReportStage:
         self.profile_format = profile_format
 
     def should_skip(self, ctx: PipelineContext) -> bool:
-        # a farm job's bundle is written on the board host and downloaded by the target
-        return ctx.config.report_dir is None or isinstance(ctx.target, RemoteResultTarget)
+        return ctx.config.report_dir is None
 
     def _format(self, ctx: PipelineContext) -> ProfileFormat:
         if self.profile_format is not None:
