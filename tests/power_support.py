@@ -13,6 +13,80 @@ from pathlib import Path
 import numpy as np
 
 
+def write_capture(
+    path: Path,
+    *,
+    rate: int,
+    current: np.ndarray,
+    gate: np.ndarray | None,
+    volts: float = 3.3,
+    gate_rate_factor: int = 1,
+    gate_name: str = "gpi[0]",
+    model: str = "JS220",
+    power_signal: bool = False,
+    annotation: dict[str, object] | None = None,
+) -> None:
+    """A JLS v2 capture as the Joulescope's recorder writes it: current and voltage (and
+    power) at ``rate``, the gate as packed U1 at ``rate x gate_rate_factor`` (``gate``
+    holds one level per gate sample; None: no gate signal), the instrument's calibration
+    date in user data and, optionally, an annotation of the window's inferences."""
+    from pyjls import DataType, SignalType, Writer, time64
+
+    n = len(current)
+    voltage = np.full(n, volts, dtype=np.float32)
+    with Writer(str(path)) as wr:
+        wr.source_def(
+            source_id=1,
+            name=f"{model}-000415",
+            vendor="Jetperch",
+            model=model,
+            version="1.2.3",
+            serial_number="000415",
+        )
+        signals = [("current", "A", DataType.F32), ("voltage", "V", DataType.F32)]
+        if power_signal:
+            signals.append(("power", "W", DataType.F32))
+        for signal_id, (name, units, dtype) in enumerate(signals, start=1):
+            wr.signal_def(
+                signal_id=signal_id,
+                source_id=1,
+                signal_type=SignalType.FSR,
+                data_type=dtype,
+                sample_rate=rate,
+                name=name,
+                units=units,
+            )
+        gate_id = len(signals) + 1
+        if gate is not None:
+            wr.signal_def(
+                signal_id=gate_id,
+                source_id=1,
+                signal_type=SignalType.FSR,
+                data_type=DataType.U1,
+                sample_rate=rate * gate_rate_factor,
+                name=gate_name,
+                units="",
+            )
+        wr.utc(1, 0, time64.now())
+        wr.user_data(1, {"calibration_date": "2025-03-04"})
+        if annotation is not None:
+            wr.user_data(2, annotation)
+        current = np.asarray(current, dtype=np.float32)
+        wr.fsr_f32(1, 0, current)
+        wr.fsr_f32(2, 0, voltage)
+        if power_signal:
+            wr.fsr_f32(3, 0, (current * voltage).astype(np.float32))
+        if gate is not None:
+            bits = np.asarray(gate, dtype=np.uint8)
+            wr.fsr(gate_id, 0, np.packbits(bits, bitorder="little"))
+
+
+def energy_of(current: np.ndarray, lo: int, hi: int, rate: int, volts: float = 3.3) -> float:
+    """The analytic energy (J) of samples ``lo .. hi`` (as the file stores them: float32)."""
+    values = np.asarray(current[lo:hi], dtype=np.float32).astype(np.float64)
+    return float(np.sum(values * np.float64(np.float32(volts)))) / rate
+
+
 def write_jls(
     path: Path,
     *,
@@ -26,77 +100,29 @@ def write_jls(
     gate_name: str = "gpi[0]",
     model: str = "JS220",
     power_signal: bool = False,
+    annotation: dict[str, object] | None = None,
 ) -> float:
     """Write a capture: ``idle_a`` outside the gate, ``active_a`` inside; return the
     analytic energy (J) inside the gate."""
-    from pyjls import DataType, SignalType, Writer, time64
-
     n = int(rate * seconds)
     current = np.full(n, idle_a, dtype=np.float32)
-    voltage = np.full(n, volts, dtype=np.float32)
-    g_rate = rate * gate_rate_factor
     gate_bits = np.zeros(n * gate_rate_factor, dtype=np.uint8)
     if gate is not None:
         lo, hi = int(gate[0] * rate), int(gate[1] * rate)
         current[lo:hi] = active_a
         gate_bits[lo * gate_rate_factor : hi * gate_rate_factor] = 1
-    with Writer(str(path)) as wr:
-        wr.source_def(
-            source_id=1,
-            name=f"{model}-000415",
-            vendor="Jetperch",
-            model=model,
-            version="1.2.3",
-            serial_number="000415",
-        )
-        wr.signal_def(
-            signal_id=1,
-            source_id=1,
-            signal_type=SignalType.FSR,
-            data_type=DataType.F32,
-            sample_rate=rate,
-            name="current",
-            units="A",
-        )
-        wr.signal_def(
-            signal_id=2,
-            source_id=1,
-            signal_type=SignalType.FSR,
-            data_type=DataType.F32,
-            sample_rate=rate,
-            name="voltage",
-            units="V",
-        )
-        next_id = 3
-        if power_signal:
-            wr.signal_def(
-                signal_id=next_id,
-                source_id=1,
-                signal_type=SignalType.FSR,
-                data_type=DataType.F32,
-                sample_rate=rate,
-                name="power",
-                units="W",
-            )
-            next_id += 1
-        if gate_name:
-            wr.signal_def(
-                signal_id=next_id,
-                source_id=1,
-                signal_type=SignalType.FSR,
-                data_type=DataType.U1,
-                sample_rate=g_rate,
-                name=gate_name,
-                units="",
-            )
-        wr.utc(1, 0, time64.now())
-        wr.user_data(1, {"calibration_date": "2025-03-04"})
-        wr.fsr_f32(1, 0, current)
-        wr.fsr_f32(2, 0, voltage)
-        if power_signal:
-            wr.fsr_f32(3, 0, (current * voltage).astype(np.float32))
-        if gate_name:
-            wr.fsr(next_id, 0, np.packbits(gate_bits, bitorder="little"))
+    write_capture(
+        path,
+        rate=rate,
+        current=current,
+        gate=gate_bits if gate_name else None,
+        volts=volts,
+        gate_rate_factor=gate_rate_factor,
+        gate_name=gate_name,
+        model=model,
+        power_signal=power_signal,
+        annotation=annotation,
+    )
     if gate is None:
         return 0.0
     return (active_a * volts) * (int(gate[1] * rate) - int(gate[0] * rate)) / rate
@@ -160,12 +186,17 @@ class CounterWriter:
     read, as with the kernel's counter, however late the threads run on a loaded machine.
     """
 
-    def __init__(self, path: Path, watts: float, max_range: int) -> None:
+    def __init__(
+        self, path: Path, watts: float, max_range: int, fail_after_reads: int | None = None
+    ) -> None:
         import os
         import threading
         import time
 
         self.path, self.watts, self.max_range = path, watts, max_range
+        #: from this read on, the counter answers as a failing driver does (``-EIO``)
+        self.fail_after_reads = fail_after_reads
+        self.reads = 0
         self._stop = threading.Event()
         self._start_uj = int(path.read_text())
         path.unlink()
@@ -191,7 +222,12 @@ class CounterWriter:
                 os.mkfifo(fresh, 0o644)
                 os.replace(fresh, self.path)
                 if not self._stop.is_set():
-                    os.write(fd, f"{self.value_uj() % self.max_range}\n".encode())
+                    self.reads += 1
+                    failing = (
+                        self.fail_after_reads is not None and self.reads > self.fail_after_reads
+                    )
+                    value = "-EIO" if failing else str(self.value_uj() % self.max_range)
+                    os.write(fd, f"{value}\n".encode())
             except BrokenPipeError:  # the reader went away first
                 pass
             finally:

@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aidge_deploy.errors import CaptureError, PreflightError
-from aidge_deploy.power.analysis import GateError
+from aidge_deploy.errors import PreflightError
+from aidge_deploy.power.failures import PowerCaptureError
 from aidge_deploy.power.jls import analyze_jls
 from aidge_deploy.power.jls_monitor import JlsFileMonitor
 from aidge_deploy.power.joulescope import JoulescopeMonitor, find_device, joulescope_checks
 from aidge_deploy.power.protocol import WindowRequest
 from aidge_deploy.power.source import parse_power_source
+from aidge_deploy.profiling.validity import IssueCode
 from aidge_deploy.results import Provenance
 from envparts import missing
 from power_support import write_jls
@@ -36,8 +37,9 @@ except ImportError:
 
 def test_energy_within_a_thousandth_and_edges_found(tmp_path: Path) -> None:
     path = tmp_path / "cap.jls"
-    expected = write_jls(path, gate=(0.5, 1.5))
-    window, identity = analyze_jls(path)
+    expected = write_jls(path, gate=(0.5, 1.5), annotation={"inferences": 100})
+    analysis = analyze_jls(path)
+    window, identity = analysis.window, analysis.identity
     assert window.start_index == 50_000 and window.end_index == 150_000
     assert abs(window.energy_j - expected) <= 1e-3 * expected
     assert window.idle_power_w == pytest.approx(0.010 * 3.3, rel=1e-6)
@@ -47,66 +49,75 @@ def test_energy_within_a_thousandth_and_edges_found(tmp_path: Path) -> None:
         "000415",
         "2025-03-04",
     )
+    assert analysis.recorded_inferences == 100
     trace = window.trace
     assert trace.window_start_s == pytest.approx(0.5) and len(trace.power_w) <= 1000
 
 
 def test_gate_at_twice_the_current_rate_and_power_signal(tmp_path: Path) -> None:
-    """JS220 records GPI at 2 MS/s while i/v run at 1 MS/s: the gate is decimated."""
+    """JS220 records GPI at 2 MS/s while i/v run at 1 MS/s: the gate is read at its own
+    rate and its edges mapped onto the power samples."""
     path = tmp_path / "fast_gate.jls"
     expected = write_jls(path, gate=(0.25, 1.75), gate_rate_factor=2, power_signal=True)
-    window, _ = analyze_jls(path)
+    window = analyze_jls(path).window
     assert abs(window.energy_j - expected) <= 1e-3 * expected
     assert window.start_index == 25_000
+    assert window.gate.sample_rate_hz == 200_000
 
 
 def test_monitor_capture_is_silicon_with_samples(tmp_path: Path) -> None:
     path = tmp_path / "cap.jls"
     expected = write_jls(path)
     monitor = JlsFileMonitor(parse_power_source(f"jls:{path}"))
+    monitor.arm(WindowRequest(inferences=10, expected_duration_s=1.0, work_dir=tmp_path))
     capture = monitor.capture()
     assert capture.provenance is Provenance.SILICON
     assert capture.samples == 100_000 and capture.sample_rate_hz == 100_000
     assert capture.energy_j == pytest.approx(expected, rel=1e-3)
+    assert capture.raw_files == (path,)
 
 
-def test_capture_without_gate_channel_is_a_clear_error(tmp_path: Path) -> None:
-    path = tmp_path / "nogate.jls"
-    write_jls(path, gate_name="")
-    with pytest.raises(CaptureError, match="no gate input") as info:
+@pytest.mark.parametrize(
+    ("name", "writer", "code", "match"),
+    [
+        ("nogate.jls", {"gate_name": ""}, IssueCode.POWER_GATE_MISSING, "no gate input"),
+        ("flat.jls", {"gate": None}, IssueCode.POWER_GATE_MISSING, "never opened"),
+        (
+            "open.jls",
+            {"seconds": 1.0, "gate": (0.5, 1.0)},
+            IssueCode.POWER_GATE_UNCLOSED,
+            "never closed",
+        ),
+    ],
+)
+def test_captures_without_a_window_name_their_failure(
+    tmp_path: Path, name: str, writer: dict[str, Any], code: IssueCode, match: str
+) -> None:
+    path = tmp_path / name
+    write_jls(path, **writer)
+    with pytest.raises(PowerCaptureError, match=match) as info:
         analyze_jls(path)
-    assert "gpi" in (info.value.hint or "").lower()
+    assert info.value.code is code and info.value.hint
 
 
-def test_gate_that_never_opens_is_a_clear_error(tmp_path: Path) -> None:
-    path = tmp_path / "flat.jls"
-    write_jls(path, gate=None)
-    with pytest.raises(GateError, match="never opened"):
-        analyze_jls(path)
-
-
-def test_gate_that_never_closes(tmp_path: Path) -> None:
-    path = tmp_path / "open.jls"
-    write_jls(path, seconds=1.0, gate=(0.5, 1.0))
-    with pytest.raises(GateError, match="never closed"):
-        analyze_jls(path)
-
-
-def test_truncated_file_is_a_clear_error(tmp_path: Path) -> None:
+def test_truncated_unclosed_and_foreign_files(tmp_path: Path) -> None:
     path = tmp_path / "cap.jls"
     write_jls(path)
+    data = path.read_bytes()
     cut = tmp_path / "cut.jls"
-    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    with pytest.raises(CaptureError, match=r"truncated|never closed|cannot be read") as info:
-        analyze_jls(cut)
-    assert info.value.hint
-
-
-def test_not_a_jls_file(tmp_path: Path) -> None:
-    path = tmp_path / "x.jls"
-    path.write_text("hello")
-    with pytest.raises(CaptureError):
-        analyze_jls(path)
+    cut.write_bytes(data[: len(data) // 2])
+    unclosed = tmp_path / "unclosed.jls"  # the header's length is written last, on close
+    unclosed.write_bytes(data[:16] + bytes(8) + data[24:])
+    text = tmp_path / "x.jls"
+    text.write_text("hello")
+    for bad, code, match in (
+        (cut, IssueCode.POWER_CAPTURE_TRUNCATED, "header says"),
+        (unclosed, IssueCode.POWER_CAPTURE_TRUNCATED, "never closed"),
+        (text, IssueCode.POWER_CAPTURE_NOT_JLS, "not a JLS capture"),
+    ):
+        with pytest.raises(PowerCaptureError, match=match) as info:
+            analyze_jls(bad)
+        assert info.value.code is code and info.value.hint
 
 
 # --------------------------------------------------------------------------- Joulescope

@@ -81,13 +81,27 @@ def test_ina226_constant_power_locally(tree: Path, tmp_path: Path) -> None:
     assert capture.samples >= 5 and capture.sample_rate_hz > 20
 
 
-def test_ina3221_rails_sum_and_select(tree: Path, tmp_path: Path) -> None:
-    both = HwmonMonitor(parse_power_source("hwmon:ina3221"), lambda: LocalSysfs(tree))
-    capture, seconds = _window(both, tmp_path, 0.3)
-    assert capture.energy_j == pytest.approx((2.0 + 0.3) * seconds, rel=1e-6)
-    vdd_in = HwmonMonitor(parse_power_source("hwmon:VDD_IN"), lambda: LocalSysfs(tree))
-    capture, seconds = _window(vdd_in, tmp_path, 0.3)
+def test_ina3221_input_rail_is_not_summed_with_its_sub_rails(tree: Path, tmp_path: Path) -> None:
+    """Jetson layout: VDD_IN is the module's input and VDD_CPU_GPU_CV a rail inside it; the
+    chip's power is the input rail alone (adding the sub-rail counted it twice, +15 % here),
+    and the capture says which rail was used."""
+    chip = HwmonMonitor(parse_power_source("hwmon:ina3221"), lambda: LocalSysfs(tree))
+    capture, seconds = _window(chip, tmp_path, 0.3)
     assert capture.energy_j == pytest.approx(2.0 * seconds, rel=1e-6)
+    selection = capture.identity.details["selection"]
+    assert "input rail VDD_IN of ina3221" in selection and "VDD_CPU_GPU_CV" in selection
+    sub = HwmonMonitor(parse_power_source("hwmon:VDD_CPU_GPU_CV"), lambda: LocalSysfs(tree))
+    capture, seconds = _window(sub, tmp_path, 0.3)
+    assert capture.energy_j == pytest.approx(0.3 * seconds, rel=1e-6)
+    assert "(named)" in capture.identity.details["selection"]
+    # rails that are siblings (no input rail among them, as an AGX Xavier's GPU/CPU/SOC)
+    # are summed, and said to be
+    siblings = tmp_path / "xavier"
+    ina3221_tree(siblings, {"GPU": (1000, 500), "CPU": (1000, 700)})
+    summed = HwmonMonitor(parse_power_source("hwmon:ina3221"), lambda: LocalSysfs(siblings))
+    capture, seconds = _window(summed, tmp_path, 0.3)
+    assert capture.energy_j == pytest.approx((0.5 + 0.7) * seconds, rel=1e-6)
+    assert "sum of rails GPU, CPU" in capture.identity.details["selection"]
 
 
 def _assert_counter_energy(

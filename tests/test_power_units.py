@@ -10,12 +10,14 @@ import pytest
 
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import CaptureError, ConfigError
-from aidge_deploy.power.analysis import GatedWindowAnalyzer, GateError, integrate_timed
+from aidge_deploy.power.analysis import WindowIntegrator, integrate_timed
 from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.power.checks import window_issues
 from aidge_deploy.power.energy_model import boards_with_models, energy_model_for
+from aidge_deploy.power.failures import PowerCaptureError
 from aidge_deploy.power.protocol import (
     GateKind,
+    GateReport,
     MonitorCapabilities,
     MonitorIdentity,
     PowerCapture,
@@ -26,7 +28,7 @@ from aidge_deploy.power.reference import NO_REFERENCE, ReferenceMonitor
 from aidge_deploy.power.result import PowerPlan, PowerResult, TerminalRecord
 from aidge_deploy.power.source import PowerSource, PowerSourceKind, parse_power_source
 from aidge_deploy.profiling.validity import IssueCode
-from aidge_deploy.results import Provenance
+from aidge_deploy.results import DeployContext, Provenance
 
 
 @pytest.mark.parametrize(
@@ -65,33 +67,32 @@ def test_power_window_must_be_positive() -> None:
         DeployConfig(power="emulated", power_window_s=0)
 
 
-def test_analyzer_across_chunk_boundaries_and_extra_pulses() -> None:
+def test_integrator_across_chunk_boundaries_and_other_pulses() -> None:
     rate = 1000
-    gate = np.zeros(5000, dtype=np.uint8)
-    gate[1234:3456] = 1
-    gate[4000:4100] = 1  # a second pulse: ignored, counted
-    power = np.where(gate == 1, 2.0, 0.5)
-    power[4000:4100] = 0.5
-    analyzer = GatedWindowAnalyzer(rate, len(power))
+    power = np.full(5000, 0.5)
+    power[1234:3456] = 2.0
+    power[4000:4100] = 3.0  # another pulse of the gate: not idle, not the window
+    integrator = WindowIntegrator(rate, len(power), (1234, 3456), [(1234, 3456), (4000, 4100)])
     for start in range(0, len(power), 777):  # chunks that cut the edges anywhere
-        analyzer.feed(power[start : start + 777], gate[start : start + 777])
-    w = analyzer.result()
-    assert (w.start_index, w.end_index, w.extra_pulses) == (1234, 3456, 1)
+        integrator.feed(power[start : start + 777])
+    w = integrator.result(_gate_report())
+    assert (w.start_index, w.end_index) == (1234, 3456)
     assert w.energy_j == pytest.approx(2.0 * 2222 / rate)
     assert w.idle_power_w == pytest.approx(0.5)
 
 
-def test_analyzer_gate_high_from_the_start() -> None:
-    analyzer = GatedWindowAnalyzer(10.0, 10)
-    analyzer.feed(np.ones(10), np.ones(10))
-    with pytest.raises(GateError, match="already high"):
-        analyzer.result()
+def test_integrator_refuses_missing_samples_inside_the_window_only() -> None:
+    outside = WindowIntegrator(10.0, 8, (4, 8), [(4, 8)])
+    outside.feed(np.array([1.0, np.nan, 1, 1, 2, 2, 2, 2]))  # a gap in the idle part
+    assert outside.result(_gate_report()).idle_power_w == pytest.approx(1.0)
+    inside = WindowIntegrator(10.0, 8, (0, 4), [(0, 4)])
+    with pytest.raises(PowerCaptureError, match="NaN") as info:
+        inside.feed(np.array([1.0, np.nan, 1, 1, 2, 2, 2, 2]))
+    assert info.value.code is IssueCode.POWER_CAPTURE_FAILED
 
 
-def test_analyzer_refuses_missing_samples() -> None:
-    analyzer = GatedWindowAnalyzer(10.0, 4)
-    with pytest.raises(CaptureError, match="NaN"):
-        analyzer.feed(np.array([1.0, np.nan, 1, 1]), np.zeros(4))
+def _gate_report() -> GateReport:
+    return GateReport("gpi[0]", 1000.0, 4e-3, 4e-3, "test", 2, 0, (), 0, (), 1, (), 0, None, "")
 
 
 def test_integrate_timed_interpolates_the_edges() -> None:
@@ -103,21 +104,31 @@ def test_integrate_timed_interpolates_the_edges() -> None:
     assert integrate_timed(t2, t2, 0.5, 1.5) == pytest.approx(1.0)
 
 
-def test_every_emulated_board_has_a_cited_model() -> None:
+def test_every_emulated_board_has_a_cited_model_on_one_time_base() -> None:
+    """Energy prices the cycles the duration counts (instructions at CPI = 1 until the
+    plugin estimates cycles) and the events on top, never events as extra cycles: energy
+    over duration is the source's own average power, whatever the instruction mix."""
     from aidge_qemu_boards.boards import list_boards
 
     assert set(boards_with_models()) == {b.name for b in list_boards()}
     for board in boards_with_models():
         model = energy_model_for(board)
         assert model.sources and model.uncertainty_factor >= 2
-        counts = {"instructions": 1000, "loads": 100, "stores": 50, "branches_taken": 10}
-        expected = sum(
-            model.nj[c] * n
-            for c, n in zip(
-                ("instruction", "load", "store", "branch_taken"), counts.values(), strict=True
+        counts = {"instructions": 1000, "loads": 400, "stores": 150, "branches_taken": 90}
+        events = sum(
+            model.nj_per_event[cls] * counts[counter]
+            for cls, counter in (
+                ("load", "loads"),
+                ("store", "stores"),
+                ("branch_taken", "branches_taken"),
             )
         )
-        assert model.energy_j(counts) == pytest.approx(expected * 1e-9)
+        per_cycle = model.run_current_ua_per_mhz * model.supply_v / 1000  # nJ
+        assert model.energy_j(counts) == pytest.approx((per_cycle * 1000 + events) * 1e-9)
+        assert model.time_base(counts).label == "instructions at CPI = 1"
+        estimated = {**counts, "estimated_cycles": 1700}
+        assert model.time_base(estimated).cycles == 1700  # the cycle model, once it counts
+        assert model.energy_j(estimated) == pytest.approx((per_cycle * 1700 + events) * 1e-9)
     with pytest.raises(ConfigError, match="No energy model"):
         energy_model_for("stm32h7")
 
@@ -187,13 +198,27 @@ def test_validity_codes() -> None:
     assert codes(_capture()) == set()
     assert IssueCode.POWER_WINDOW_MISMATCH in codes(_capture(duration=1.2))
     assert IssueCode.POWER_WINDOW_SHORT in codes(_capture(duration=0.3))
-    assert IssueCode.POWER_SAMPLE_RATE_LOW in codes(_capture(samples=10))
+    assert IssueCode.POWER_SAMPLES_TOO_FEW in codes(_capture(samples=10))
+    assert IssueCode.POWER_SAMPLES_TOO_FEW not in codes(_capture(samples=50))
     assert IssueCode.POWER_SATURATED in codes(_capture(saturated=True))
     assert IssueCode.POWER_TERMINAL_MISMATCH in codes(_capture(), None, True)
-    wrong = TerminalRecord(10, 90, None, None, "AIDGE_POWER_TERMINAL ...")
+    wrong = TerminalRecord(10, 90, None, Provenance.SILICON, "AIDGE_POWER_TERMINAL ...")
     assert IssueCode.POWER_TERMINAL_MISMATCH in codes(_capture(), wrong, True)
     assert IssueCode.POWER_TERMINAL_MISMATCH in codes(_capture(inferences_seen=99))
     assert IssueCode.POWER_GATE_MISSING in codes(_capture(gate_seen=False))
+    assert IssueCode.POWER_TERMINAL_MISMATCH in codes(_capture(recorded_inferences=99))
+
+
+def test_an_idle_baseline_above_the_window_is_noise_not_a_negative_energy() -> None:
+    noisy = _capture(energy=0.5, duration=1.0, idle_power_w=0.52)  # window mean 0.5 W
+    issues = window_issues(_plan(), noisy, None, False)
+    assert [i.code for i in issues] == [IssueCode.POWER_IDLE_ABOVE_WINDOW]
+    assert "idle baseline above the window's mean (noise)" in issues[0].message
+    by = {m.name: m for m in PowerResult("rapl", _caps(), _plan(), noisy).metrics()}
+    active = by["energy_active_per_inference"]
+    assert active.value is None
+    assert active.unavailable_reason == "idle baseline above the window's mean (noise)"
+    assert by["energy_per_inference"].value == pytest.approx(5000.0)  # still published
 
 
 def test_reference_monitor(tmp_path: Path) -> None:
@@ -211,6 +236,15 @@ def test_reference_monitor(tmp_path: Path) -> None:
     none.arm(WindowRequest(100, 0.5, tmp_path))
     with pytest.raises(CaptureError, match=NO_REFERENCE):
         none.capture()
+    # which Preflight refuses before anything is built
+    from aidge_deploy.power.monitors import preflight_checks
+    from aidge_deploy.registry import get_deploy_target_class
+
+    config = DeployConfig(target="mps2-an386", power="reference")
+    (check,) = preflight_checks(config, get_deploy_target_class("mps2-an386", "local"))
+    assert (
+        not check.ok and NO_REFERENCE in check.detail and "--power emulated" in (check.hint or "")
+    )
 
 
 def test_doctor_lists_the_monitors_found(tmp_path: Path) -> None:
@@ -299,7 +333,7 @@ class _Program(RepeatedRunPower):
     ("says", "min_samples", "runs"), [(True, 5, 5), (False, 5, 2), (True, 99, 8)]
 )
 def test_a_host_window_goes_on_until_it_holds_its_samples(
-    says: bool, min_samples: int, runs: int
+    says: bool, min_samples: int, runs: int, tmp_path: Path
 ) -> None:
     """Sensor reads can come late (a busy machine, an SSH round trip): the window of repeated
     program runs goes on until the monitor has its planned samples, within the repeats'
@@ -308,10 +342,12 @@ def test_a_host_window_goes_on_until_it_holds_its_samples(
 
     program = _Program()
     plan = dataclasses.replace(_plan(), repeats=2, min_samples=min_samples, target_window_s=0.0)
+    ctx = DeployContext(None, tmp_path, "host", "local", tmp_path, tmp_path / "logs")  # type: ignore[arg-type]
     run = program.run_power_window(
-        None,  # type: ignore[arg-type]
+        ctx,
         None,  # type: ignore[arg-type]
         plan,
         _CountingMonitor(program.runs, says),
     )
     assert run.repeats == len(program.runs) == runs
+    assert (tmp_path / "logs" / "power").is_dir()  # the window's runs log there

@@ -23,6 +23,7 @@ from aidge_deploy.report import ProfileFormat, verify_bundle, write_bundle
 from aidge_deploy.report.manifest import MANIFEST_NAME
 from aidge_deploy.report.redact import Scrubber
 from aidge_deploy.report.schemas import SchemaName, load_schema, schema_errors
+from aidge_deploy.report.summary import unlabelled_numbers
 from aidge_deploy.results import TimingSeries
 from envparts import missing
 
@@ -351,3 +352,20 @@ def test_failure_while_writing_leaves_no_bundle(
             toolchain={},
         )
     assert list(tmp_path.iterdir()) == []  # neither a bundle nor a staging directory
+
+
+def test_every_number_of_the_summary_has_a_unit_and_a_provenance(bundle_dir: Path) -> None:
+    """DESIGN §6 over the whole document, not only ``metrics``: latency, memory, timing,
+    cycle samples, stage durations (and the power block: ``test_power_e2e``)."""
+    summary = _load(bundle_dir, "summary.json")
+    assert unlabelled_numbers(summary) == []
+    assert summary["stage_durations"]["unit"] == "ms"
+    assert summary["stage_durations"]["provenance"] == "host"
+    assert summary["memory"]["provenance"] == "static"
+    # the walk can fail: a bare number anywhere is named by its path
+    assert unlabelled_numbers({**summary, "stage_durations": {"Build": 12.5}}) == [
+        "$.stage_durations.Build"
+    ]
+    memory = {k: v for k, v in summary["memory"].items() if k != "provenance"}
+    found = unlabelled_numbers({**summary, "memory": memory})
+    assert "$.memory.image_bytes" in found and all(p.startswith("$.memory.") for p in found)

@@ -157,6 +157,13 @@ class DeployConfig:
     power_window_s: float | None = None
     #: where sysfs is mounted for hwmon/rapl (default /sys; on an SSH board, its path there)
     power_sysfs_root: Path | None = None
+    #: inferences inside a ``jls:`` capture's window (else the file's own annotation); the
+    #: tool never assumes its own N for a capture it did not run
+    power_inferences: int | None = None
+    #: the gate detector's limits (s): shortest pulse, longest dropout bridged (default:
+    #: from the planned window and the gate's sample rate, ``power/gate.py``)
+    power_gate_min_pulse_s: float | None = None
+    power_gate_max_dropout_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -184,10 +191,40 @@ class DeployConfig:
                 f"power_window_s must be positive, got {self.power_window_s}",
                 hint="A minimum power window in seconds, e.g. 5.",
             )
+        self._check_power_capture_values()
         if isinstance(self.counters, str):
             self.counters = tuple(c for c in self.counters.split(",") if c)
         else:
             self.counters = tuple(self.counters)
+
+    def _check_power_capture_values(self) -> None:
+        n = self.power_inferences
+        if n is not None:
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ConfigError(
+                    f"--power-inferences must be a positive whole number, got {n!r}",
+                    hint="The number of inferences the capture's window holds, e.g. 1000.",
+                )
+            if not str(self.power or "").startswith("jls:"):
+                raise ConfigError(
+                    "--power-inferences is for a capture recorded elsewhere (--power jls:FILE)",
+                    hint="With other monitors the tool runs the window and knows its N.",
+                )
+        for name, value in (
+            ("power_gate_min_pulse_s", self.power_gate_min_pulse_s),
+            ("power_gate_max_dropout_s", self.power_gate_max_dropout_s),
+        ):
+            bad = isinstance(value, bool) or not isinstance(value, int | float)
+            if value is not None and (bad or not math.isfinite(value) or value < 0):
+                raise ConfigError(
+                    f"{name} must be a finite number of seconds (>= 0), got {value!r}",
+                    hint="e.g. 50e-6 for the minimum pulse, 1e-3 for the longest dropout.",
+                )
+        if self.power_gate_min_pulse_s == 0:
+            raise ConfigError(
+                "power_gate_min_pulse_s must be positive, got 0",
+                hint="e.g. 50e-6 (a level held shorter than this is a glitch).",
+            )
 
     def _adopt_backend_object(self, obj: object) -> None:
         pairs = {

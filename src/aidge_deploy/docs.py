@@ -101,27 +101,65 @@ def flashers_page() -> str:
 
 
 def power_page() -> str:
-    from aidge_deploy.power.energy_model import CLASS_COUNTERS, boards_with_models, energy_model_for
+    from aidge_deploy.power import gate
+    from aidge_deploy.power.energy_model import EVENT_COUNTERS, boards_with_models, energy_model_for
     from aidge_deploy.power.source import MONITOR_DOCS
-    from aidge_deploy.profiling.validity import ISSUE_SPECS
+    from aidge_deploy.profiling.validity import (
+        ISSUE_SPECS,
+        MIN_POWER_WINDOW_SAMPLES,
+        POWER_WINDOW_TOLERANCE,
+    )
 
     monitors = [[f"`{syntax}`", what, prov] for syntax, what, prov in MONITOR_DOCS.values()]
     models = []
     for board in boards_with_models():
         m = energy_model_for(board)
-        nj = ", ".join(f"{cls} {m.nj[cls]:g}" for cls in CLASS_COUNTERS)
-        models.append([board, m.core, nj, f"x/÷{m.uncertainty_factor:g}", " ".join(m.sources)])
+        per_cycle = f"{m.run_current_ua_per_mhz:g} uA/MHz x {m.supply_v:g} V = {m.nj_per_cycle:.5g}"
+        events = ", ".join(f"{cls} {m.nj_per_event.get(cls, 0.0):g}" for cls in EVENT_COUNTERS)
+        models.append(
+            [board, m.core, per_cycle, events, f"x/÷{m.uncertainty_factor:g}", " ".join(m.sources)]
+        )
     codes = [
         [f"`{code.value}`", spec.severity.value, spec.description]
         for code, spec in ISSUE_SPECS.items()
         if code.value.startswith("power.")
     ]
+    detector = (
+        "A sampled gate input (`gpi[N]` of a JLS capture or a Joulescope) goes through a "
+        f"detector: hysteresis ({gate.LOW_THRESHOLD:g}/{gate.HIGH_THRESHOLD:g} of the logic "
+        f"swing); a minimum pulse width of {gate.MIN_PULSE_SAMPLES} gate samples or "
+        f"{gate.MIN_PULSE_FRACTION:g} x the planned window, whichever is longer (shorter "
+        "levels are glitches, and a bounce settles at its last edge); dropouts up to "
+        f"{gate.MAX_DROPOUT_FRACTION:g} x the planned window ({gate.MAX_DROPOUT_S * 1e3:g} ms "
+        "without a plan, never less than the minimum pulse) bridged. Both limits can be "
+        "given (`--gate-min-pulse`, `--gate-max-dropout`, in seconds). The window is the one "
+        f"pulse consistent with N x clean latency (±{POWER_WINDOW_TOLERANCE:.0%}; for windows "
+        "of whole program runs, at least that long); none, an unclosed one or two candidates "
+        "are validity failures with their own codes. Every edge found is reported "
+        "(`power.gate_detection` in `summary.json`). A window needs at least "
+        f"{MIN_POWER_WINDOW_SAMPLES} monitor samples. A run whose power figures are invalid "
+        "(a code of severity error below) exits with status 5.\n"
+    )
     return (
         HEADER
         + "# Power monitors\n\n`--power SOURCE` (`DeployConfig.power`).\n\n"
         + _table(["source", "what it reads", "provenance"], monitors)
-        + "\n## Energy models of the emulated boards (nJ per event)\n\n"
-        + _table(["board", "core", "nJ per event class", "uncertainty", "sources"], models)
+        + "\n## Gate detection\n\n"
+        + detector
+        + "\n## Energy models of the emulated boards\n\n"
+        + "Energy = nJ per cycle x cycles of the time base the emulated durations use too "
+        "(instructions at CPI = 1 until the plugin estimates cycles) + nJ per event x events.\n\n"
+        + _table(
+            [
+                "board",
+                "core",
+                "nJ per cycle",
+                "nJ per event above the cycle",
+                "uncertainty",
+                "sources",
+            ],
+            models,
+        )
         + "\n## Validity codes\n\n"
         + _table(["code", "severity", "meaning"], codes)
     )

@@ -30,9 +30,11 @@ __all__ = [
     "Metric",
     "Provenance",
     "decimals_for",
+    "figure",
     "format_figure",
     "is_count_unit",
     "is_time_unit",
+    "series",
     "steps_of",
 ]
 
@@ -253,3 +255,32 @@ class Metric:
             unavailable_reason=data.get("unavailable_reason"),
             resolution=data.get("resolution"),
         )
+
+
+def figure(
+    value: float | int | None,
+    unit: str,
+    provenance: Provenance,
+    resolution: float | None = None,
+    *,
+    unavailable_reason: str | None = None,
+) -> dict[str, Any]:
+    """A figure that is not a headline ``Metric`` as files carry it: value, unit,
+    provenance (and the step of its timer or counter, when it has one)."""
+    entry: dict[str, Any] = {"value": value, "unit": unit, "provenance": provenance.value}
+    if resolution is not None:
+        entry["resolution"] = resolution
+    if value is None:
+        entry["unavailable_reason"] = unavailable_reason or "not measured"
+    return entry
+
+
+def series(
+    values: Any, unit: str, provenance: Provenance, resolution: float | None = None
+) -> dict[str, Any]:
+    """Values of one kind (samples, a trace's axis, durations by name) with the unit and
+    provenance they share; ``values`` is a list or a mapping of names to values."""
+    entry: dict[str, Any] = {"unit": unit, "provenance": provenance.value, "values": values}
+    if resolution is not None:
+        entry["resolution"] = resolution
+    return entry

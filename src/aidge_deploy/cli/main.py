@@ -155,6 +155,9 @@ app.command(name="validate")(validate_cmd.validate)
 from aidge_deploy.cli.farm import app as farm_app  # noqa: E402
 
 app.add_typer(farm_app, name="farm")
+from aidge_deploy.cli.power import app as power_app  # noqa: E402
+
+app.add_typer(power_app, name="power")
 
 
 def run_cli() -> None:

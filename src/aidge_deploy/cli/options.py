@@ -89,6 +89,36 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "power_inferences": (
+        Annotated[
+            int | None,
+            typer.Option(
+                help="Inferences inside a jls: capture's window (else its annotation).",
+                rich_help_panel="Power",
+            ),
+        ],
+        None,
+    ),
+    "gate_min_pulse": (
+        Annotated[
+            float | None,
+            typer.Option(
+                help="Gate detector: shortest pulse, in seconds (default from the plan).",
+                rich_help_panel="Power",
+            ),
+        ],
+        None,
+    ),
+    "gate_max_dropout": (
+        Annotated[
+            float | None,
+            typer.Option(
+                help="Gate detector: longest dropout bridged, in seconds (default from the plan).",
+                rich_help_panel="Power",
+            ),
+        ],
+        None,
+    ),
     "ssh_host": (
         Annotated[str | None, typer.Option(envvar="AIDGE_SBC_IP", rich_help_panel=_PANEL)],
         None,
@@ -195,7 +225,13 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 #: option name -> DeployConfig field, where they differ
-_FIELD = {"report": "report_dir", "overwrite": "report_overwrite", "power_window": "power_window_s"}
+_FIELD = {
+    "report": "report_dir",
+    "overwrite": "report_overwrite",
+    "power_window": "power_window_s",
+    "gate_min_pulse": "power_gate_min_pulse_s",
+    "gate_max_dropout": "power_gate_max_dropout_s",
+}
 
 
 def with_connection_options[F: Callable[..., Any]](fn: F) -> F:

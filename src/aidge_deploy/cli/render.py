@@ -16,6 +16,8 @@ from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.report.format import column_time_unit, figure_text, time_text
 
 if TYPE_CHECKING:  # results imports numpy and aidge_core: not at --help time
+    from aidge_deploy.power.protocol import GateReport
+    from aidge_deploy.power.result import PowerResult
     from aidge_deploy.results import DeployResult
 
 console = Console(log_path=False)
@@ -286,11 +288,21 @@ def print_result(result: DeployResult) -> None:
         console.print(f"[dim]Report: {result.report_dir}[/dim]", highlight=False, soft_wrap=True)
 
 
+#: the exit status of a run (or ``power analyse``) whose power figures are invalid
+EXIT_POWER_INVALID = 5
+
+
 def print_power(result: DeployResult) -> None:
-    """The power figures, each with its provenance; estimates say so, with their uncertainty."""
-    power = result.power
-    if power is None:
-        return
+    """The power figures of a run (``print_power_result``)."""
+    if result.power is not None:
+        shown = {layer.name for layer in result.layers if layer.energy_uj is not None}
+        print_power_result(result.power, shown)
+
+
+def print_power_result(power: PowerResult, shown: set[str] | frozenset[str] = frozenset()) -> None:
+    """The power figures, each with its provenance; estimates say so, with their uncertainty;
+    what the gate detector found; the issues; and whether the figures are invalid.
+    ``shown``: the layers whose energy the per-layer table printed already."""
     prov = power.provenance
     factor = power.capture.uncertainty_factor if power.capture else None
     label = prov.value.upper() + (f", model uncertainty ×/÷{factor:g}" if factor else "")
@@ -308,7 +320,6 @@ def print_power(result: DeployResult) -> None:
     if power.layer_energy_uj:
         # the per-layer table shows each layer's energy already: its sum here, and a table
         # only for layers that table does not show
-        shown = {layer.name for layer in result.layers if layer.energy_uj is not None}
         if shown:
             total = sum(v for name, v in power.layer_energy_uj.items() if name in shown)
             console.print(
@@ -324,6 +335,34 @@ def print_power(result: DeployResult) -> None:
             for name, value in rest.items():
                 layers.add_row(name, f"{value:.4g}")
             console.print(layers)
+    gate = power.gate or (power.capture.gate if power.capture else None)
+    if gate is not None:
+        console.print(
+            f"[bold]Gate {gate.gate_input}:[/bold] {gate_sentence(gate)}", highlight=False
+        )
     for issue in power.issues:
-        code = issue.as_dict()["code"]
-        console.print(f"[yellow]{code}[/yellow]: {issue.message}", highlight=False)
+        entry = issue.as_dict()
+        color = "red" if entry["severity"] == "error" else "yellow"
+        console.print(f"[{color}]{entry['code']}[/{color}]: {issue.message}", highlight=False)
+    if power.invalid:
+        console.print(
+            "[bold red]The power figures are invalid[/bold red] (an issue above is an error): "
+            f"exit status {EXIT_POWER_INVALID}.",
+            highlight=False,
+        )
+
+
+def gate_sentence(gate: GateReport) -> str:
+    """What the gate detector found, in one sentence (every edge is in summary.json)."""
+    chosen = (
+        f"window = pulse {gate.chosen + 1} ({gate.selection})"
+        if gate.chosen is not None
+        else "no window"
+    )
+    widths = ", ".join(f"{p.width_s:.6g} s" for p in gate.pulses[:5])
+    return (
+        f"{gate.edges} level changes; {gate.glitch_count} glitch(es) ignored, "
+        f"{gate.dropout_count} dropout(s) bridged; {gate.pulse_count} pulse(s)"
+        + (f" ({widths}{', ...' if gate.pulse_count > 5 else ''})" if widths else "")
+        + f"; {chosen}. Limits: {gate.settings_basis}."
+    )

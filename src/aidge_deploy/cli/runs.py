@@ -112,6 +112,11 @@ def supervised(
     except DeployError as exc:
         raise fail(exc, verbose) from None
     emit(result, as_json)
+    if result.power is not None and result.power.invalid:
+        # the figures were printed and kept, but they are not what they say: no silent pass
+        from aidge_deploy.cli.render import EXIT_POWER_INVALID
+
+        raise typer.Exit(code=EXIT_POWER_INVALID)
 
 
 def run_export(

@@ -1,10 +1,10 @@
-"""From samples to a gated window: edges, energy inside, idle outside, a trace to plot.
+"""From samples to a window's figures: energy inside, idle outside, a trace to plot.
 
 One streaming path serves every sampled monitor with a gate input: a JLS file read in
 chunks (``jls.py``) and a live Joulescope capture (recorded to JLS, then read back the same
-way), so the arithmetic is tested once on files whose energy is known analytically.
-Sensors without a gate (hwmon, RAPL) are polled with host timestamps; ``integrate_timed``
-cover them (``poller.py``).
+way), so the arithmetic is tested once on files whose energy is known analytically. The
+window itself comes from the gate detector (``gate.py``). Sensors without a gate (hwmon,
+RAPL) are polled with host timestamps; ``integrate_timed`` covers them (``poller.py``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from aidge_deploy.errors import CaptureError
-from aidge_deploy.power.protocol import PowerTrace
+from aidge_deploy.power.failures import PowerCaptureError
+from aidge_deploy.power.protocol import GateReport, PowerTrace
+from aidge_deploy.profiling.validity import IssueCode
 
 #: points kept for the report's power trace
 TRACE_POINTS = 800
-
-
-class GateError(CaptureError):
-    """The capture has no usable gate window (never opened, already open, never closed)."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +32,9 @@ class WindowAnalysis:
     sample_rate_hz: float
     energy_j: float
     idle_power_w: float | None
-    extra_pulses: int
     saturated: bool
     trace: PowerTrace
+    gate: GateReport
 
     @property
     def samples(self) -> int:
@@ -47,39 +45,40 @@ class WindowAnalysis:
         return self.samples / self.sample_rate_hz
 
 
-class GatedWindowAnalyzer:
-    """Feed power (W) and gate samples chunk by chunk; ``result()`` gives the window.
+class WindowIntegrator:
+    """Feed power (W) chunk by chunk once the window is known; ``result()`` integrates it.
 
-    The window is the first high pulse of the gate: energy is the sum of power samples
-    from its rising edge (included) to its falling edge (excluded) divided by the sample
-    rate (sample-and-hold). Idle power is the mean outside the window, when there is any.
+    Energy is the sum of the power samples from the window's rising edge (included) to its
+    falling edge (excluded) divided by the sample rate (sample-and-hold): bridged dropouts
+    are inside it. Idle power is the mean over samples outside every gate pulse.
     """
 
     def __init__(
         self,
         sample_rate_hz: float,
         total_samples: int,
+        window: tuple[int, int],
+        busy: Sequence[tuple[int, int]],
         *,
         full_scale: float | None = None,
         source: str = "capture",
     ) -> None:
         if sample_rate_hz <= 0:
-            raise CaptureError(
-                f"{source}: sample rate {sample_rate_hz} Hz", hint="The capture is corrupt."
+            raise PowerCaptureError(
+                IssueCode.POWER_CAPTURE_FAILED,
+                f"{source}: sample rate {sample_rate_hz} Hz",
+                hint="The capture is corrupt.",
             )
         self.rate = float(sample_rate_hz)
+        self.window = window
+        self.busy = tuple(busy)
         self.source = source
         self.full_scale = full_scale
         self.position = 0
-        self.prev_gate: int | None = None
-        self.rise: int | None = None
-        self.fall: int | None = None
-        self.extra_pulses = 0
-        self.energy_sum = 0.0  # sum of power samples inside the window
+        self.energy_sum = 0.0
         self.idle_sum = 0.0
         self.idle_n = 0
         self.saturated = False
-        self.started_high = False
         self.bin = max(1, total_samples // TRACE_POINTS)
         self._bins: list[float] = []
         self._bin_acc = 0.0
@@ -90,104 +89,67 @@ class GatedWindowAnalyzer:
         n = len(power)
         while start < n:
             take = min(self.bin - self._bin_n, n - start)
-            self._bin_acc += float(np.sum(power[start : start + take], dtype=np.float64))
+            self._bin_acc += float(np.nansum(power[start : start + take], dtype=np.float64))
             self._bin_n += take
             start += take
             if self._bin_n == self.bin:
                 self._bins.append(self._bin_acc / self.bin)
                 self._bin_acc, self._bin_n = 0.0, 0
 
-    def feed(self, power: np.ndarray, gate: np.ndarray, current: np.ndarray | None = None) -> None:
-        power = np.asarray(power, dtype=np.float64)
-        gate = np.asarray(gate).astype(np.int8) & 1
-        if len(power) != len(gate):
-            raise CaptureError(
-                f"{self.source}: power and gate chunks differ in length "
-                f"({len(power)} vs {len(gate)} samples)",
-                hint="The capture's signals do not line up: it is truncated or corrupt.",
-            )
-        if len(power) == 0:
-            return
-        if np.isnan(power).any():
-            raise CaptureError(
-                f"{self.source}: missing samples (NaN) around sample "
-                f"{self.position + int(np.argmax(np.isnan(power)))}",
-                hint="The instrument dropped data (USB overrun?); record again.",
-            )
-        if self.full_scale is not None and current is not None:
-            self.saturated |= bool(np.any(np.abs(current) >= self.full_scale))
-        base = self.position
-        if self.prev_gate is None:
-            self.started_high = bool(gate[0])
-            prev = np.concatenate(([gate[0]], gate[:-1]))
-        else:
-            prev = np.concatenate(([self.prev_gate], gate[:-1]))
-        rises = np.flatnonzero((gate == 1) & (prev == 0)) + base
-        falls = np.flatnonzero((gate == 0) & (prev == 1)) + base
-        edges = sorted([(int(r), 1) for r in rises] + [(int(f), 0) for f in falls])
-        for index, level in edges:
-            if level == 1:
-                if self.rise is None:
-                    self.rise = index
-                elif self.fall is not None:
-                    self.extra_pulses += 1
-            elif self.rise is not None and self.fall is None:
-                self.fall = index
-        # the part of this chunk inside the (first) window
-        end = base + len(power)
-        if self.rise is None:
-            lo = hi = base
-        else:
-            lo = min(max(base, self.rise), end)
-            hi = max(lo, min(end, self.fall if self.fall is not None else end))
-        inside = power[lo - base : hi - base]
-        self.energy_sum += float(np.sum(inside, dtype=np.float64))
-        outside = float(np.sum(power, dtype=np.float64)) - float(np.sum(inside, dtype=np.float64))
-        self.idle_sum += outside
-        self.idle_n += len(power) - len(inside)
-        self._trace(power)
-        self.prev_gate = int(gate[-1])
-        self.position += len(power)
+    def _mask(self, intervals: Sequence[tuple[int, int]], base: int, n: int) -> np.ndarray:
+        mask = np.zeros(n, dtype=bool)
+        for lo, hi in intervals:
+            a, b = max(lo, base) - base, min(hi, base + n) - base
+            if a < b:
+                mask[a:b] = True
+        return mask
 
-    def result(self) -> WindowAnalysis:
-        src = self.source
-        if self.rise is None:
-            if self.started_high:
-                raise GateError(
-                    f"{src}: the gate was already high when the capture started",
-                    hint="Start the capture before the target opens its gate (arm first), "
-                    "or check the gate wiring polarity.",
+    def feed(self, power: np.ndarray, current: np.ndarray | None = None) -> None:
+        power = np.asarray(power, dtype=np.float64)
+        n = len(power)
+        if n == 0:
+            return
+        base = self.position
+        inside = self._mask([self.window], base, n)
+        if inside.any():
+            values = power[inside]
+            if np.isnan(values).any():
+                raise PowerCaptureError(
+                    IssueCode.POWER_CAPTURE_FAILED,
+                    f"{self.source}: missing samples (NaN) inside the window, from sample "
+                    f"{base + int(np.argmax(inside & np.isnan(power)))}",
+                    hint="The instrument dropped data (USB overrun?); record again.",
                 )
-            raise GateError(
-                f"{src}: the gate never opened ({self.position} samples, no rising edge)",
-                hint="Wire the target's gate pin to the monitor's GPI input named by the "
-                "capture (and its Vref to the target I/O rail), or pick the right channel.",
-            )
-        if self.fall is None:
-            raise GateError(
-                f"{src}: the gate opened at sample {self.rise} but never closed",
-                hint="The capture ended inside the window: it is truncated, or the target "
-                "hung; capture longer.",
-            )
+            self.energy_sum += float(np.sum(values, dtype=np.float64))
+            if self.full_scale is not None and current is not None:
+                self.saturated |= bool(np.any(np.abs(current[inside]) >= self.full_scale))
+        idle = ~self._mask(self.busy, base, n) & ~np.isnan(power)
+        self.idle_sum += float(np.sum(power[idle], dtype=np.float64))
+        self.idle_n += int(np.count_nonzero(idle))
+        self._trace(power)
+        self.position += n
+
+    def result(self, gate: GateReport) -> WindowAnalysis:
         bins = list(self._bins)
         if self._bin_n:
             bins.append(self._bin_acc / self._bin_n)
         step = self.bin / self.rate
+        start, end = self.window
         trace = PowerTrace(
             time_s=tuple(round(i * step, 9) for i in range(len(bins))),
             power_w=tuple(bins),
-            window_start_s=self.rise / self.rate,
-            window_end_s=self.fall / self.rate,
+            window_start_s=start / self.rate,
+            window_end_s=end / self.rate,
         )
         return WindowAnalysis(
-            start_index=self.rise,
-            end_index=self.fall,
+            start_index=start,
+            end_index=end,
             sample_rate_hz=self.rate,
             energy_j=self.energy_sum / self.rate,
             idle_power_w=self.idle_sum / self.idle_n if self.idle_n else None,
-            extra_pulses=self.extra_pulses,
             saturated=self.saturated,
             trace=trace,
+            gate=gate,
         )
 
 
@@ -224,9 +186,8 @@ def decimated_trace(
 
 __all__ = [
     "TRACE_POINTS",
-    "GateError",
-    "GatedWindowAnalyzer",
     "WindowAnalysis",
+    "WindowIntegrator",
     "decimated_trace",
     "integrate_timed",
 ]

@@ -9,13 +9,16 @@ window. Either way the clean profile timing is the denominator that plans N.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aidge_deploy.errors import ConfigError, InternalError
+from aidge_deploy.power.protocol import WindowRule
 from aidge_deploy.power.result import PowerPlan, TerminalRecord
 from aidge_deploy.results import Provenance
 
@@ -36,6 +39,35 @@ class PowerRun:
     #: repeats actually run, when the target decides it during the window (repeated
     #: program runs go on until the planned window is reached); None: as planned
     repeats: int | None = None
+    #: raw records of the window beside the capture (the host timings of its runs)
+    raw_files: tuple[Path, ...] = ()
+
+
+def clean_latency(
+    target: Any, ctx: DeployContext, parsed: ProtocolResult
+) -> tuple[float, Provenance, float]:
+    """Per-inference latency (s) of the clean profile run of any ``DeployTarget``, its
+    provenance and the resolution (s) of the timer behind it: the target's own times
+    (``run_times``; an emulated board's are its time base ÷ core clock, estimated)."""
+    from aidge_deploy import stats
+
+    times = target.run_times(parsed, ctx.artifact.manifest.application_config)
+    info = times.info
+    if not times.timings_ms or info is None or info.resolution_ms is None:
+        raise ConfigError(
+            "The profile run printed no timings: no clean latency to plan N from",
+            hint="Deploy a benchmark export (with profiling, on an emulated board).",
+        )
+    latency_ms = stats.median(times.timings_ms)
+    return latency_ms / 1e3, info.provenance, info.resolution_ms / 1e3
+
+
+def power_log_context(ctx: DeployContext) -> DeployContext:
+    """The context of a power window's runs: their logs go to ``<run>/power``, so the
+    profile run's log (the one the latency figures come from) is never overwritten."""
+    power_ctx = dataclasses.replace(ctx, log_dir=ctx.log_dir / "power")
+    power_ctx.log_dir.mkdir(parents=True, exist_ok=True)
+    return power_ctx
 
 
 class PowerCapableTarget(ABC):
@@ -43,6 +75,9 @@ class PowerCapableTarget(ABC):
 
     #: the BSP builds a dedicated power firmware (N inferences between two gate edges)
     power_variant: ClassVar[bool] = False
+    #: a window consistent with N x clean latency lasts that long (``MATCH``), or at
+    #: least that long when it also holds program start-ups (``AT_LEAST``)
+    power_window_rule: ClassVar[WindowRule] = WindowRule.MATCH
 
     @abstractmethod
     def power_inferences_per_repeat(self, ctx: DeployContext) -> int:
@@ -51,22 +86,8 @@ class PowerCapableTarget(ABC):
     def power_clean_latency(
         self, ctx: DeployContext, parsed: ProtocolResult
     ) -> tuple[float, Provenance, float]:
-        """Per-inference latency (s) of the clean profile run, its provenance and the
-        resolution (s) of the timer behind it: the target's own times (``run_times``)."""
-        from aidge_deploy import stats
-
-        # the target's own times: its timer's step and provenance (an emulated board's are
-        # instructions ÷ core clock, estimated)
-        run_times = getattr(self, "run_times")  # noqa: B009 (DeployTarget's method)
-        times = run_times(parsed, ctx.artifact.manifest.application_config)
-        info = times.info
-        if not times.timings_ms or info is None or info.resolution_ms is None:
-            raise ConfigError(
-                "The profile run printed no timings: no clean latency to plan N from",
-                hint="Deploy a benchmark export (with profiling, on an emulated board).",
-            )
-        latency_ms = stats.median(times.timings_ms)
-        return latency_ms / 1e3, info.provenance, info.resolution_ms / 1e3
+        """Per-inference latency (s) of the clean profile run (``clean_latency``)."""
+        return clean_latency(self, ctx, parsed)
 
     def power_repeat_duration(
         self, ctx: DeployContext, build: BuildResult, execution: ExecutionResult
@@ -98,12 +119,17 @@ class PowerCapableTarget(ABC):
 
 #: repeated program runs stop at this many times the planned repeats, window reached or not
 MAX_EXTRA_REPEATS_FACTOR = 4
+#: the host timings a window of repeated program runs is planned and counted with
+WINDOW_RECORD = "power-window.json"
 
 
 class RepeatedRunPower(PowerCapableTarget):
     """Targets without a power variant (host, Linux boards): the window is the normal
     program run ``repeats`` times back to back, timed by the host; the monitor (hwmon,
-    RAPL, a Joulescope on the board's supply) sees the idle system around it."""
+    RAPL, a Joulescope on the board's supply) sees the idle system around it. The window's
+    runs log into ``<run>/power`` (``power_log_context``)."""
+
+    power_window_rule: ClassVar[WindowRule] = WindowRule.AT_LEAST
 
     def power_inferences_per_repeat(self, ctx: DeployContext) -> int:
         manifest = ctx.artifact.manifest
@@ -126,9 +152,15 @@ class RepeatedRunPower(PowerCapableTarget):
 
         execute = getattr(self, "execute")  # noqa: B009 (DeployTarget's lifecycle method)
         started = time.monotonic()
-        execute(ctx, build)
+        execute(power_log_context(ctx), build)
         warm = time.monotonic() - started
-        return min(execution.duration_s, warm) if execution.duration_s > 0 else warm
+        repeat = min(execution.duration_s, warm) if execution.duration_s > 0 else warm
+        self._power_timings = {
+            "profile_run_s": execution.duration_s,
+            "warm_run_s": warm,
+            "repeat_duration_s": repeat,
+        }
+        return repeat
 
     def run_power_window(
         self, ctx: DeployContext, build: BuildResult, plan: PowerPlan, monitor: PowerMonitor
@@ -141,6 +173,7 @@ class RepeatedRunPower(PowerCapableTarget):
         # the planned samples (N is what ran, so a run of fast programs still fills the
         # window the plan asked for, and late sensor reads do not leave it short)
         limit = plan.repeats * MAX_EXTRA_REPEATS_FACTOR
+        power_ctx = power_log_context(ctx)
         started = time.monotonic()
         last = None
         done = 0
@@ -152,10 +185,35 @@ class RepeatedRunPower(PowerCapableTarget):
             return seen is not None and seen < plan.min_samples
 
         while done < plan.repeats or (done < limit and short()):
-            last = execute(ctx, build)
+            last = execute(power_ctx, build)
             done += 1
         ended = time.monotonic()
-        return PowerRun(started, ended, "", getattr(last, "log_path", None), repeats=done)
+        record = power_ctx.log_dir / WINDOW_RECORD
+        timings = dict(getattr(self, "_power_timings", None) or {})
+        record.write_text(
+            json.dumps(
+                {
+                    "clock": "host time.monotonic(), s",
+                    **timings,
+                    "planned_repeats": plan.repeats,
+                    "window_runs": done,
+                    "inferences_per_run": plan.inferences_per_repeat,
+                    "window_started_s": started,
+                    "window_ended_s": ended,
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        return PowerRun(
+            started,
+            ended,
+            "",
+            getattr(last, "log_path", None),
+            repeats=done,
+            raw_files=(record,),
+        )
 
 
 _TERMINAL = re.compile(
@@ -164,21 +222,49 @@ _TERMINAL = re.compile(
 
 
 def parse_bsp_terminal(
-    text: str, inferences_per_repeat: int, ticks_per_second: float, provenance: Provenance
+    text: str,
+    inferences_per_repeat: int,
+    provenance: Provenance,
+    *,
+    ticks_per_second: float | None = None,
+    no_clock_reason: str | None = None,
 ) -> TerminalRecord | None:
-    """``AIDGE_POWER_TERMINAL repeats=R ticks_hi=H ticks_lo=L`` of the BSP power variant."""
+    """``AIDGE_POWER_TERMINAL repeats=R ticks_hi=H ticks_lo=L`` of the BSP power variant.
+
+    The ticks are the target's clock over the window: kept only with ``ticks_per_second``
+    (a board's own clock); without it (``no_clock_reason``, an emulator's virtual time)
+    neither the elapsed time nor the ticks appear anywhere.
+    """
     match = _TERMINAL.search(text)
     if match is None:
         return None
     repeats = int(match["repeats"])
+    inferences = repeats * inferences_per_repeat
+    if ticks_per_second is None:
+        return TerminalRecord(
+            repeats=repeats,
+            inferences=inferences,
+            elapsed_s=None,
+            provenance=provenance,
+            raw=f"AIDGE_POWER_TERMINAL repeats={repeats}",
+            elapsed_unavailable_reason=no_clock_reason or "the target has no clock of its own",
+        )
     ticks = (int(match["hi"]) << 32) | int(match["lo"])
     return TerminalRecord(
         repeats=repeats,
-        inferences=repeats * inferences_per_repeat,
+        inferences=inferences,
         elapsed_s=ticks / ticks_per_second,
-        elapsed_provenance=provenance,
+        provenance=provenance,
         raw=match.group(0),
+        elapsed_resolution_s=1.0 / ticks_per_second,
     )
 
 
-__all__ = ["PowerCapableTarget", "PowerRun", "RepeatedRunPower", "parse_bsp_terminal"]
+__all__ = [
+    "PowerCapableTarget",
+    "PowerRun",
+    "RepeatedRunPower",
+    "clean_latency",
+    "parse_bsp_terminal",
+    "power_log_context",
+]

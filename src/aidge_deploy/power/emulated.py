@@ -6,7 +6,9 @@ counters (instructions, loads, stores, taken branches) at those two functions, a
 ``model_forward`` entry and at each per-layer cycle read, so the window's counts, the
 inferences inside it and each layer's counts are exact and deterministic. The board's
 energy model (``energy_model.py``) turns counts into energy: an **estimate**, with the
-model's uncertainty, never a measurement. Time is instructions ÷ core clock (CPI = 1).
+model's uncertainty, never a measurement. Time and energy share one time base: the
+model's cycles (the plugin's estimated cycles when it counts them, else instructions at
+CPI = 1) ÷ the core clock; QEMU's virtual clock is never read.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from aidge_deploy.elf import ElfReadError, read_elf
 from aidge_deploy.errors import CaptureError, InternalError
 from aidge_deploy.power.analysis import TRACE_POINTS
 from aidge_deploy.power.energy_model import EnergyModel, energy_model_for
+from aidge_deploy.power.failures import PowerCaptureError
 from aidge_deploy.power.protocol import (
     GateKind,
     MonitorCapabilities,
@@ -40,6 +43,7 @@ from aidge_deploy.profiling.qemu_plugin import (
     plugin_path,
     read_trace,
 )
+from aidge_deploy.profiling.validity import IssueCode
 from aidge_deploy.results import Provenance
 
 GATE_OPEN = "aidge_power_gate_open"
@@ -129,14 +133,16 @@ class EmulatedEnergyMonitor(PowerMonitor):
         opens = [i for i, s in enumerate(snaps) if s.boundary == _OPEN]
         closes = [i for i, s in enumerate(snaps) if s.boundary == _CLOSE]
         if not opens:
-            raise CaptureError(
+            raise PowerCaptureError(
+                IssueCode.POWER_GATE_MISSING,
                 "the power firmware never reached its gate (no aidge_power_gate_open)",
                 hint="The firmware crashed before its window; see the UART log.",
             )
         first = opens[0]
         after = [i for i in closes if i > first]
         if not after:
-            raise CaptureError(
+            raise PowerCaptureError(
+                IssueCode.POWER_GATE_UNCLOSED,
                 "the gate opened but never closed (no aidge_power_gate_close)",
                 hint="The power run was cut short (timeout?) or the firmware hung.",
             )
@@ -145,7 +151,8 @@ class EmulatedEnergyMonitor(PowerMonitor):
         inside = snaps[first : last + 1]
         forwards = sum(1 for s in inside if s.boundary == _FORWARD)
         energy = self.model.energy_j(window)
-        duration = window["instructions"] / self.cpu_hz
+        base = self.model.time_base(window)
+        duration = base.cycles / self.cpu_hz
         layer_energy: dict[str, float] = {}
         if self._layers and any(s.boundary == _CYCLES for s in inside):
             wanted = {c: c for c in PLUGIN_COUNTERS}
@@ -167,23 +174,26 @@ class EmulatedEnergyMonitor(PowerMonitor):
             layer_energy_j=layer_energy,
             inferences_seen=forwards,
             uncertainty_factor=self.model.uncertainty_factor,
-            basis=f"{self.model.basis}; time = instructions ÷ {self.cpu_hz / 1e6:g} MHz (CPI = 1)",
+            basis=f"{self.model.basis}; time = {base.label} ÷ {self.cpu_hz / 1e6:g} MHz, the "
+            "same cycles the energy prices",
             notes=(f"{window['instructions']} emulated instructions in the window",),
+            raw_files=(self._trace_path,) if self._trace_path is not None else (),
         )
 
     def _trace(self, inside: Sequence[Snapshot], origin: Snapshot) -> PowerTrace:
         """Power over the window, one point per snapshot interval (layers, forwards)."""
         times: list[float] = []
         powers: list[float] = []
+        time_base = self.model.time_base
         for a, b in itertools.pairwise(inside):
             delta = b.minus(a)
-            if delta["instructions"] <= 0:
+            cycles = time_base(delta).cycles
+            if cycles <= 0:
                 continue
-            dt = delta["instructions"] / self.cpu_hz
-            times.append(a.minus(origin)["instructions"] / self.cpu_hz)
-            powers.append(self.model.energy_j(delta) / dt)
+            times.append(time_base(a.minus(origin)).cycles / self.cpu_hz)
+            powers.append(self.model.energy_j(delta) / (cycles / self.cpu_hz))
         step = max(1, len(times) // TRACE_POINTS)
-        end = inside[-1].minus(origin)["instructions"] / self.cpu_hz
+        end = time_base(inside[-1].minus(origin)).cycles / self.cpu_hz
         return PowerTrace(tuple(times[::step]), tuple(powers[::step]), 0.0, end)
 
 

@@ -6,6 +6,11 @@ mA, ``power*_input`` µW, ``energy*_input`` µJ. A chip is found by its ``name``
 counters are preferred where the chip has them (INA228); else power (INA226); else bus
 voltage x current per channel (INA3221 has no power file), skipping ``NC`` rails and the
 summing channel.
+
+Rails are not always siblings: on a Jetson the INA3221's ``VDD_IN`` is the module's input
+and ``VDD_CPU_GPU_CV`` / ``VDD_SOC`` are sub-rails *inside* it, so adding them counts their
+power twice. A chip with an input rail is read on that rail alone (unless a rail is named);
+a chip without one is the sum of its rails. The result says which rails were used and why.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ if TYPE_CHECKING:
 
 HWMON = "class/hwmon"
 _NUM = re.compile(r"^(energy|power|in|curr)(\d+)_input$")
+#: labels of a board's or module's input rail (Jetson VDD_IN, POM_5V_IN; VIN, SYS_IN...):
+#: the other rails of the chip are inside it
+INPUT_RAIL = re.compile(r"(^|_)(V?IN|VDD_IN)$|_IN_|^VIN", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -111,14 +119,43 @@ def find_hwmon(reader: SysfsReader, wanted: str | None) -> list[HwmonChip]:
     return chips
 
 
+def input_rail(chip: HwmonChip) -> Rail | None:
+    """The chip's input rail, when one of its rails is labelled as one (and only one)."""
+    inputs = [r for r in chip.rails if INPUT_RAIL.search(r.label)]
+    return inputs[0] if len(inputs) == 1 and len(chip.rails) > 1 else None
+
+
+def select_rails(chip: HwmonChip, wanted: str | None) -> tuple[HwmonChip, str]:
+    """The rails to read and why: a named rail; else a chip's input rail alone (its other
+    rails are inside it); else the sum of the chip's rails."""
+    labels = [r.label for r in chip.rails]
+    if wanted is not None and wanted != chip.name:
+        return chip, f"rail {', '.join(labels)} of {chip.name} (named)"
+    main = input_rail(chip)
+    if main is not None:
+        others = ", ".join(r.label for r in chip.rails if r is not main)
+        return (
+            HwmonChip(chip.name, chip.directory, (main,), chip.update_interval_ms),
+            f"input rail {main.label} of {chip.name} (its sub-rails {others} are inside it "
+            "and not added)",
+        )
+    if len(labels) == 1:
+        return chip, f"rail {labels[0]} of {chip.name}"
+    return chip, f"sum of rails {', '.join(labels)} of {chip.name} (no input rail among them)"
+
+
 class HwmonMonitor(PolledMonitor):
     scope = "hwmon rails"
 
     def resolve(self, reader: SysfsReader) -> None:
         chips = find_hwmon(reader, self.source.argument)
-        self.chip = chips[0]
+        self.chip, self.scope = select_rails(chips[0], self.source.argument)
+        if len(chips) > 1:
+            self.scope += (
+                f"; other sensors not read: {', '.join(c.name for c in chips[1:])} "
+                "(name one: hwmon:NAME)"
+            )
         self.cumulative = self.chip.kind == "energy"
-        self.scope = f"rails {', '.join(r.label for r in self.chip.rails)} of {self.chip.name}"
         if self.chip.update_interval_ms:
             self.period_s = min(MAX_PERIOD_S, max(MIN_PERIOD_S, self.chip.update_interval_ms / 1e3))
 
@@ -139,9 +176,10 @@ class HwmonMonitor(PolledMonitor):
             model=self.chip.name,
             details={
                 "rails": ", ".join(r.label for r in self.chip.rails),
+                "selection": self.scope,
                 "path": self.chip.directory,
             },
         )
 
 
-__all__ = ["HwmonChip", "HwmonMonitor", "Rail", "find_hwmon"]
+__all__ = ["HwmonChip", "HwmonMonitor", "Rail", "find_hwmon", "input_rail", "select_rails"]

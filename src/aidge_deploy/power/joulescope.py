@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aidge_deploy.errors import CaptureError, InternalError, PreflightError
-from aidge_deploy.power.jls import INSTALL_HINT
+from aidge_deploy.power.jls import INFERENCES_KEY, INSTALL_HINT
 from aidge_deploy.power.jls_monitor import capture_from_jls
 from aidge_deploy.power.protocol import (
     GateKind,
@@ -27,6 +28,7 @@ from aidge_deploy.power.protocol import (
     PowerCapture,
     PowerMonitor,
     WindowRequest,
+    WindowRule,
 )
 from aidge_deploy.power.source import PowerSource
 from aidge_deploy.registry import ToolCheck
@@ -118,6 +120,7 @@ class JoulescopeMonitor(PowerMonitor):
         self._path: str | None = None
         self._record: Any = None
         self._file: Path | None = None
+        self._request: WindowRequest | None = None
         self._identity = MonitorIdentity(name="joulescope")
 
     @property
@@ -178,6 +181,10 @@ class JoulescopeMonitor(PowerMonitor):
 
         request.work_dir.mkdir(parents=True, exist_ok=True)
         self._file = request.work_dir / "joulescope.jls"
+        self._request = request
+        # the file says how many inferences its window holds when that is fixed before the
+        # window runs (a power firmware); repeated program runs may run more than planned
+        count_key = INFERENCES_KEY if request.inferences_fixed else "planned_inferences"
         self._record = Record(self._driver, self._path, SIGNALS)
         self._record.open(
             str(self._file),
@@ -186,7 +193,7 @@ class JoulescopeMonitor(PowerMonitor):
                     1,
                     {
                         "aidge_deploy": "power window",
-                        "inferences": request.inferences,
+                        count_key: request.inferences,
                         "armed_utc": datetime.now(UTC).isoformat(),
                         **self._identity.details,
                     },
@@ -205,9 +212,15 @@ class JoulescopeMonitor(PowerMonitor):
                 f"Recording to {self._file} failed: {exc}",
                 hint="Free disk space in the run folder and measure again.",
             ) from exc
-        capture = capture_from_jls(self._file, Provenance.SILICON)
-        from dataclasses import replace
-
+        request = self._request
+        capture = capture_from_jls(
+            self._file,
+            Provenance.SILICON,
+            expected_s=None if request is None else request.expected_duration_s,
+            rule=WindowRule.MATCH if request is None else request.window_rule,
+            min_pulse_s=None if request is None else request.gate_min_pulse_s,
+            max_dropout_s=None if request is None else request.gate_max_dropout_s,
+        )
         return replace(capture, identity=self._identity)
 
     def close(self) -> None:

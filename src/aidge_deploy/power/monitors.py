@@ -63,12 +63,17 @@ def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
     from aidge_deploy.power.capability import PowerCapableTarget
 
     source = parse_power_source(config.power or "")
+    kind = source.kind
+    if kind is PowerSourceKind.JLS:  # nothing runs: any board whose run it recorded
+        from aidge_deploy.power.jls_monitor import jls_checks
+
+        return jls_checks(source, config, target_cls)
     if not issubclass(target_cls, PowerCapableTarget):
         raise ConfigError(
             f"--power {source} was requested, but target {config.target} cannot run a power window",
-            hint="Power runs work on the emulated boards, the host and Linux boards over SSH.",
+            hint="Power runs work on the emulated boards, the host and Linux boards over SSH; "
+            "a capture of a board's run is analysed with --power jls:FILE.",
         )
-    kind = source.kind
     if kind is PowerSourceKind.EMULATED:
         from aidge_deploy.power.energy_model import boards_with_models
 
@@ -80,21 +85,9 @@ def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
             )
         return [ToolCheck("emulated", True, f"energy model of {board}")]
     if kind is PowerSourceKind.REFERENCE:
-        return [ToolCheck("reference", True, "hardware model reference current")]
-    if kind is PowerSourceKind.JLS:
-        from aidge_deploy.power.jls import INSTALL_HINT
+        from aidge_deploy.power.reference import reference_checks
 
-        checks = [_import_check("pyjls", INSTALL_HINT)]
-        path = Path(source.argument or "")
-        checks.append(
-            ToolCheck(
-                f"capture {path}",
-                path.is_file(),
-                "found" if path.is_file() else "no such file",
-                None if path.is_file() else "Give the path of an existing .jls capture.",
-            )
-        )
-        return checks
+        return reference_checks(config, target_cls)
     if kind is PowerSourceKind.JOULESCOPE:
         from aidge_deploy.power.joulescope import joulescope_checks
 

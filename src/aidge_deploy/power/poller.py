@@ -14,6 +14,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -39,6 +40,8 @@ IDLE_S = 0.3
 MIN_PERIOD_S, MAX_PERIOD_S, DEFAULT_PERIOD_S = 0.005, 0.2, 0.02
 #: reads timed at open, and the poll period kept above their slowest by this factor
 PROBE_READS, READ_MARGIN = 3, 1.5
+#: the raw readings of a window, kept beside the run's logs (and in the bundle)
+SAMPLES_FILE = "power-samples.csv"
 
 
 class PolledMonitor(PowerMonitor):
@@ -58,6 +61,7 @@ class PolledMonitor(PowerMonitor):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._window: tuple[float, float] | None = None
+        self._work_dir: Path | None = None
         #: longest time one reading took (s): the timestamp of a reading is the middle of
         #: its read, so a window edge is placed within half of it
         self.slowest_read_s = 0.0
@@ -139,6 +143,7 @@ class PolledMonitor(PowerMonitor):
         if self.reader is None:
             raise InternalError(f"{self.source} is not open")
         self._times, self._values, self._error = [], [], None
+        self._work_dir = request.work_dir
         self.slowest_read_s = 0.0
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name=f"poll-{self.source}", daemon=True)
@@ -172,7 +177,32 @@ class PolledMonitor(PowerMonitor):
                 f"{self.source}: reading the sensor failed during the run: {self._error}",
                 hint="The sensor went away or lost its permissions mid-run.",
             ) from self._error
-        return self.window_capture(self._times, self._values, start, end)
+        capture = self.window_capture(self._times, self._values, start, end)
+        if self._work_dir is None:
+            return capture
+        path = self.write_samples(self._work_dir / SAMPLES_FILE, start, end)
+        return replace(capture, raw_files=(*capture.raw_files, path))
+
+    def write_samples(self, path: Path, start: float, end: float) -> Path:
+        """The window's raw readings as CSV: every figure of the capture is computed from
+        them (``window_capture``), so a bundle holding this file reproduces them."""
+        kind = "energy_j" if self.cumulative else "power_w"
+        what = (
+            "cumulative energy counter (J since an arbitrary origin, wraps undone)"
+            if self.cumulative
+            else "instantaneous power (W)"
+        )
+        lines = [
+            f"# aidge-deploy power samples of {self.source} ({self.scope})",
+            "# time_s: host monotonic clock (s), stamped at the middle of each read",
+            f"# {kind}: {what}",
+            f"# window_start_s={start!r} window_end_s={end!r} kind={kind}",
+            f"time_s,{kind}",
+            *(f"{t!r},{v!r}" for t, v in zip(self._times, self._values, strict=True)),
+        ]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
 
     def window_capture(
         self, times: list[float], values: list[float], start: float, end: float
@@ -238,4 +268,4 @@ class PolledMonitor(PowerMonitor):
             self.reader = None
 
 
-__all__ = ["IDLE_S", "PolledMonitor"]
+__all__ = ["IDLE_S", "SAMPLES_FILE", "PolledMonitor"]

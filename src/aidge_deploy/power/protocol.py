@@ -29,6 +29,13 @@ class GateKind(StrEnum):
     HOST = "host"  # the host times the run (process start/end): sensors without a gate input
 
 
+class WindowRule(StrEnum):
+    """What "consistent with N x clean latency" means for a captured window."""
+
+    MATCH = "match"  # it lasts N x clean latency, within the tolerance
+    AT_LEAST = "at_least"  # it holds N inferences and more (program start-ups): not shorter
+
+
 @dataclass(frozen=True)
 class MonitorCapabilities:
     """What a monitor can see: planning and validity read this, never the monitor type."""
@@ -41,8 +48,12 @@ class MonitorCapabilities:
     provenance: Provenance
     #: what the figures cover: "board supply", "chip package", "rail VDD_IN", "CPU model"...
     scope: str = ""
-    #: False for a model that needs no run at all (reference current x latency)
+    #: False for a model that needs no run at all (reference current x latency), and for
+    #: a capture recorded elsewhere
     needs_window_run: bool = True
+    #: the window is a capture recorded elsewhere (``jls:``): its N comes from the user or
+    #: the file, never from the tool's own plan
+    recorded_elsewhere: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,48 @@ class PowerTrace:
 
 
 @dataclass(frozen=True)
+class GatePulse:
+    """A stretch of the gate signal: where it starts and how long it lasts (s)."""
+
+    start_s: float
+    width_s: float
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """Every edge a gate detector found on a sampled gate input, and what it made of them.
+
+    Lists hold at most ``listed`` entries each (the first ones); the counts are complete.
+    """
+
+    gate_input: str
+    sample_rate_hz: float
+    #: a level held shorter than this is a glitch, not an edge (s)
+    min_pulse_s: float
+    #: a low gap up to this long inside a pulse is a dropout, bridged (s)
+    max_dropout_s: float
+    #: how the two limits were chosen (planned window, sample rate, or given)
+    settings_basis: str
+    #: level changes seen on the input (after the hysteresis thresholds)
+    edges: int
+    glitch_count: int
+    glitches: tuple[GatePulse, ...]
+    dropout_count: int
+    dropouts: tuple[GatePulse, ...]
+    #: the pulses left once glitches are ignored and dropouts bridged
+    pulse_count: int
+    pulses: tuple[GatePulse, ...]
+    #: index into ``pulses`` of the window (None: no window was chosen)
+    chosen: int | None
+    #: N x clean latency (s), the width the window is chosen by (None: unknown)
+    expected_s: float | None
+    selection: str
+    #: where a pulse opened and never closed before the capture's end (s)
+    unclosed_at_s: float | None = None
+    started_high: bool = False
+
+
+@dataclass(frozen=True)
 class PowerCapture:
     """What a monitor measured (or a model estimated) over the gated window."""
 
@@ -101,6 +154,12 @@ class PowerCapture:
     uncertainty_factor: float | None = None
     basis: str = ""
     notes: tuple[str, ...] = ()
+    #: the gate detector's findings, for monitors with a sampled gate input (JLS, Joulescope)
+    gate: GateReport | None = None
+    #: inferences inside the window by the capture's own record (a JLS annotation)
+    recorded_inferences: int | None = None
+    #: files holding the raw data every figure of the capture is computed from
+    raw_files: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +174,14 @@ class WindowRequest:
     resolution_s: float = 1e-9
     #: the layers the profile reported, in order (monitors that attribute energy to layers)
     layer_names: tuple[str, ...] = ()
+    #: how a sampled gate's window is chosen against ``expected_duration_s``
+    window_rule: WindowRule = WindowRule.MATCH
+    #: False when the target may run more than ``inferences`` (repeated program runs
+    #: filling the window): a recording then does not claim N as its own
+    inferences_fixed: bool = True
+    #: the gate detector's limits (s), when the user gives them (else from the plan)
+    gate_min_pulse_s: float | None = None
+    gate_max_dropout_s: float | None = None
 
 
 class PowerMonitor(ABC):
@@ -153,6 +220,13 @@ class PowerMonitor(ABC):
         """Extra emulator arguments the capture needs (the emulated PMU plugin), if any."""
         return ()
 
+    def recorded_inferences(self, given: int | None) -> int:
+        """N of a capture recorded elsewhere (``recorded_elsewhere``): ``given``, else the
+        capture's own record; ``ConfigError`` when neither says."""
+        from aidge_deploy.errors import InternalError
+
+        raise InternalError(f"{self.source} runs its own window: it records no N of its own")
+
     def __enter__(self) -> Self:
         self.open()
         return self
@@ -168,10 +242,13 @@ class PowerMonitor(ABC):
 
 __all__ = [
     "GateKind",
+    "GatePulse",
+    "GateReport",
     "MonitorCapabilities",
     "MonitorIdentity",
     "PowerCapture",
     "PowerMonitor",
     "PowerTrace",
     "WindowRequest",
+    "WindowRule",
 ]

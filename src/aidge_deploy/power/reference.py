@@ -2,14 +2,14 @@
 
 What ``aidge_export_arm_cortexm.metrics.power.estimate_power_metrics`` does, done honestly:
 the figure is **estimated** (a datasheet-style current, not this run), and a board whose
-hardware model has no reference current gets "unavailable (no reference values for this
-board)" instead of 0 mW. No window is run: the energy is the plan's N x clean latency at
-the reference power.
+hardware model has no reference current is refused in Preflight, before anything is
+built, instead of a run whose figures are all "unavailable" (never 0 mW). No window is
+run: the energy is the plan's N x clean latency at the reference power.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import CaptureError, InternalError
 from aidge_deploy.power.protocol import (
@@ -21,7 +21,11 @@ from aidge_deploy.power.protocol import (
     WindowRequest,
 )
 from aidge_deploy.power.source import PowerSource
+from aidge_deploy.registry import ToolCheck
 from aidge_deploy.results import Provenance
+
+if TYPE_CHECKING:
+    from aidge_deploy.config import DeployConfig
 
 NO_REFERENCE = "no reference values for this board"
 
@@ -33,6 +37,31 @@ def reference_power_w(hardware_target: Any) -> tuple[float, float, float] | None
     if current_ma is None or voltage is None:
         return None
     return float(current_ma) * float(voltage) * 1e-3, float(current_ma) * 1e-3, float(voltage)
+
+
+def reference_checks(config: DeployConfig, target_cls: Any) -> list[ToolCheck]:
+    """Preflight: the target's hardware model has a reference current and voltage (a run
+    whose every power figure would be "unavailable" is refused before building)."""
+    values = reference_power_w(target_cls(config).hardware_target)
+    if values is None:
+        return [
+            ToolCheck(
+                "reference",
+                False,
+                f"{NO_REFERENCE} ({config.target}: its hardware model has no reference "
+                "current or supply voltage)",
+                "Measure it (--power joulescope, jls:FILE, hwmon, rapl) or, on an emulated "
+                "board, estimate it with --power emulated.",
+            )
+        ]
+    power, current, voltage = values
+    return [
+        ToolCheck(
+            "reference",
+            True,
+            f"hardware model reference {current * 1e3:g} mA at {voltage:g} V ({power * 1e3:g} mW)",
+        )
+    ]
 
 
 class ReferenceMonitor(PowerMonitor):
@@ -81,4 +110,4 @@ class ReferenceMonitor(PowerMonitor):
         )
 
 
-__all__ = ["NO_REFERENCE", "ReferenceMonitor", "reference_power_w"]
+__all__ = ["NO_REFERENCE", "ReferenceMonitor", "reference_checks", "reference_power_w"]

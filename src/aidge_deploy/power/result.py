@@ -4,6 +4,8 @@
 ``DeployResult.measurements``; a figure the monitor cannot give is "unavailable (reason)",
 never 0. Provenance follows the monitor: an instrument on the board is silicon, a sensor of
 this machine host, a model estimated (with its uncertainty factor in the description).
+``as_dict()`` is the ``power`` block of ``summary.json``: every number in it is a figure
+with its unit and provenance (``metrics.figure`` / ``metrics.series``).
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
-from aidge_deploy.metrics import Metric, Provenance
-from aidge_deploy.power.protocol import MonitorCapabilities, PowerCapture
+from aidge_deploy.metrics import Metric, Provenance, figure, series
+from aidge_deploy.power.protocol import GateReport, MonitorCapabilities, PowerCapture, WindowRule
 
 #: step of the host clock that times program runs (``time.monotonic``)
-_MONOTONIC_RESOLUTION_S = time.get_clock_info("monotonic").resolution
+MONOTONIC_RESOLUTION_S = time.get_clock_info("monotonic").resolution
+#: the figure published instead of a negative energy above idle
+IDLE_ABOVE_WINDOW = "idle baseline above the window's mean (noise)"
 
 
 class PowerIssue(Protocol):
@@ -26,6 +31,9 @@ class PowerIssue(Protocol):
 
     @property
     def message(self) -> str: ...
+
+    @property
+    def severity(self) -> str: ...
 
     def as_dict(self) -> dict[str, Any]: ...
 
@@ -37,28 +45,38 @@ class PowerPlan:
     inferences: int  # N
     repeats: int  # calls of the firmware entry point / program runs inside the window
     inferences_per_repeat: int
-    clean_latency_s: float  # per inference, from the profile phase
-    clean_latency_provenance: Provenance
+    #: per inference, from the profile phase (None: unknown, a capture analysed alone)
+    clean_latency_s: float | None
+    clean_latency_provenance: Provenance | None
     #: resolution (s) of the timer behind the clean latency, per inference
-    clean_latency_resolution_s: float
+    clean_latency_resolution_s: float | None
     min_window_s: float
     min_samples: int
     basis: str
     #: host wall time (s) of one repeat when a repeat is a whole program run (start-up and
     #: I/O included: host, Linux boards), measured on the profile run; None when the window
-    #: holds nothing but the inferences (power variant, models)
+    #: holds nothing but the inferences (power variant, models, captures)
     repeat_duration_s: float | None = None
     #: the window the plan aims at (s): at least ``min_window_s`` and long enough for
     #: ``min_samples`` at the monitor's rate; repeated program runs go on until it is reached
     target_window_s: float = 0.0
+    #: where N comes from, and what it is: built into the power firmware (static), counted
+    #: by the host running the program (host), given by the user or recorded in a capture
+    inferences_from: str = "planned: built into the power firmware"
+    inferences_provenance: Provenance = Provenance.STATIC
+    #: what a window consistent with N x clean latency is (``AT_LEAST`` when it may hold
+    #: more than the inferences: program start-ups)
+    window_rule: WindowRule = WindowRule.MATCH
 
     @property
-    def inference_duration_s(self) -> float:
+    def inference_duration_s(self) -> float | None:
         """N x clean latency: the time the window spends inferring."""
+        if self.clean_latency_s is None:
+            return None
         return self.inferences * self.clean_latency_s
 
     @property
-    def expected_duration_s(self) -> float:
+    def expected_duration_s(self) -> float | None:
         """What the window should last: N x clean latency, or the repeats' wall time when
         each repeat is a program run (its start-up is in the host-timed window too)."""
         if self.repeat_duration_s is not None:
@@ -66,25 +84,50 @@ class PowerPlan:
         return self.inference_duration_s
 
     @property
-    def inference_share(self) -> float | None:
-        """Fraction of the expected window spent inferring, when it holds more (start-ups)."""
-        if self.repeat_duration_s is None or self.expected_duration_s <= 0:
+    def expected_resolution_s(self) -> float | None:
+        if self.repeat_duration_s is not None:
+            return self.repeats * MONOTONIC_RESOLUTION_S
+        if self.clean_latency_resolution_s is None:
             return None
-        return min(1.0, self.inference_duration_s / self.expected_duration_s)
+        return self.inferences * self.clean_latency_resolution_s
 
     def as_dict(self) -> dict[str, Any]:
+        latency_prov = self.clean_latency_provenance or Provenance.STATIC
+        no_latency = "no clean latency (a capture analysed without its board's profile run)"
+
+        def seconds(value: float | None, prov: Provenance, res: float | None) -> dict[str, Any]:
+            return figure(value, "s", prov, res, unavailable_reason=no_latency)
+
+        n_prov = self.inferences_provenance
         return {
-            "inferences": self.inferences,
-            "repeats": self.repeats,
-            "inferences_per_repeat": self.inferences_per_repeat,
-            "clean_latency_s": self.clean_latency_s,
-            "clean_latency_provenance": self.clean_latency_provenance.value,
-            "min_window_s": self.min_window_s,
-            "min_samples": self.min_samples,
-            "repeat_duration_s": self.repeat_duration_s,
-            "target_window_s": self.target_window_s,
-            "inference_duration_s": self.inference_duration_s,
-            "expected_duration_s": self.expected_duration_s,
+            "inferences": figure(self.inferences, "inferences", n_prov),
+            "repeats": figure(self.repeats, "repeats", n_prov),
+            "inferences_per_repeat": figure(
+                self.inferences_per_repeat, "inferences", Provenance.STATIC
+            ),
+            "inferences_from": self.inferences_from,
+            "clean_latency": seconds(
+                self.clean_latency_s, latency_prov, self.clean_latency_resolution_s
+            ),
+            "min_window": figure(self.min_window_s, "s", Provenance.STATIC),
+            "min_samples": figure(self.min_samples, "samples", Provenance.STATIC),
+            "repeat_duration": None
+            if self.repeat_duration_s is None
+            else figure(self.repeat_duration_s, "s", Provenance.HOST, MONOTONIC_RESOLUTION_S),
+            "target_window": figure(self.target_window_s, "s", Provenance.STATIC),
+            "inference_duration": seconds(
+                self.inference_duration_s,
+                latency_prov,
+                None
+                if self.clean_latency_resolution_s is None
+                else self.inferences * self.clean_latency_resolution_s,
+            ),
+            "expected_duration": seconds(
+                self.expected_duration_s,
+                Provenance.HOST if self.repeat_duration_s is not None else latency_prov,
+                self.expected_resolution_s,
+            ),
+            "window_rule": self.window_rule.value,
             "basis": self.basis,
         }
 
@@ -95,20 +138,66 @@ class TerminalRecord:
 
     repeats: int | None
     inferences: int | None
-    elapsed_s: float | None  # the target's own clock over the window, when it reports one
-    elapsed_provenance: Provenance | None
+    #: the target's own clock over the window, when it is a clock of the target (None on
+    #: an emulator: QEMU's virtual time is not a time base of any model)
+    elapsed_s: float | None
+    #: what printed the record: the board (silicon) or the emulated firmware (emulated)
+    provenance: Provenance
     raw: str
+    elapsed_resolution_s: float | None = None
+    elapsed_unavailable_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        prov = self.provenance
         return {
-            "repeats": self.repeats,
-            "inferences": self.inferences,
-            "elapsed_s": self.elapsed_s,
-            "elapsed_provenance": None
-            if self.elapsed_provenance is None
-            else self.elapsed_provenance.value,
+            "repeats": figure(self.repeats, "repeats", prov, unavailable_reason="not printed"),
+            "inferences": figure(
+                self.inferences, "inferences", prov, unavailable_reason="not printed"
+            ),
+            "elapsed": figure(
+                self.elapsed_s,
+                "s",
+                prov,
+                self.elapsed_resolution_s,
+                unavailable_reason=self.elapsed_unavailable_reason,
+            ),
             "raw": self.raw,
         }
+
+
+def gate_dict(gate: GateReport, prov: Provenance) -> dict[str, Any]:
+    """The gate detector's findings, every time and count with its unit."""
+
+    def pulses(items: Any) -> dict[str, Any]:
+        return {
+            "start": series([p.start_s for p in items], "s", prov),
+            "width": series([p.width_s for p in items], "s", prov),
+        }
+
+    static = Provenance.STATIC
+    return {
+        "input": gate.gate_input,
+        "sample_rate": figure(gate.sample_rate_hz, "Hz", prov),
+        "min_pulse": figure(gate.min_pulse_s, "s", static),
+        "max_dropout": figure(gate.max_dropout_s, "s", static),
+        "settings_basis": gate.settings_basis,
+        "edges": figure(gate.edges, "edges", prov),
+        "glitches": figure(gate.glitch_count, "pulses", prov),
+        "glitches_listed": pulses(gate.glitches),
+        "dropouts": figure(gate.dropout_count, "gaps", prov),
+        "dropouts_listed": pulses(gate.dropouts),
+        "pulses": figure(gate.pulse_count, "pulses", prov),
+        "pulses_listed": pulses(gate.pulses),
+        "chosen_pulse": gate.chosen,
+        "expected": figure(
+            gate.expected_s, "s", static, unavailable_reason="no clean latency to choose by"
+        ),
+        "selection": gate.selection,
+        "unclosed_at": None
+        if gate.unclosed_at_s is None
+        else figure(gate.unclosed_at_s, "s", prov),
+        "started_high": gate.started_high,
+    }
 
 
 @dataclass(frozen=True)
@@ -119,17 +208,26 @@ class PowerResult:
     capabilities: MonitorCapabilities
     plan: PowerPlan
     capture: PowerCapture | None
-    #: why there is no capture (monitor failed, no reference values...): figures unavailable
+    #: why there is no capture (monitor failed, gate missing...): figures unavailable
     unavailable_reason: str | None = None
     terminal: TerminalRecord | None = None
     issues: tuple[PowerIssue, ...] = ()
     layer_energy_uj: Mapping[str, float] = field(default_factory=dict)
     #: host wall time of the run holding the window (s); None when no run was needed
     window_wall_s: float | None = None
+    #: what the gate detector found (also when it found no window)
+    gate: GateReport | None = None
+    #: the raw data of the window: the capture's files and the window run's own log
+    raw_files: tuple[Path, ...] = ()
 
     @property
     def provenance(self) -> Provenance:
         return self.capture.provenance if self.capture else self.capabilities.provenance
+
+    @property
+    def invalid(self) -> bool:
+        """An issue of error severity: the power figures must not be trusted."""
+        return any(str(i.severity) == "error" for i in self.issues)
 
     @property
     def inferences(self) -> int:
@@ -143,25 +241,39 @@ class PowerResult:
         the mean window power x the clean latency, so start-ups are not billed to inferences."""
         if self.capture is None or self.inferences <= 0:
             return None
-        if self.plan.repeat_duration_s is not None:
+        latency = self.plan.clean_latency_s
+        if self.plan.repeat_duration_s is not None and latency is not None:
             if self.capture.duration_s <= 0:
                 return None
-            return self.capture.energy_j / self.capture.duration_s * self.plan.clean_latency_s * 1e6
+            return self.capture.energy_j / self.capture.duration_s * latency * 1e6
         return self.capture.energy_j / self.inferences * 1e6
 
     def _energy_basis(self) -> str:
-        if self.plan.repeat_duration_s is not None:
+        latency = self.plan.clean_latency_s
+        if self.plan.repeat_duration_s is not None and latency is not None:
             return (
-                f"mean window power x clean latency {self.plan.clean_latency_s * 1e3:.6g} ms "
+                f"mean window power x clean latency {latency * 1e3:.6g} ms "
                 f"(the window holds {self.plan.repeats} program runs, start-ups included)"
             )
-        return f"window energy ÷ {self.inferences} inferences"
+        return f"window energy ÷ {self.inferences} inferences ({self.plan.inferences_from})"
 
     @property
     def average_power_mw(self) -> float | None:
         if self.capture is None or self.capture.duration_s <= 0:
             return None
         return self.capture.energy_j / self.capture.duration_s * 1e3
+
+    @property
+    def active_energy_uj(self) -> float | None:
+        """Energy above the idle baseline per inference (may come out negative: noise)."""
+        cap, per_inference = self.capture, self.energy_per_inference_uj
+        idle = cap.idle_power_w if cap is not None else None
+        if cap is None or idle is None or per_inference is None:
+            return None
+        latency = self.plan.clean_latency_s
+        if self.plan.repeat_duration_s is not None and latency is not None:
+            return per_inference - idle * latency * 1e6
+        return (cap.energy_j - idle * cap.duration_s) / self.inferences * 1e6
 
     def _uncertainty(self) -> str:
         f = self.capture.uncertainty_factor if self.capture else None
@@ -206,20 +318,14 @@ class PowerResult:
                 idle_reason,
             )
         )
-        active = None
-        per_inference = self.energy_per_inference_uj
-        if cap is not None and idle is not None and per_inference is not None:
-            if self.plan.repeat_duration_s is not None:
-                active = per_inference - idle * self.plan.clean_latency_s * 1e6
-            else:
-                active = (cap.energy_j - idle * cap.duration_s) / self.inferences * 1e6
+        active = self.active_energy_uj
         out.append(
             m(
                 "energy_active_per_inference",
-                active,
+                active if active is None or active >= 0 else None,
                 "uJ",
                 "energy above the idle baseline per inference",
-                idle_reason,
+                idle_reason if active is None else IDLE_ABOVE_WINDOW,
             )
         )
         if cap is None:
@@ -235,28 +341,7 @@ class PowerResult:
                     resolution=cap.duration_resolution_s,
                 )
             )
-        plan = self.plan
-        if plan.repeat_duration_s is None:
-            expected = Metric(
-                "power_window_expected",
-                plan.expected_duration_s,
-                "s",
-                plan.clean_latency_provenance,
-                f"N = {plan.inferences} x clean latency {plan.clean_latency_s * 1e3:.6g} ms",
-                resolution=plan.inferences * plan.clean_latency_resolution_s,
-            )
-        else:
-            expected = Metric(
-                "power_window_expected",
-                plan.expected_duration_s,
-                "s",
-                Provenance.HOST,
-                f"{plan.repeats} program runs x {plan.repeat_duration_s:.6g} s (host wall time "
-                f"of the profile run, start-up included; N x clean latency is "
-                f"{plan.inference_duration_s:.6g} s)",
-                resolution=plan.repeats * _MONOTONIC_RESOLUTION_S,
-            )
-        out.append(expected)
+        out.append(self._expected_metric())
         if cap is not None and cap.sample_rate_hz:
             out.append(
                 Metric("power_samples", cap.samples, "samples", prov, "samples inside the window")
@@ -272,11 +357,44 @@ class PowerResult:
             out.append(Metric("power_sample_rate", None, "Hz", prov, "monitor sample rate", reason))
         return tuple(out)
 
+    def _expected_metric(self) -> Metric:
+        plan = self.plan
+        expected = plan.expected_duration_s
+        if expected is None or plan.clean_latency_s is None:
+            return Metric.unavailable(
+                "power_window_expected",
+                "s",
+                plan.clean_latency_provenance or Provenance.STATIC,
+                "no clean latency to plan the window from (a capture analysed alone)",
+                "N x clean latency",
+            )
+        if plan.repeat_duration_s is None:
+            return Metric(
+                "power_window_expected",
+                expected,
+                "s",
+                plan.clean_latency_provenance or Provenance.STATIC,
+                f"N = {plan.inferences} x clean latency {plan.clean_latency_s * 1e3:.6g} ms",
+                resolution=plan.expected_resolution_s,
+            )
+        return Metric(
+            "power_window_expected",
+            expected,
+            "s",
+            Provenance.HOST,
+            f"{plan.repeats} program runs x {plan.repeat_duration_s:.6g} s (host wall time "
+            f"of the profile run, start-up included; N x clean latency is "
+            f"{plan.inference_duration_s:.6g} s)",
+            resolution=plan.expected_resolution_s,
+        )
+
     def as_dict(self) -> dict[str, Any]:
         cap = self.capture
+        prov = self.provenance
+        gate = self.gate if self.gate is not None else (cap.gate if cap is not None else None)
         return {
             "source": self.source,
-            "provenance": self.provenance.value,
+            "provenance": prov.value,
             "scope": self.capabilities.scope,
             "gate": self.capabilities.gate.value,
             "gate_input": self.capabilities.gate_input,
@@ -284,25 +402,45 @@ class PowerResult:
             "plan": self.plan.as_dict(),
             "terminal": None if self.terminal is None else self.terminal.as_dict(),
             "monitor": None if cap is None else cap.identity.as_dict(),
-            "uncertainty_factor": None if cap is None else cap.uncertainty_factor,
+            "uncertainty_factor": None
+            if cap is None or cap.uncertainty_factor is None
+            else figure(cap.uncertainty_factor, "factor", Provenance.ESTIMATED),
             "basis": None if cap is None else cap.basis,
-            "inferences": self.inferences,
-            "window_wall_s": self.window_wall_s,
-            "inferences_seen": None if cap is None else cap.inferences_seen,
+            "inferences": figure(self.inferences, "inferences", self._n_provenance()),
+            "window_wall": None
+            if self.window_wall_s is None
+            else figure(self.window_wall_s, "s", Provenance.HOST, MONOTONIC_RESOLUTION_S),
+            "inferences_seen": None
+            if cap is None or cap.inferences_seen is None
+            else figure(cap.inferences_seen, "inferences", Provenance.EMULATED),
             "saturated": None if cap is None else cap.saturated,
             "notes": [] if cap is None else list(cap.notes),
-            "layer_energy_uj": dict(self.layer_energy_uj),
+            "gate_detection": None if gate is None else gate_dict(gate, prov),
+            "layer_energy": series(dict(self.layer_energy_uj), "uJ", prov),
             "metrics": [x.as_dict() for x in self.metrics()],
             "trace": None
             if cap is None or cap.trace is None
             else {
-                "time_s": list(cap.trace.time_s),
-                "power_w": list(cap.trace.power_w),
-                "window_start_s": cap.trace.window_start_s,
-                "window_end_s": cap.trace.window_end_s,
+                "time": series(list(cap.trace.time_s), "s", prov),
+                "power": series(list(cap.trace.power_w), "W", prov),
+                "window_start": figure(cap.trace.window_start_s, "s", prov),
+                "window_end": figure(cap.trace.window_end_s, "s", prov),
             },
+            "raw_files": [p.name for p in self.raw_files],
             "issues": [i.as_dict() for i in self.issues],
         }
 
+    def _n_provenance(self) -> Provenance:
+        if self.terminal is not None and self.terminal.inferences:
+            return self.terminal.provenance
+        return self.plan.inferences_provenance
 
-__all__ = ["PowerPlan", "PowerResult", "TerminalRecord"]
+
+__all__ = [
+    "IDLE_ABOVE_WINDOW",
+    "MONOTONIC_RESOLUTION_S",
+    "PowerPlan",
+    "PowerResult",
+    "TerminalRecord",
+    "gate_dict",
+]

@@ -32,6 +32,8 @@ NEAR_CAPACITY = 0.9
 MIN_SAMPLES = 3
 #: the power window may differ from N x clean latency by this fraction
 POWER_WINDOW_TOLERANCE = 0.10
+#: a power window holds at least this many monitor samples, or it has no energy figure
+MIN_POWER_WINDOW_SAMPLES = 50
 
 
 class Severity(StrEnum):
@@ -57,12 +59,18 @@ class IssueCode(StrEnum):
     TIMER_RESOLUTION_COARSE = "timer.resolution_coarse"
     TIMING_EMULATED = "timing.emulated"
     MEMORY_NEAR_CAPACITY = "memory.near_capacity"
+    POWER_CAPTURE_NOT_JLS = "power.capture_not_jls"
+    POWER_CAPTURE_TRUNCATED = "power.capture_truncated"
+    POWER_CAPTURE_FAILED = "power.capture_failed"
     POWER_GATE_MISSING = "power.gate_missing"
+    POWER_GATE_UNCLOSED = "power.gate_unclosed"
+    POWER_GATE_AMBIGUOUS = "power.gate_ambiguous"
     POWER_WINDOW_SHORT = "power.window_short"
     POWER_WINDOW_MISMATCH = "power.window_mismatch"
-    POWER_SAMPLE_RATE_LOW = "power.sample_rate_low"
+    POWER_SAMPLES_TOO_FEW = "power.samples_too_few"
     POWER_SATURATED = "power.saturated"
     POWER_TERMINAL_MISMATCH = "power.terminal_mismatch"
+    POWER_IDLE_ABOVE_WINDOW = "power.idle_above_window"
 
     @property
     def severity(self) -> Severity:
@@ -120,24 +128,50 @@ ISSUE_SPECS: Mapping[IssueCode, IssueSpec] = MappingProxyType(
             Severity.WARNING,
             f"Flash or RAM use is above {NEAR_CAPACITY:.0%} of the target's capacity.",
         ),
+        IssueCode.POWER_CAPTURE_NOT_JLS: IssueSpec(
+            Severity.ERROR,
+            "The power capture file is not a JLS v2 file (its first bytes are not the JLS "
+            "identification): no energy figure exists for the run.",
+        ),
+        IssueCode.POWER_CAPTURE_TRUNCATED: IssueSpec(
+            Severity.ERROR,
+            "The JLS capture was not closed properly or was cut short (the length in its header "
+            "is 0 or differs from the file's size, or its signals stop at different samples).",
+        ),
+        IssueCode.POWER_CAPTURE_FAILED: IssueSpec(
+            Severity.ERROR,
+            "The power monitor failed during the run (a sensor read failed, samples are "
+            "missing inside the window): no energy figure exists for the run.",
+        ),
         IssueCode.POWER_GATE_MISSING: IssueSpec(
             Severity.ERROR,
-            "The power monitor never saw the gate window: no energy figure exists for the run.",
+            "The capture has no gate input, or the gate never opened inside it: no window, no "
+            "energy figure.",
+        ),
+        IssueCode.POWER_GATE_UNCLOSED: IssueSpec(
+            Severity.ERROR,
+            "The gate opened but never closed inside the capture (it ends inside the window).",
+        ),
+        IssueCode.POWER_GATE_AMBIGUOUS: IssueSpec(
+            Severity.ERROR,
+            "More than one gate pulse is consistent with N x the clean latency (or there is no "
+            "clean latency to choose with): the tool does not guess which holds the inferences.",
         ),
         IssueCode.POWER_WINDOW_SHORT: IssueSpec(
             Severity.WARNING,
-            "The measured power window is shorter than planned (too few seconds or samples): "
-            "edge errors weigh more than the plan allowed.",
+            "The measured power window is shorter than the planned minimum: edge errors weigh "
+            "more than the plan allowed.",
         ),
         IssueCode.POWER_WINDOW_MISMATCH: IssueSpec(
-            Severity.WARNING,
-            f"The measured window differs from N x the clean latency by more than "
+            Severity.ERROR,
+            f"The window differs from N x the clean latency by more than "
             f"{POWER_WINDOW_TOLERANCE:.0%} (for a host-timed window of whole program runs: is "
             f"shorter than it): the window is not the N inferences it should be.",
         ),
-        IssueCode.POWER_SAMPLE_RATE_LOW: IssueSpec(
-            Severity.WARNING,
-            "The monitor samples too slowly for the window (fewer samples than planned).",
+        IssueCode.POWER_SAMPLES_TOO_FEW: IssueSpec(
+            Severity.ERROR,
+            f"The window holds fewer than {MIN_POWER_WINDOW_SAMPLES} monitor samples, the "
+            "minimum for an energy figure.",
         ),
         IssueCode.POWER_SATURATED: IssueSpec(
             Severity.ERROR,
@@ -147,6 +181,11 @@ ISSUE_SPECS: Mapping[IssueCode, IssueSpec] = MappingProxyType(
             Severity.ERROR,
             "The target's terminal record after the window is missing, or its inference "
             "count differs from N: energy per inference cannot be trusted.",
+        ),
+        IssueCode.POWER_IDLE_ABOVE_WINDOW: IssueSpec(
+            Severity.WARNING,
+            "The idle baseline is above the window's mean power (noise): the energy above "
+            "idle is not published.",
         ),
     }
 )

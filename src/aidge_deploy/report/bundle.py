@@ -58,6 +58,8 @@ METADATA_NAME = "run_metadata.json"
 REPORT_NAME = "report.html"
 OVERLAY_DIR = "model_explorer"
 LOG_DIR = "logs"
+#: the power window's raw data, beside the profile run's log
+POWER_DIR = f"{LOG_DIR}/power"
 METADATA_SCHEMA = "aidge-deploy/run-metadata"
 
 
@@ -163,7 +165,26 @@ def _comparability(summary: Mapping[str, Any], metadata: Mapping[str, Any]) -> d
     }
 
 
-def _install(staging: Path, out_dir: Path, *, overwrite: bool) -> None:
+def power_raw_files(result: DeployResult) -> list[tuple[str, Path]]:
+    """Bundle path and source of each raw file of the power window (``logs/power/...``)."""
+    power = result.power
+    if power is None:
+        return []
+    return [(f"{POWER_DIR}/{p.name}", Path(p)) for p in power.raw_files if Path(p).is_file()]
+
+
+#: media types of the raw files by suffix; a log is text and is scrubbed of secrets, the
+#: others are machine data (numbers, a binary capture) and are copied byte for byte
+_RAW_MEDIA = {".log": "text/plain", ".csv": "text/csv", ".trace": "text/plain"}
+
+
+def add_raw_file(writer: _Writer, rel: str, path: Path, scrub: Scrubber) -> None:
+    data = path.read_bytes()
+    media = _RAW_MEDIA.get(path.suffix, "application/octet-stream")
+    writer.add(rel, scrub(data) if path.suffix == ".log" else data, media, FileRole.RAW)
+
+
+def install_bundle(staging: Path, out_dir: Path, *, overwrite: bool) -> None:
     """Move the finished staging directory to ``out_dir`` (replacing an older bundle only
     with ``overwrite``)."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -255,6 +276,9 @@ def write_bundle(
         validity=validity,
         aggregation=config.aggregation,
     )
+    power_files = power_raw_files(result)
+    if summary.get("power") is not None:
+        summary["power"]["raw_files"] = [rel for rel, _ in power_files]
     log_entry: dict[str, Any] | None = None
     log_rel: str | None = None
     if log_path is not None and Path(log_path).is_file():
@@ -301,6 +325,8 @@ def write_bundle(
         writer.add_json(METADATA_NAME, metadata, FileRole.METADATA)
         if log_rel is not None and log_path is not None:
             writer.add(log_rel, scrub(Path(log_path).read_bytes()), "text/plain", FileRole.LOG)
+        for rel, path in power_files:
+            add_raw_file(writer, rel, path, scrub)
         for name, text in build_overlays(summary, graph_id or Path(artifact.path).name).items():
             writer.add(f"{OVERLAY_DIR}/{name}", text, "application/json", FileRole.OVERLAY)
         listed = [e.path for e in writer.entries] + [REPORT_NAME, MANIFEST_NAME]
@@ -317,7 +343,7 @@ def write_bundle(
         validate_document(SchemaName.MANIFEST, manifest, where=MANIFEST_NAME)
         # written last and not listed in itself: its presence marks a complete bundle
         (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
-        _install(staging, out_dir, overwrite=overwrite)
+        install_bundle(staging, out_dir, overwrite=overwrite)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise ReportError(

@@ -245,8 +245,9 @@ def _memory(summary: Mapping[str, Any]) -> str:
         rows.append((what, mem["ram_bytes"], mem.get("ram_capacity")))
     if mem.get("activation_bytes") is not None:
         rows.append(("Activation memory", mem["activation_bytes"], mem.get("ram_capacity")))
-    if mem.get("peak_rss_bytes") is not None:
-        rows.append(("Peak RSS (process)", mem["peak_rss_bytes"], None))
+    peak_rss = (summary.get("metrics") or {}).get("peak_rss") or {}
+    if peak_rss.get("value") is not None:
+        rows.append(("Peak RSS (process)", int(peak_rss["value"]), None))
     if not rows:
         return "<h2>Memory</h2><p class='muted'>No memory figure for this run.</p>"
     note = (

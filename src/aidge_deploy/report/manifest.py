@@ -30,6 +30,9 @@ class FileRole(StrEnum):
     LOG = "log"
     OVERLAY = "overlay"
     REPORT = "report"
+    #: raw data a figure is computed from beside the run's log (a power capture, sensor
+    #: readings, the power window run's own log)
+    RAW = "raw"
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,13 @@ _W, _H, _PAD = 720, 220, 44
 
 
 def _trace_svg(trace: Mapping[str, Any]) -> str:
-    times: Sequence[float] = trace.get("time_s") or []
-    power: Sequence[float] = trace.get("power_w") or []
+    times: Sequence[float] = (trace.get("time") or {}).get("values") or []
+    power: Sequence[float] = (trace.get("power") or {}).get("values") or []
     if len(times) < 2 or len(power) != len(times):
         return "<p class='muted'>No power trace for this run.</p>"
-    t0, t1 = float(times[0]), float(max(times[-1], trace.get("window_end_s") or times[-1]))
+    ws = (trace.get("window_start") or {}).get("value")
+    we = (trace.get("window_end") or {}).get("value")
+    t0, t1 = float(times[0]), float(max(times[-1], we if we is not None else times[-1]))
     p_max = max(float(max(power)), 1e-12) * 1.1
     span = max(t1 - t0, 1e-12)
 
@@ -36,7 +38,6 @@ def _trace_svg(trace: Mapping[str, Any]) -> str:
         f'<svg class="power-trace" data-chart="power-trace" viewBox="0 0 {_W} {_H}" '
         f'width="100%" role="img" aria-label="power over time with the gated window">'
     ]
-    ws, we = trace.get("window_start_s"), trace.get("window_end_s")
     if ws is not None and we is not None:
         parts.append(
             f'<rect class="gate-window" data-window-start="{ws}" data-window-end="{we}" '
@@ -64,7 +65,7 @@ def power_section(summary: Mapping[str, Any], badge: Any) -> str:
     if not power:
         return ""
     prov = str(power["provenance"])
-    unc = power.get("uncertainty_factor")
+    unc = (power.get("uncertainty_factor") or {}).get("value")
     kind = "estimated by a model" if prov == "estimated" else f"{prov}"
     rows = []
     for m in power["metrics"]:
@@ -81,7 +82,7 @@ def power_section(summary: Mapping[str, Any], badge: Any) -> str:
         for k, v in monitor.items()
         if k in ("name", "model", "serial", "firmware", "calibration_date") and v
     )
-    per_layer = dict(power.get("layer_energy_uj") or {})
+    per_layer = dict((power.get("layer_energy") or {}).get("values") or {})
     # the per-layer table shows each layer's energy already: its sum here, and a table
     # only for layers that table does not show
     shown = {row["name"] for row in summary.get("layers") or () if "energy" in row["metrics"]}

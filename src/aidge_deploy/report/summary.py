@@ -13,17 +13,21 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
 from aidge_deploy.config import Aggregation
+from aidge_deploy.metrics import figure, series
 from aidge_deploy.profiling.binary import size_metrics
 from aidge_deploy.profiling.layer_table import layer_table
 from aidge_deploy.profiling.validity import Validity
 from aidge_deploy.results import DeployResult, LatencyStats, Metric, Provenance
 
 SCHEMA_VERSION = 1
+#: step of the clock the pipeline times its stages with (``time.perf_counter``), ms
+PERF_COUNTER_RESOLUTION_MS = time.get_clock_info("perf_counter").resolution * 1e3
 SUMMARY_SCHEMA = "aidge-deploy/summary"
 PROFILE_SCHEMA = "aidge-deploy/profile-results"
 
@@ -89,13 +93,48 @@ def _latency_block(result: DeployResult) -> dict[str, Any] | None:
     return block
 
 
+def _timing_block(result: DeployResult) -> dict[str, Any] | None:
+    """How the times were obtained: the steps in ms, the core clock an estimate divides by
+    as a figure of its own (a fact of the board)."""
+    if result.timing is None:
+        return None
+    block = result.timing.as_dict()
+    clock = block.pop("clock_hz", None)
+    block["unit"] = "ms"
+    block["clock"] = None if clock is None else figure(clock, "Hz", Provenance.STATIC)
+    return block
+
+
+def _cycles_block(result: DeployResult) -> dict[str, Any] | None:
+    raw = result.metrics.get("cycles")
+    if not raw:
+        return None
+    quantity = str(result.metrics.get("cycles_unit") or cycles_name(result))
+    prov = Provenance(
+        str(
+            (result.metrics.get("counter_provenance") or {}).get(cycles_name(result))
+            or result.metrics.get("provenance")
+        )
+    )
+    return series([float(c) for c in raw], quantity, prov)
+
+
+def _stage_block(result: DeployResult) -> dict[str, Any]:
+    """How long each pipeline stage took on this machine's monotonic clock."""
+    durations = {k: float(v) for k, v in result.stage_durations_ms.items()}
+    return series(durations, "ms", Provenance.HOST, PERF_COUNTER_RESOLUTION_MS)
+
+
 def _memory_block(result: DeployResult) -> dict[str, Any]:
+    """Sizes and planned activation memory: static facts of the build (the measured peak
+    RSS is the ``peak_rss`` metric)."""
     binary = result.metrics.get("binary")
     binary = binary if isinstance(binary, Mapping) else {}
     peaks = result.memory_peak_bytes
     mcu = binary.get("flash_capacity") is not None
     return {
         "unit": "B",
+        "provenance": Provenance.STATIC.value,
         "kind": "firmware" if mcu else "program",
         "flash_bytes": binary.get("flash_bytes") if mcu else None,
         "flash_capacity": binary.get("flash_capacity"),
@@ -107,7 +146,6 @@ def _memory_block(result: DeployResult) -> dict[str, Any]:
         "bss_bytes": binary.get("bss_bytes"),
         "activation_bytes": None if peaks is None else int(peaks),
         "activation_per_memory": None if peaks is None else list(peaks.per_memory),
-        "peak_rss_bytes": result.metrics.get("peak_rss_bytes"),
     }
 
 
@@ -139,7 +177,38 @@ def _layer_block(
     return columns, layers, [c.key for c in table.charted()], coverage
 
 
-def _provenances(summary: Mapping[str, Any]) -> list[str]:
+#: keys whose numbers are identifiers, not figures (a schema's version, a row's index)
+IDENTIFIER_KEYS = frozenset({"schema_version", "index", "chosen_pulse"})
+
+
+def unlabelled_numbers(doc: Any, path: str = "$", labelled: bool = False) -> list[str]:
+    """Where ``doc`` holds a number without a unit and a provenance (DESIGN §6).
+
+    A number is labelled inside an object that states both (a figure ``{value, unit,
+    provenance}``, a series, a block such as ``latency`` whose values share them); the only
+    bare numbers allowed are identifiers (``IDENTIFIER_KEYS``). Returns the paths of the
+    others, and of any ``unit`` or ``provenance`` that is not one.
+    """
+    found: list[str] = []
+    if isinstance(doc, Mapping):
+        here = "unit" in doc and "provenance" in doc
+        if here and (not isinstance(doc["unit"], str) or not doc["unit"]):
+            found.append(f"{path}.unit")
+        if here and doc["provenance"] not in {p.value for p in Provenance}:
+            found.append(f"{path}.provenance")
+        for key, value in doc.items():
+            if key in IDENTIFIER_KEYS and isinstance(value, int):
+                continue
+            found += unlabelled_numbers(value, f"{path}.{key}", labelled or here)
+    elif isinstance(doc, list | tuple):
+        for i, value in enumerate(doc):
+            found += unlabelled_numbers(value, f"{path}[{i}]", labelled)
+    elif isinstance(doc, int | float) and not isinstance(doc, bool) and not labelled:
+        found.append(path)
+    return found
+
+
+def provenances_of(summary: Mapping[str, Any]) -> list[str]:
     """Every provenance a figure of the summary has, in vocabulary order (the legend)."""
     used = {summary["provenance"]}
     used |= {m["provenance"] for m in summary["metrics"].values()}
@@ -164,7 +233,6 @@ def build_summary(
     with the run's aggregation), so the file says what the terminal says.
     """
     method = Aggregation(aggregation)
-    raw_cycles = result.metrics.get("cycles")
     columns, layers, charted, coverage = _layer_block(result)
     summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
@@ -175,7 +243,7 @@ def build_summary(
         "backend": result.backend,
         "protocol": result.protocol,
         "provenance": result_provenance(result).value,
-        "timing": None if result.timing is None else result.timing.as_dict(),
+        "timing": _timing_block(result),
         "cycles_name": cycles_name(result),
         "aggregation": method.value,
         "identity": dict(identity),
@@ -183,19 +251,19 @@ def build_summary(
         # the counters asked for (keys of ``metrics``): per inference, measured or not
         "counters": [m.name for m in result.counter_metrics()],
         "latency": _latency_block(result),
-        "cycles_samples": [float(c) for c in raw_cycles] if raw_cycles else None,
+        "cycles_samples": _cycles_block(result),
         "layer_columns": columns,
         "layers": layers,
         "charted_columns": charted,
         # the layers' total time over the latency per inference (``layer_table.coverage``)
         "layers_share_of_latency": coverage,
         "memory": _memory_block(result),
-        "stage_durations_ms": {k: float(v) for k, v in result.stage_durations_ms.items()},
+        "stage_durations": _stage_block(result),
         "notices": [str(n) for n in result.metrics.get("notices") or []],
         "validity": validity.as_dict(),
         "power": None if result.power is None else result.power.as_dict(),
     }
-    summary["provenances"] = _provenances(summary)
+    summary["provenances"] = provenances_of(summary)
     return summary
 
 

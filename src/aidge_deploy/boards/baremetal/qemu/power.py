@@ -108,12 +108,15 @@ class QemuPowerVariant(PowerCapableTarget):
         return PowerRun(started, time.monotonic(), execution.raw_output, execution.log_path)
 
     def parse_power_terminal(self, run: PowerRun, plan: PowerPlan) -> TerminalRecord | None:
-        # SysTick counts virtual time at cpu_hz: ticks / cpu_hz is the window at CPI = 1
+        # the record's ticks are SysTick counts of QEMU's virtual clock (icount): not the
+        # time base of the energy model, so they are not reported (the window's duration
+        # is the model's, from the emulated PMU counts)
         return parse_bsp_terminal(
             run.text_after_gate,
             plan.inferences_per_repeat,
-            float(self.board.cpu_hz),
-            Provenance.ESTIMATED,
+            Provenance.EMULATED,
+            no_clock_reason="QEMU's virtual clock is not a time base of the energy model: "
+            "the window's time is the model's (power_window_duration)",
         )
 
 
