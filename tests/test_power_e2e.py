@@ -251,8 +251,9 @@ def test_host_rapl_window_and_its_bundle_reproduces_every_power_figure(
     assert plan["inference_duration"]["value"] < plan["expected_duration"]["value"]
     assert duration >= plan["target_window"]["value"] >= 0.5
     assert "start-ups included" in metrics["energy_per_inference"]["description"]
-    # a healthy run carries no power warning
-    assert [i for i in power["issues"] if i["code"].startswith("power.")] == []
+    # a healthy run carries no power issue; the stand-in's power is constant, so its idle
+    # baseline equals the window's mean up to the reads' timing: the noise flag may show
+    assert {i["code"] for i in power["issues"]} <= {"power.idle_above_window"}
     assert_reproduced(tmp_path / "r")
 
 
@@ -350,8 +351,11 @@ def assert_reproduced(bundle: Path) -> None:
     got = _metrics(power)
     assert set(got) == set(expected)
     for name, value in expected.items():
-        if got[name]["value"] is None:  # only when the idle baseline is above the window
-            assert name == "energy_active_per_inference" and value < 0, got[name]
+        if (
+            name == "energy_active_per_inference"
+            and value <= 1e-9 * expected["energy_per_inference"]
+        ):  # below the idle baseline (noise) or at it (a constant stand-in)
+            assert got[name]["value"] in (None, 0.0), got[name]
             continue
         assert got[name]["value"] == pytest.approx(value, rel=1e-9, abs=1e-12), name
     assert power["inferences"]["value"] == window["window_runs"] * window["inferences_per_run"]

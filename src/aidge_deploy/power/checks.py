@@ -12,7 +12,12 @@ from __future__ import annotations
 from aidge_deploy.errors import CaptureError
 from aidge_deploy.power.failures import issue_code_of
 from aidge_deploy.power.protocol import PowerCapture, WindowRule
-from aidge_deploy.power.result import IDLE_ABOVE_WINDOW, PowerPlan, TerminalRecord
+from aidge_deploy.power.result import (
+    IDLE_ABOVE_WINDOW,
+    PowerPlan,
+    TerminalRecord,
+    idle_above_window,
+)
 from aidge_deploy.profiling.validity import (
     MIN_POWER_WINDOW_SAMPLES,
     POWER_WINDOW_TOLERANCE,
@@ -53,11 +58,7 @@ def window_issues(
         issues.append(
             Issue(IssueCode.POWER_SATURATED, "the current range saturated inside the window")
         )
-    if (
-        capture.idle_power_w is not None
-        and got > 0
-        and capture.idle_power_w > capture.energy_j / got
-    ):
+    if capture.idle_power_w is not None and idle_above_window(capture):
         issues.append(
             Issue(
                 IssueCode.POWER_IDLE_ABOVE_WINDOW,

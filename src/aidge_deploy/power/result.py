@@ -23,6 +23,17 @@ from aidge_deploy.power.protocol import GateReport, MonitorCapabilities, PowerCa
 MONOTONIC_RESOLUTION_S = time.get_clock_info("monotonic").resolution
 #: the figure published instead of a negative energy above idle
 IDLE_ABOVE_WINDOW = "idle baseline above the window's mean (noise)"
+#: an idle baseline above the window's mean by less than this (relative) is rounding
+_ROUNDING = 1e-9
+
+
+def idle_above_window(capture: PowerCapture) -> bool:
+    """The idle baseline is above the window's mean power (beyond float rounding): the
+    monitor's noise is larger than the inferences' own power."""
+    idle = capture.idle_power_w
+    if idle is None or capture.duration_s <= 0:
+        return False
+    return idle > capture.energy_j / capture.duration_s * (1 + _ROUNDING)
 
 
 class PowerIssue(Protocol):
@@ -319,13 +330,14 @@ class PowerResult:
             )
         )
         active = self.active_energy_uj
+        noise = cap is not None and idle_above_window(cap)
         out.append(
             m(
                 "energy_active_per_inference",
-                active if active is None or active >= 0 else None,
+                None if active is None or noise else max(0.0, active),
                 "uJ",
                 "energy above the idle baseline per inference",
-                idle_reason if active is None else IDLE_ABOVE_WINDOW,
+                IDLE_ABOVE_WINDOW if noise else idle_reason,
             )
         )
         if cap is None:
@@ -443,4 +455,5 @@ __all__ = [
     "PowerResult",
     "TerminalRecord",
     "gate_dict",
+    "idle_above_window",
 ]
