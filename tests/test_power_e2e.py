@@ -155,14 +155,21 @@ def test_emulated_energy_per_inference_and_layer(tiny_cnn: Path, tmp_path: Path)
 def test_joulescope_absent_fails_in_preflight_before_building(
     export_factory: Any, tmp_path: Path
 ) -> None:
-    artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=3)
+    host = export_factory("benchmark", nb_iterations=3)
     export = tmp_path / "export"
-    shutil.copytree(artifact.path, export, ignore=shutil.ignore_patterns("bin", "build"))
+    shutil.copytree(host.path, export, ignore=shutil.ignore_patterns("bin", "build"))
     res = CliRunner().invoke(app, ["run", str(export), "--power", "joulescope"])
     assert res.exit_code == 2, res.output
     assert "No Joulescope found" in res.output and "stage Preflight" in res.output
     assert "Hint" in res.output and "jls:FILE" in res.output
     assert not (export / "bin").exists() and not (export / "build").exists()  # nothing built
+    # an emulated board has no supply for an instrument to measure: refused, said why
+    board = export_factory("benchmark", target="mps2-an386", nb_iterations=3)
+    emulated = tmp_path / "emulated"
+    shutil.copytree(board.path, emulated, ignore=shutil.ignore_patterns("bin", "build"))
+    res = CliRunner().invoke(app, ["run", str(emulated), "--power", "joulescope"])
+    assert res.exit_code == 2 and "no supply to measure" in " ".join(res.output.split())
+    assert not (emulated / "bin").exists()
 
 
 def test_bad_power_values_rejected_before_anything_runs(tiny_cnn: Path, tmp_path: Path) -> None:
@@ -444,7 +451,8 @@ def test_a_capture_of_a_board_run_is_analysed_for_the_n_it_holds(
     )
     assert power["raw_files"] == ["logs/power/board_window.jls"]
     assert (bundle / "logs" / "power" / "board_window.jls").read_bytes() == capture.read_bytes()
-    assert "Power" in (bundle / "report.html").read_text()
+    html = (bundle / "report.html").read_text()
+    assert "Power" in html and "Gate detection (gpi[0])" in html and "data-edges='2'" in html
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["comparability"]["power_source"] == f"jls:{capture}"
     # twice is refused: the bundle holds power figures now

@@ -91,6 +91,12 @@ def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
     if kind is PowerSourceKind.JOULESCOPE:
         from aidge_deploy.power.joulescope import joulescope_checks
 
+        if getattr(target_cls, "emulated", False):
+            raise ConfigError(
+                f"--power joulescope measures a board's supply; {config.target} is an emulated "
+                "board, with no supply to measure",
+                hint="Estimate its energy with --power emulated, or measure the physical board.",
+            )
         return joulescope_checks(source.argument)
     from aidge_deploy.power.sysfs import sysfs_checks
 

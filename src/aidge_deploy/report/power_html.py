@@ -59,6 +59,52 @@ def _trace_svg(trace: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def _gate_detection(gate: Mapping[str, Any] | None) -> str:
+    """What the gate detector found: every edge counted, the pulses with their widths, the
+    window chosen and why, the limits it used."""
+    if not gate:
+        return ""
+
+    def count(key: str) -> int:
+        return int((gate.get(key) or {}).get("value") or 0)
+
+    def widths(key: str) -> str:
+        listed = gate.get(key) or {}
+        starts = (listed.get("start") or {}).get("values") or []
+        values = (listed.get("width") or {}).get("values") or []
+        return ", ".join(f"{w:.6g} s at {t:.6g} s" for t, w in zip(starts, values, strict=False))
+
+    chosen = gate.get("chosen_pulse")
+    rows = [
+        ("level changes", str(count("edges"))),
+        ("glitches ignored", f"{count('glitches')} {widths('glitches_listed')}".strip()),
+        ("dropouts bridged", f"{count('dropouts')} {widths('dropouts_listed')}".strip()),
+        ("pulses", f"{count('pulses')}: {widths('pulses_listed')}" if count("pulses") else "0"),
+        (
+            "window",
+            f"pulse {chosen + 1}: {gate.get('selection')}" if chosen is not None else "none",
+        ),
+        ("limits", str(gate.get("settings_basis") or "")),
+    ]
+    cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return (
+        f"<h3>Gate detection ({escape(str(gate.get('input') or ''))})</h3>"
+        f"<table class='gate-detection' data-edges='{count('edges')}'>{cells}</table>"
+    )
+
+
+def _issues(power: Mapping[str, Any]) -> str:
+    issues = power.get("issues") or []
+    if not issues:
+        return ""
+    items = "".join(
+        f"<li data-code='{escape(str(i['code']))}'><code>{escape(str(i['code']))}</code> "
+        f"({escape(str(i['severity']))}): {escape(str(i['message']))}</li>"
+        for i in issues
+    )
+    return f"<ul class='power-issues'>{items}</ul>"
+
+
 def power_section(summary: Mapping[str, Any], badge: Any) -> str:
     """``<h2>Power</h2>`` and its figures; empty string when the run had no power run."""
     power = summary.get("power")
@@ -118,7 +164,9 @@ def power_section(summary: Mapping[str, Any], badge: Any) -> str:
         f"</p>"
         + (f"<p class='muted'>Monitor: {ident}</p>" if ident else "")
         + f"<table class='power-figures'>{''.join(rows)}</table>"
+        + _issues(power)
         + (_trace_svg(trace) if trace else "<p class='muted'>No power trace.</p>")
+        + _gate_detection(power.get("gate_detection"))
         + layers
     )
 
