@@ -17,9 +17,15 @@ from aidge_deploy.errors import CaptureError, ConfigError
 from aidge_deploy.power.checks import capture_issue, window_issues
 from aidge_deploy.power.failures import PowerCaptureError
 from aidge_deploy.power.jls import recorded_inferences
-from aidge_deploy.power.jls_monitor import UNKNOWN_N, UNKNOWN_N_HINT, capture_from_jls
-from aidge_deploy.power.protocol import GateKind, MonitorCapabilities, WindowRule
+from aidge_deploy.power.jls_monitor import (
+    UNKNOWN_N,
+    UNKNOWN_N_HINT,
+    JlsFileMonitor,
+    capture_from_jls,
+)
+from aidge_deploy.power.protocol import WindowRule
 from aidge_deploy.power.result import PowerPlan, PowerResult
+from aidge_deploy.power.source import PowerSource, PowerSourceKind
 from aidge_deploy.profiling.validity import MIN_POWER_WINDOW_SAMPLES, Issue
 from aidge_deploy.results import Provenance
 
@@ -92,17 +98,7 @@ def analyse_capture(
         inferences_provenance=Provenance.STATIC,
         window_rule=rule,
     )
-    capabilities = MonitorCapabilities(
-        channels=("current", "voltage", "power"),
-        sample_rate_hz=None,
-        gate=GateKind.SIGNAL,
-        gate_input="gpi[0]",
-        sees_idle=True,
-        provenance=Provenance.SILICON,
-        scope=f"capture file {path.name}",
-        needs_window_run=False,
-        recorded_elsewhere=True,
-    )
+    capabilities = JlsFileMonitor(PowerSource(PowerSourceKind.JLS, str(path))).capabilities
     issues: list[Issue] = []
     capture = None
     reason = None

@@ -184,6 +184,31 @@ def add_raw_file(writer: _Writer, rel: str, path: Path, scrub: Scrubber) -> None
     writer.add(rel, scrub(data) if path.suffix == ".log" else data, media, FileRole.RAW)
 
 
+def seal_bundle(
+    staging: Path,
+    out_dir: Path,
+    entries: Sequence[ManifestEntry],
+    *,
+    run_id: str,
+    created: str,
+    tool_version: str,
+    comparability: Mapping[str, Any],
+    overwrite: bool,
+) -> None:
+    """Write the manifest of the finished ``staging`` folder and move it to ``out_dir``."""
+    manifest = build_manifest(
+        entries,
+        run_id=run_id,
+        created=created,
+        tool_version=tool_version,
+        comparability=comparability,
+    )
+    validate_document(SchemaName.MANIFEST, manifest, where=MANIFEST_NAME)
+    # written last and not listed in itself: its presence marks a complete bundle
+    (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
+    install_bundle(staging, out_dir, overwrite=overwrite)
+
+
 def install_bundle(staging: Path, out_dir: Path, *, overwrite: bool) -> None:
     """Move the finished staging directory to ``out_dir`` (replacing an older bundle only
     with ``overwrite``)."""
@@ -333,17 +358,16 @@ def write_bundle(
         writer.add(
             REPORT_NAME, render_html(summary, metadata, listed), "text/html", FileRole.REPORT
         )
-        manifest = build_manifest(
+        seal_bundle(
+            staging,
+            out_dir,
             writer.entries,
             run_id=run_id,
             created=timestamp,
             tool_version=metadata["tool"]["version"],
             comparability=_comparability(summary, metadata),
+            overwrite=overwrite,
         )
-        validate_document(SchemaName.MANIFEST, manifest, where=MANIFEST_NAME)
-        # written last and not listed in itself: its presence marks a complete bundle
-        (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
-        install_bundle(staging, out_dir, overwrite=overwrite)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise ReportError(

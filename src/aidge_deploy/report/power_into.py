@@ -30,7 +30,7 @@ from aidge_deploy.report.bundle import (
     POWER_DIR,
     REPORT_NAME,
     SUMMARY_NAME,
-    install_bundle,
+    seal_bundle,
 )
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.manifest import (
@@ -38,7 +38,6 @@ from aidge_deploy.report.manifest import (
     BundleManifest,
     FileRole,
     ManifestEntry,
-    build_manifest,
     sha256_bytes,
     verify_bundle,
 )
@@ -167,16 +166,16 @@ def add_power_to_bundle(run: BoardRun, power: PowerResult) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             entries.append(ManifestEntry(rel, len(data), sha256_bytes(data), media, role))
-        manifest = build_manifest(
+        seal_bundle(
+            staging,
+            root,
             entries,
             run_id=run.manifest.run_id,
             created=run.manifest.created,
             tool_version=run.manifest.tool_version,
             comparability={**run.manifest.comparability, "power_source": power.source},
+            overwrite=True,
         )
-        validate_document(SchemaName.MANIFEST, manifest, where=MANIFEST_NAME)
-        (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
-        install_bundle(staging, root, overwrite=True)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise ReportError(
