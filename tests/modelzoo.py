@@ -198,3 +198,48 @@ def conv_pool_classifier(path: Path, seed: int = 0) -> Path:
         inits,
     )
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def lenet(path: Path, seed: int = 0, hidden: int = 16, retrained: float = 1.0) -> Path:
+    """A LeNet-style classifier on a 1x1x16x16 image: Conv(1->4, 3x3) + ReLU + MaxPool(2),
+    Conv(4->8, 3x3) + ReLU + MaxPool(2), Flatten, Gemm(32->``hidden``) + ReLU, Gemm(->10).
+
+    ``hidden`` widens the first dense layer (a changed model); ``retrained`` scales that
+    layer's weights (the same model retrained: same shapes, other values)."""
+    rng = np.random.default_rng(seed)
+
+    def weights(*shape: int, scale: float = 0.3) -> np.ndarray:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    w3 = weights(hidden, 32, scale=0.2)
+    inits = [
+        numpy_helper.from_array(weights(4, 1, 3, 3), "W1"),
+        numpy_helper.from_array(weights(4, scale=0.1), "B1"),
+        numpy_helper.from_array(weights(8, 4, 3, 3), "W2"),
+        numpy_helper.from_array(weights(8, scale=0.1), "B2"),
+        numpy_helper.from_array((w3 * retrained).astype(np.float32), "W3"),
+        numpy_helper.from_array(weights(hidden, scale=0.1), "B3"),
+        numpy_helper.from_array(weights(10, hidden, scale=0.2), "W4"),
+        numpy_helper.from_array(weights(10, scale=0.1), "B4"),
+        numpy_helper.from_array(np.array([1, 32], np.int64), "shape"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "W1", "B1"], ["c1"]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "W2", "B2"], ["c2"]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Reshape", ["p2", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "W3", "B3"], ["h"], transB=1),
+        helper.make_node("Relu", ["h"], ["r3"]),
+        helper.make_node("Gemm", ["r3", "W4", "B4"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "lenet",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)

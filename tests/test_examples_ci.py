@@ -23,11 +23,14 @@ def test_ci_configs_keep_bundles_junit_and_metrics() -> None:
     assert "bundles/" in job["artifacts"]["paths"]
     assert job["artifacts"]["reports"] == {"junit": "junit.xml", "metrics": "bundles/metrics.om"}
     assert any("--aidge-report-dir bundles" in line for line in job["script"])
+    assert any("--aidge-history results.db" in line for line in job["script"])
+    assert job["cache"]["paths"] == ["results.db"]
     github = yaml.safe_load((EXAMPLE / "github-actions.yml").read_text())
     steps = github["jobs"]["hil"]["steps"]
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
     assert "bundles/" in upload["with"]["path"] and upload["if"] == "always()"
     assert any("--aidge-report-dir bundles" in s.get("run", "") for s in steps)
+    assert any(s.get("with", {}).get("path") == "results.db" for s in steps)
 
 
 @pytest.mark.slow
@@ -53,6 +56,8 @@ def test_example_project_runs_green_on_host_and_emulated_boards(tmp_path: Path) 
             "bundles",
             "--junitxml",
             "junit.xml",
+            "--aidge-history",
+            "results.db",
         ],
         cwd=project,
         env=env,

@@ -7,7 +7,7 @@ loaded from its entry point; deploys are real (Aidge exports, host builds, QEMU 
 from __future__ import annotations
 
 import itertools
-import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -68,9 +68,19 @@ def _junit_cases(path: Path) -> list[tuple[str, str, list[tuple[str, str]]]]:
 def test_tests_without_the_plugins_options_are_untouched(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=PLAIN)
     pytester.makeconftest(SAW_AIDGE)
-    with_plugin = pytester.runpytest_subprocess("--junitxml=with.xml", "-p", "aidge_deploy")
+    with_plugin = pytester.runpytest_subprocess("--junitxml=with.xml")
     imported = pytester.path.joinpath("imported.txt").read_text()
-    without = pytester.runpytest_subprocess("--junitxml=without.xml", "-p", "no:aidge_deploy")
+    # -p no:NAME takes the name pytest prints in its plugins line
+    (printed,) = [
+        name.rsplit("-", 1)[0]
+        for line in with_plugin.stdout.lines
+        if line.startswith("plugins:")
+        for name in line.removeprefix("plugins:").replace(" ", "").split(",")
+        if name.startswith("aidge")
+    ]
+    assert printed == "aidge-deploy"
+    without = pytester.runpytest_subprocess("--junitxml=without.xml", "-p", f"no:{printed}")
+    assert not any("aidge-deploy" in line for line in without.stdout.lines if "plugins:" in line)
     assert with_plugin.parseoutcomes() == without.parseoutcomes()
     with_plugin.assert_outcomes(passed=3, failed=1, skipped=1)
     assert _junit_cases(pytester.path / "with.xml") == _junit_cases(pytester.path / "without.xml")
@@ -83,116 +93,127 @@ def test_tests_without_the_plugins_options_are_untouched(pytester: pytest.Pytest
 USER_TESTS = """
 import os
 import pytest
-from aidge_deploy.testing import assert_budget, assert_no_regression, assert_outputs_close
+from aidge_deploy.testing import assert_budget, assert_no_regression
 
-MODEL = {model!r}
+MODEL = os.environ["LENET"]
+DTYPE = os.environ.get("DTYPE", "float32")
+# what this team gates on: exact figures (emulated counts, sizes), never host noise
+THRESHOLDS = {
+    "schema_version": 1,
+    "metrics": {
+        "emulated_instructions": {"direction": "smaller", "max_regression_pct": 1, "missing": "ignore"},
+        "image_bytes": {"direction": "smaller", "max_regression_pct": 1, "missing": "ignore"},
+        "flash_bytes": {"direction": "smaller", "max_regression_pct": 1, "missing": "ignore"},
+    },
+}
 
 
 @pytest.mark.aidge_targets("host", "mps2-an386", "mps3-an547")
-def test_runs_within_budget(aidge_run, aidge_target):
-    result = aidge_run(MODEL, iterations=3)
+def test_lenet(aidge_run, aidge_target):
+    result = aidge_run(MODEL, iterations=3, dtype=DTYPE)
     assert result.target == aidge_target
     assert_budget(result, "latency", max=1000.0)
-    # a host program has no flash: its loadable size is the image
-    size = "image_bytes" if aidge_target == "host" else "flash_bytes"
-    assert_budget(result, size, max=4 * 1024 * 1024, min=1)
-
-
-@pytest.mark.aidge_targets("host")
-def test_outputs_match_onnxruntime(aidge_run, aidge_target):
-    import numpy as np
-    import onnxruntime as ort
-
-    x = np.random.default_rng(3).uniform(-1, 1, (1, 3, 4, 4)).astype(np.float32)
-    result = aidge_run(MODEL, kind="output", inputs=[x])
-    sess = ort.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
-    reference = sess.run(None, {{"x": x}})[0]
-    assert_outputs_close(result, [reference], atol=1e-5, rtol=1e-4)
+    assert_no_regression(result, thresholds=THRESHOLDS)
 
 
 @pytest.mark.aidge_targets("host")
 def test_latency_budget_violation(aidge_run):
     result = aidge_run(MODEL, iterations=3)
     assert_budget(result, "latency", max=1e-9)
-
-
-@pytest.mark.aidge_targets("host")
-def test_no_regression(aidge_run, aidge_baseline):
-    result = aidge_run(MODEL, iterations=3, profiling=os.environ.get("PROFILING") == "1")
-    if aidge_baseline is None:
-        pytest.skip("no baseline")
-    assert_no_regression(
-        result,
-        aidge_baseline,
-        {{"schema_version": 1, "metrics": {{"image_bytes": {{"direction": "smaller"}}}}}},
-    )
 """
+
+
+def _outcomes(result: pytest.RunResult) -> dict[str, str]:
+    """test id -> passed/failed/skipped, from ``-rA``'s short summary."""
+    out = {}
+    for line in result.stdout.lines:
+        for word in ("PASSED", "FAILED", "SKIPPED"):
+            if line.startswith(word + " "):
+                out[line.split()[1]] = word.lower()
+    return out
+
+
+def _failure(result: pytest.RunResult, test: str) -> str:
+    """The ``E`` lines of ``test``'s failure, joined (any console width)."""
+    text = result.stdout.str()
+    start = text.index(f"_ {test} _")
+    block = text[start : text.find("\n____", start + 1)]
+    return " ".join(line[1:].strip() for line in block.splitlines() if line.startswith("E "))
 
 
 @pytest.mark.slow
 @pytest.mark.qemu
 @needs_qemu
-def test_user_tests_on_host_and_emulated_boards(
+def test_a_changed_model_is_checked_against_its_earlier_runs(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = modelzoo.tiny_cnn(tmp_path / "tiny.onnx")
-    pytester.makepyfile(test_model=USER_TESTS.format(model=str(model)))
-    base = tmp_path / "base"
-    monkeypatch.setenv("PROFILING", "0")
-    # in subprocesses: Aidge's exporter registries do not survive pytester's in-process
-    # reset of sys.modules between two runs
+    """The gate a team adopts the plugin for: runs recorded by identity in a results history
+    (``--aidge-history``), the same test file and model path throughout, the model changed
+    between sessions as a team changes it."""
+    model = tmp_path / "lenet.onnx"
+    modelzoo.lenet(model)
+    monkeypatch.setenv("LENET", str(model))
+    pytester.makepyfile(test_model=USER_TESTS)
+    history = tmp_path / "results.db"
+    report = tmp_path / "report"
+    common = ["-p", "no:cacheprovider", "-rA", f"--aidge-history={history}"]
+
+    # 1. the first session: every test runs; the gate has nothing to compare with yet
     first = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--aidge-report-dir={base}", "--junitxml=first.xml", "-rA"
+        *common, f"--aidge-report-dir={report}", "--junitxml=first.xml"
     )
-    first.assert_outcomes(passed=4, failed=1, skipped=1)
-    out = first.stdout.str()
-    # the budget violation names metric, value, budget and bundle
-    violation = next(
-        line for line in out.splitlines() if line.startswith("E ") and "exceeds its budget" in line
-    )
-    assert "latency =" in violation and "max 1e-09 ms" in violation
-    bundle = base / "test_model" / "test_latency_budget_violation-host" / "host"
-    assert f"[target host; bundle {bundle}" in violation, violation
-    assert (bundle / "manifest.json").is_file()
+    first.assert_outcomes(passed=3, failed=1)
+    assert "first of its series" in first.stdout.str()
+    violation = _failure(first, "test_latency_budget_violation[host]")
+    assert "latency =" in violation and "exceeds its budget" in violation
+    assert "max 1e-09 ms" in violation and "[target host; bundle" in violation
     # the run's bundle and log are attached to the test report
-    assert "aidge-deploy host" in out and "--- last" in out
-    # JUnit XML: the metrics of every run as properties
+    assert "aidge-deploy host" in first.stdout.str() and "--- last" in first.stdout.str()
     cases = {name: props for name, _, props in _junit_cases(pytester.path / "first.xml")}
-    props = dict(cases["test_runs_within_budget[mps2-an386]"])
-    assert float(props["aidge.mps2-an386.latency[ms]"]) > 0
+    props = dict(cases["test_lenet[mps2-an386]"])
     assert float(props["aidge.mps2-an386.emulated_instructions[instructions]"]) > 0
     assert props["aidge.mps2-an386.provenance"] == "emulated"
     assert Path(props["aidge.mps2-an386.bundle"]).is_dir()
-    assert props["aidge.mps2-an386.target"] == "mps2-an386"
-    host = dict(cases["test_runs_within_budget[host]"])
-    assert host["aidge.host.provenance"] == "host" and float(host["aidge.host.image_bytes[B]"]) > 0
-    # the OpenMetrics file parses, with seconds and bytes as base units
-    from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    text = (base / "metrics.om").read_text()
-    assert text.rstrip().endswith("# EOF")
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    latency = families["aidge_latency_seconds"]
-    assert latency.unit == "seconds"
-    samples = {(s.labels["test"], s.labels["target"]): s for s in latency.samples}
-    sample = samples[("test_model.py::test_runs_within_budget[mps3-an547]", "mps3-an547")]
-    assert sample.labels["provenance"] == "emulated" and 0 < sample.value < 1.0
-    assert families["aidge_flash_bytes"].unit == "bytes"
-
-    # a regression against the baseline fails with the compare verdict
-    monkeypatch.setenv("PROFILING", "1")
-    second = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        f"--aidge-baseline={base}",
-        f"--aidge-report-dir={tmp_path / 'cand'}",
-        "-k",
-        "no_regression",
+    # 2. a wider layer: each target fails, naming the metric and both values
+    modelzoo.lenet(model, hidden=48)
+    wider = pytester.runpytest_subprocess(
+        *common, "--aidge-target=host", "--aidge-target=mps2-an386", "-k", "test_lenet"
     )
-    second.assert_outcomes(failed=1)
-    text = second.stdout.str()
-    assert "regression against baseline" in text and "compare verdict: fail" in text
-    assert "image_bytes:" in text and "regressed" in text
+    wider.assert_outcomes(failed=2, skipped=1)
+    an386 = _failure(wider, "test_lenet[mps2-an386]")
+    assert "regression against record" in an386 and "compare verdict: fail" in an386
+    assert re.search(r"emulated_instructions: (\d+) -> (\d+) instructions", an386), an386
+    before, after = map(int, re.search(r"emulated_instructions: (\d+) -> (\d+)", an386).groups())
+    assert after > before
+    host = _failure(wider, "test_lenet[host]")
+    assert re.search(r"image_bytes: \d+ -> \d+ B .*regressed", host), host
+    assert "--aidge-update-baseline" in host
+
+    # 3. the first model retrained (one layer's weights x 1.01, same shapes): judged by its
+    #    figures against the last accepted run (the rejected wider runs are no baseline)
+    modelzoo.lenet(model, retrained=1.01)
+    retrained = pytester.runpytest_subprocess(
+        *common, "--aidge-target=mps2-an386", "-k", "test_lenet"
+    )
+    outcome = _outcomes(retrained)["test_model.py::test_lenet[mps2-an386]"]
+    text = retrained.stdout.str()
+    assert "no baseline" not in text and "first of its series" not in text
+    if outcome == "failed":
+        assert "compare verdict: fail" in _failure(retrained, "test_lenet[mps2-an386]")
+
+    # 4. another dtype of the same test and target: not comparable, until accepted
+    monkeypatch.setenv("DTYPE", "int8")
+    int8 = pytester.runpytest_subprocess(*common, "--aidge-target=host", "-k", "test_lenet")
+    int8.assert_outcomes(failed=1, skipped=2)
+    assert "not comparable: dtype float32 → int8" in _failure(int8, "test_lenet[host]")
+    accepted = pytester.runpytest_subprocess(
+        *common, "--aidge-target=host", "-k", "test_lenet", "--aidge-update-baseline"
+    )
+    accepted.assert_outcomes(passed=1, skipped=2)
+    assert "the new baseline" in accepted.stdout.str()
+    again = pytester.runpytest_subprocess(*common, "--aidge-target=host", "-k", "test_lenet")
+    again.assert_outcomes(passed=1, skipped=2)
 
 
 LOCK_TESTS = """
@@ -301,35 +322,139 @@ def test_openmetrics_units_and_labels() -> None:
 
     from aidge_deploy.testing.openmetrics import render_openmetrics
 
+    def fig(name: str, value: float, unit: str, provenance: str) -> dict[str, object]:
+        return {"name": name, "value": value, "unit": unit, "provenance": provenance}
+
     text = render_openmetrics(
         [
             (
                 "t.py::test[x]",
                 [
-                    ("aidge.host.target", "host"),
-                    ("aidge.host.provenance", "host"),
-                    ("aidge.host.latency[ms]", 2.5),
-                    ("aidge.host.peak_rss[B]", 1024),
-                    ("aidge.host.cycles[cycles]", 1000),
-                    ("aidge.host.bundle", "/x"),
+                    {
+                        "run": "mps2-an386",
+                        "target": "mps2-an386",
+                        "board": "",
+                        "figures": [
+                            fig("latency", 2.5, "ms", "estimated"),
+                            fig("flash_bytes", 1024, "B", "static"),
+                            fig("emulated_instructions", 1000, "instructions", "emulated"),
+                            fig("energy_per_inference", 12.0, "uJ", "estimated"),
+                        ],
+                    }
                 ],
             )
         ]
     )
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    assert families["aidge_latency_seconds"].samples[0].value == pytest.approx(0.0025)
-    assert families["aidge_peak_rss_bytes"].samples[0].value == 1024
-    cycles = families["aidge_cycles"].samples[0]
-    assert cycles.labels == {
+    latency = families["aidge_latency_seconds"]
+    assert latency.unit == "seconds" and latency.samples[0].value == pytest.approx(0.0025)
+    assert latency.samples[0].labels["provenance"] == "estimated"
+    flash = families["aidge_flash_bytes"]
+    assert flash.unit == "bytes" and flash.samples[0].labels["provenance"] == "static"
+    assert families["aidge_energy_per_inference_joules"].samples[0].value == pytest.approx(12e-6)
+    count = families["aidge_emulated_instructions"].samples[0]
+    assert count.labels == {
         "test": "t.py::test[x]",
-        "run": "host",
-        "target": "host",
-        "provenance": "host",
-        "unit": "cycles",
+        "run": "mps2-an386",
+        "target": "mps2-an386",
+        "board": "",
+        "provenance": "emulated",
     }
-    assert json.dumps(sorted(families)) == json.dumps(
-        ["aidge_cycles", "aidge_latency_seconds", "aidge_peak_rss_bytes"]
+    assert "unit" not in count.labels  # the unit is the family's, never a label
+
+
+def test_an_unknown_target_fails_the_session_with_did_you_mean(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_sel="""
+import pytest
+
+@pytest.mark.aidge_targets("host", "mps2-an386")
+def test_t(aidge_target):
+    pass
+"""
     )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--aidge-target=mps2-an368")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = " ".join(result.stderr.str().split())
+    assert "--aidge-target 'mps2-an368' is neither a target nor a board of the lab" in err
+    assert "did you mean mps2-an386" in err
+    assert "passed" not in result.stdout.str() and "skipped" not in result.stdout.str()
+
+
+SESSION_TESTS = """
+import os
+import pytest
+from aidge_deploy.testing import assert_no_regression
+
+
+@pytest.mark.aidge_targets("host", "mps2-an386")
+def test_tiny(aidge_run, aidge_target, aidge_board):
+    result = aidge_run(os.environ["TINY"], iterations=2)
+    if aidge_target == "mps2-an386":
+        assert aidge_board is not None and aidge_board.name == "bench-an386"
+    assert_no_regression(result)
+
+
+@pytest.mark.aidge_targets("host")
+def test_outputs_int8(aidge_run):
+    import numpy as np
+    import onnxruntime as ort
+    from aidge_deploy.testing import assert_outputs_close
+
+    x = np.random.default_rng(3).uniform(-1, 1, (1, 16)).astype(np.float32)
+    result = aidge_run(os.environ["MLP"], kind="output", dtype="int8", inputs=[x])
+    assert result.output_raw is not None and result.output_raw[0].dtype.kind in "if"
+    assert np.all(np.abs(result.output_raw[0]) <= 128)  # codes; the output is in floats
+    reference = ort.InferenceSession(os.environ["MLP"]).run(None, {"x": x})
+    assert_outputs_close(result, reference)  # within a few quantisation steps
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+@needs_qemu
+def test_a_lab_board_name_and_a_second_session_into_the_same_report_folder(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--aidge-target bench-an386`` (an emulated board of the lab) runs the tests of its
+    target on it; a second session into the same report folder keeps the first's bundles,
+    compares with them (``--aidge-baseline`` = that folder) and rewrites metrics.om."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    monkeypatch.setenv("TINY", str(modelzoo.tiny_cnn(tmp_path / "tiny.onnx")))
+    monkeypatch.setenv("MLP", str(modelzoo.two_head_mlp(tmp_path / "mlp.onnx")))
+    pytester.makepyfile(test_session=SESSION_TESTS)
+    lab = pytester.path / "lab.yaml"
+    lab.write_text("version: 1\nboards:\n  bench-an386: {target: mps2-an386, emulated: true}\n")
+    report = tmp_path / "report"
+    args = ["-p", "no:cacheprovider", "-rA", f"--aidge-lab={lab}", f"--aidge-report-dir={report}"]
+    args.append(f"--aidge-baseline={report}")  # the earlier sessions of the same folder
+    first = pytester.runpytest_subprocess(*args, "--aidge-target=bench-an386")
+    first.assert_outcomes(passed=1, skipped=2)  # host not selected by the board
+    assert _outcomes(first)["test_session.py::test_tiny[mps2-an386]"] == "passed"
+    second = pytester.runpytest_subprocess(*args)
+    second.assert_outcomes(passed=3)
+    sessions = sorted(p for p in report.iterdir() if p.is_dir())
+    assert len(sessions) == 2, sessions  # each session's bundles in a folder of its own
+    assert (sessions[0] / "test_session" / "test_tiny-mps2-an386" / "mps2-an386").is_dir()
+    assert "first of its series" in second.stdout.str()  # the host run had no baseline
+    # the board's run was compared with the first session's (its identity names the board)
+    assert "no baseline to compare" not in second.stdout.str()
+
+    text = (report / "metrics.om").read_text()
+    assert text == (sessions[1] / "metrics.om").read_text()  # the latest session's
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    latency = families["aidge_latency_seconds"]
+    assert latency.unit == "seconds"
+    by_target = {s.labels["target"]: s for s in latency.samples}
+    assert by_target["host"].labels["provenance"] == "host"
+    assert 0 < by_target["host"].value < 0.1  # seconds, not milliseconds
+    assert by_target["mps2-an386"].labels["provenance"] in ("estimated", "emulated")
+    flash = families["aidge_flash_bytes"]
+    assert flash.unit == "bytes" and {s.labels["provenance"] for s in flash.samples} == {"static"}
+    image = families["aidge_image_bytes"]
+    assert {s.labels["provenance"] for s in image.samples} == {"static"}
+    assert text.rstrip().endswith("# EOF")
 
 
 FARM_TESTS = """

@@ -127,6 +127,15 @@ class SeriesPoint:
     figure: Figure
 
 
+def bundle_figures(bundle: Path) -> dict[str, Figure]:
+    """Every figure of a result bundle (its ``summary.json``), per-layer ones included."""
+    try:
+        summary = json.loads((Path(bundle) / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{bundle} has no readable summary.json: {exc}") from None
+    return figures(summary)
+
+
 def database_url(location: str | Path) -> str:
     """A SQLAlchemy URL from a URL or a file path (``results.db`` -> ``sqlite:///...``)."""
     text = str(location)
@@ -197,10 +206,9 @@ class HistoryStore:
         facts = bundle_facts(Path(bundle))
         if isinstance(identity, str):
             identity = facts.identity(identity, board)
-        summary = json.loads((Path(bundle) / "summary.json").read_text(encoding="utf-8"))
         return self.add(
             identity,
-            figures(summary),
+            bundle_figures(Path(bundle)),
             facts.comparability,
             source=source,
             vcs=vcs if vcs is not None else detect_vcs(project_dir),

@@ -7,6 +7,7 @@ point and inert until its options or fixtures are used) gives::
     def test_latency(aidge_run, aidge_target):
         result = aidge_run("model.onnx", iterations=20)        # exported, deployed, bundled
         assert_budget(result, "latency", max=5.0)              # ms
+        assert_no_regression(result)       # against --aidge-baseline / --aidge-history
 
 and this module the assertion helpers, usable on any ``DeployResult``.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from aidge_deploy.testing.assertions import (
     DEFAULT_THRESHOLDS,
+    BaselineWarning,
     assert_budget,
     assert_no_regression,
     assert_outputs_close,
@@ -23,6 +25,7 @@ from aidge_deploy.testing.figures import Figure, headline_figures, result_figure
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
+    "BaselineWarning",
     "Figure",
     "assert_budget",
     "assert_no_regression",

@@ -146,17 +146,22 @@ def _as_arrays(reference: Any, names: Sequence[str]) -> list[np.ndarray]:
 def assert_outputs_close(
     result: DeployResult,
     reference: Any,
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
+    atol: float | None = None,
+    rtol: float | None = None,
 ) -> None:
     """Fail unless every output of ``result`` is within ``atol + rtol * |reference|``.
 
     ``result`` comes from an output-mode export (``aidge_run(model, kind="output")``);
     ``reference`` is an array (one output), a sequence of arrays (in output order), a
     mapping output name -> array, or another ``DeployResult``. Values are compared flat,
-    in the exported layout the target printed them in.
+    in the exported layout the target printed them in. Float outputs default to
+    ``atol=1e-5, rtol=1e-4``; int8 outputs (dequantised by the deploy) are judged as
+    ``validate`` judges them: within a few quantisation steps of their export plus a
+    relative part (``validation.matrix.int8_tolerance``), unless ``atol``/``rtol`` are given.
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    from aidge_deploy.validation.matrix import FLOAT_ATOL, FLOAT_RTOL, int8_tolerance
+
     if not isinstance(result.output, list):
         raise AssertionError(
             "the run holds no output tensors (a benchmark export): export with kind='output' "
@@ -169,119 +174,165 @@ def assert_outputs_close(
             f"the target printed {len(result.output)} outputs, the reference has "
             f"{len(expected)} {_where(result)}"
         )
+    steps = [q.scale for q in result.output_quantisation]
     failures = []
-    for name, got, want in zip(names, result.output, expected, strict=True):
+    for i, (name, got, want) in enumerate(zip(names, result.output, expected, strict=True)):
+        step = steps[i] if i < len(steps) else None
+        tol = int8_tolerance(step) if step is not None else None
+        a = atol if atol is not None else (tol.atol if tol else FLOAT_ATOL)
+        r = rtol if rtol is not None else (tol.rtol if tol else FLOAT_RTOL)
         g = np.asarray(got, dtype=np.float64).reshape(-1)
         w = np.asarray(want, dtype=np.float64).reshape(-1)
         if g.size != w.size:
             failures.append(f"{name}: {g.size} values, reference has {w.size}")
             continue
         err = np.abs(g - w)
-        allowed = atol + rtol * np.abs(w)
+        allowed = a + r * np.abs(w)
         bad = ~(err <= allowed)  # NaN counts as bad
         if bad.any():
             idx = int(np.argmax(np.where(bad, err / np.maximum(allowed, 1e-300), -math.inf)))
+            within = f"atol={a:g}, rtol={r:g}" + (
+                f" ({a / step:g} steps of {step:.3g})" if step and atol is None else ""
+            )
             failures.append(
-                f"{name}: {int(bad.sum())}/{g.size} values off, max abs error "
+                f"{name}: {int(bad.sum())}/{g.size} values off beyond {within}, max abs error "
                 f"{np.nanmax(err):.6g} (at [{idx}]: {g[idx]:.6g} vs {w[idx]:.6g})"
             )
     if failures:
         raise AssertionError(
-            f"outputs differ from the reference beyond atol={atol:g}, rtol={rtol:g}: "
-            + "; ".join(failures)
-            + f" {_where(result)}"
+            "outputs differ from the reference: " + "; ".join(failures) + f" {_where(result)}"
         )
 
 
-def _find_baseline(baseline_dir: Path, cand: Path) -> Path:
-    """The bundle under ``baseline_dir`` to compare the bundle ``cand`` with.
+class BaselineWarning(UserWarning):
+    """A regression check that could not compare (a first run) or accepted a new baseline."""
 
-    ``baseline_dir`` is a bundle itself, or a folder of bundles (a previous
-    ``--aidge-report-dir``): there, the bundle of the same model on the same target is
-    taken, and among several, the one at the same place relative to its report folder.
-    """
-    from aidge_deploy.report.manifest import MANIFEST_NAME
 
-    if (baseline_dir / MANIFEST_NAME).is_file():
-        return baseline_dir
-    mine = json.loads((cand / MANIFEST_NAME).read_text()).get("comparability", {})
-    matches = []
-    for manifest in sorted(baseline_dir.rglob(MANIFEST_NAME)):
-        other = json.loads(manifest.read_text()).get("comparability", {})
-        if all(other.get(k) == mine.get(k) for k in ("model_hash", "target", "io_signature")):
-            matches.append(manifest.parent)
-    if len(matches) > 1:
-        same_place = [
-            m
-            for m in matches
-            if cand.parts[-len(m.relative_to(baseline_dir).parts) :]
-            == m.relative_to(baseline_dir).parts
-        ]
-        matches = same_place or matches
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise AssertionError(
-            f"no baseline bundle of this model on target {mine.get('target')} under "
-            f"{baseline_dir} (candidate bundle {cand}); record one with --aidge-report-dir "
-            "and pass that folder as the baseline"
-        )
-    raise AssertionError(
-        f"{len(matches)} baseline bundles of this model on {mine.get('target')} under "
-        f"{baseline_dir}: {', '.join(map(str, matches))}; pass the bundle itself"
-    )
+def _rules(thresholds: str | Path | Mapping[str, Any] | None, session: Any) -> Any:
+    from aidge_deploy.report.compare import load_thresholds, parse_thresholds
+
+    if thresholds is None and session is not None and session.thresholds_path is not None:
+        thresholds = session.thresholds_path
+    if thresholds is None:
+        return parse_thresholds(dict(DEFAULT_THRESHOLDS))
+    if isinstance(thresholds, Mapping):
+        return parse_thresholds(dict(thresholds))
+    return load_thresholds(Path(thresholds))
+
+
+def _baseline_store(
+    baseline: Any, session: Any, identity: Any, record: Any
+) -> tuple[Any, int | None]:
+    """Where the earlier runs are, and the candidate's own record id there (if any)."""
+    from aidge_deploy.history.store import HistoryStore
+    from aidge_deploy.testing.reportdir import load_baselines
+
+    if isinstance(baseline, HistoryStore):
+        return baseline, None
+    if baseline is not None:
+        folder = Path(baseline)
+        if (folder / "manifest.json").is_file():  # one bundle: the baseline of this identity
+            store = HistoryStore("sqlite://")
+            store.record(folder, identity.name, board=identity.board, source="baseline")
+            return store, None
+        exclude = session.session_dir if session is not None else None
+        return load_baselines(folder, exclude=exclude), None
+    if session is not None and session.baseline_dir is not None:
+        return session.baselines(), None
+    if session is not None and session.history is not None:
+        return session.history, None if record is None else record.history_id
+    return None, None
 
 
 def assert_no_regression(
     result: DeployResult,
-    baseline_dir: str | Path,
+    baseline: str | Path | Any = None,
     thresholds: str | Path | Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
 ) -> None:
-    """Fail when ``result`` regressed against a baseline bundle (``aidge-deploy compare``).
+    """Fail when ``result`` regressed against the previous result of its identity.
 
-    The run must have written a bundle (``aidge_run`` always does; with ``deploy`` set
-    ``DeployConfig.report_dir``). ``thresholds`` is a thresholds file, its parsed document,
-    or None for ``DEFAULT_THRESHOLDS``. Fails on a ``fail`` verdict and when the bundles
-    are not comparable (another model or target); a ``warn`` verdict passes.
+    The identity is what the run measured (``history.identity``): for ``aidge_run``'s
+    results the test without its target parameter (or the ``name`` it was given), the
+    target and board, the kind, dtype and iterations; for another ``DeployResult`` that
+    wrote a bundle, ``name`` and the bundle's facts. The previous accepted result of that
+    identity is looked up in ``baseline`` (an earlier ``--aidge-report-dir``, one bundle,
+    or a ``HistoryStore``), else in ``--aidge-baseline``, else in ``--aidge-history``; a
+    changed model is compared, that is the point. It is judged with ``aidge-deploy
+    compare``'s semantics and ``thresholds`` (a file, its parsed document, else
+    ``--aidge-thresholds``, else ``DEFAULT_THRESHOLDS``); host and silicon times against
+    the spread of their last comparable results (``history.regression``).
+
+    Fails on a regression and when the results are not comparable (another dtype,
+    provenance, Aidge or compiler version: said with both values), unless the session runs
+    with ``--aidge-update-baseline`` (then it passes with a ``BaselineWarning`` and the run
+    is the new baseline). A first result of its identity passes with a warning. Without
+    any baseline the check is skipped (fails in CI, ``CI=true``).
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    import os
+    import warnings
+
     from aidge_deploy.errors import DeployError
-    from aidge_deploy.report.compare import (
-        Verdict,
-        compare_bundles,
-        evaluate,
-        load_thresholds,
-        not_comparable_message,
-        parse_thresholds,
-    )
+    from aidge_deploy.history.gate import GateStatus, check_regression
+    from aidge_deploy.history.identity import bundle_facts
+    from aidge_deploy.history.store import bundle_figures
+    from aidge_deploy.testing.session import active_session
 
     if result.report_dir is None:
         raise AssertionError(
             "the run wrote no result bundle to compare: set DeployConfig.report_dir "
             f"(aidge_run does) {_where(result)}"
         )
-    cand = Path(result.report_dir)
+    session = active_session()
+    record = session.record_of(result) if session is not None else None
     try:
-        base = _find_baseline(Path(baseline_dir), cand)
-        if thresholds is None:
-            rules = parse_thresholds(dict(DEFAULT_THRESHOLDS))
-        elif isinstance(thresholds, Mapping):
-            rules = parse_thresholds(dict(thresholds))
-        else:
-            rules = load_thresholds(Path(thresholds))
-        comparison = compare_bundles(base, cand)
+        facts = bundle_facts(Path(result.report_dir))
+        identity = record.identity if record is not None and name is None else None
+        if identity is None:
+            if name is None:
+                raise AssertionError(
+                    "this result did not come from aidge_run: pass name= to say what it "
+                    f"measures {_where(result)}"
+                )
+            identity = facts.identity(name, record.board if record is not None else None)
+        rules = _rules(thresholds, session)
+        store, record_id = _baseline_store(baseline, session, identity, record)
+        if store is None:
+            message = (
+                "no baseline to compare with: pass --aidge-baseline DIR (an earlier "
+                "--aidge-report-dir) or --aidge-history FILE"
+            )
+            if os.environ.get("CI", "").lower() == "true":
+                raise AssertionError(f"{message} {_where(result)}")
+            import pytest
+
+            pytest.skip(message)
+        verdict = check_regression(
+            store,
+            identity,
+            facts.comparability,
+            bundle_figures(Path(result.report_dir)),
+            rules,
+            record_id=record_id,
+        )
     except DeployError as exc:
         raise AssertionError(f"cannot compare with the baseline: {exc} {_where(result)}") from None
-    if not comparison.comparable:
-        raise AssertionError(
-            f"not comparable with baseline {base}: "
-            f"{not_comparable_message(comparison.blocking)} {_where(result)}"
+    if verdict.status is GateStatus.NO_BASELINE:
+        warnings.warn(BaselineWarning(verdict.message), stacklevel=2)
+        return
+    if verdict.status is GateStatus.PASS:
+        return
+    if session is not None and session.update_baseline:
+        warnings.warn(
+            BaselineWarning(
+                f"--aidge-update-baseline: this run is the new baseline; {verdict.message}"
+            ),
+            stacklevel=2,
         )
-    evaluation = evaluate(comparison, rules)
-    if evaluation.verdict is Verdict.FAIL:
-        failed = [c.message for c in evaluation.checks if c.status is Verdict.FAIL]
-        raise AssertionError(
-            f"regression against baseline {base} (compare verdict: fail): "
-            + "; ".join(failed)
-            + f" {_where(result)}"
-        )
+        return
+    if session is not None and record is not None:
+        session.reject(record)
+    hint = " (if this is intended, run with --aidge-update-baseline)"
+    raise AssertionError(f"{verdict.message}{hint} {_where(result)}")

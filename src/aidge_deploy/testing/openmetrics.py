@@ -1,17 +1,20 @@
 """The OpenMetrics text file of a pytest session's runs, for dashboards.
 
-Every headline metric of every run becomes a gauge sample labelled with the test, the run,
-the target and the provenance. Times and energies are converted to the base units
-OpenMetrics names (seconds, joules, watts, bytes); counts keep their name and carry their
-unit as a label. Rendering is ``prometheus_client``'s OpenMetrics exposition.
+Every headline figure of every run becomes a gauge sample labelled with the test, the run,
+the target, the lab board and *the figure's own* provenance (a run on an emulated board
+has emulated instruction counts, static sizes and estimated times). Values are in the base
+units OpenMetrics names — seconds, bytes, joules, watts — with ``# UNIT`` and the unit as
+the family name's suffix, as the format requires; counts (instructions, cycles, events)
+have no unit. Rendering is ``prometheus_client``'s OpenMetrics exposition.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -25,6 +28,7 @@ BASE_UNITS: dict[str, tuple[str, float]] = {
     "us": ("seconds", 1e-6),
     "ns": ("seconds", 1e-9),
     "B": ("bytes", 1.0),
+    "bytes": ("bytes", 1.0),
     "ratio": ("ratio", 1.0),
     "J": ("joules", 1.0),
     "mJ": ("joules", 1e-3),
@@ -34,67 +38,69 @@ BASE_UNITS: dict[str, tuple[str, float]] = {
     "uW": ("watts", 1e-6),
 }
 PREFIX = "aidge_"
-_PROPERTY = re.compile(r"^aidge\.([^.]+)\.(.+)\[(.*)\]$")
-LABELS = ("test", "run", "target", "provenance", "unit")
+LABELS = ("test", "run", "target", "board", "provenance")
+
+#: one test's runs: (test id, [{"run", "target", "board", "figures": [{name, value, unit,
+#: provenance}]}]), as the plugin collects them
+Entry = tuple[str, Sequence[Mapping[str, Any]]]
 
 
 def metric_name(metric: str, unit: str) -> tuple[str, str, float]:
-    """The OpenMetrics family name, unit and scale factor of one of our metrics."""
+    """The OpenMetrics family name, unit and scale factor of one of our figures."""
     base = re.sub(r"[^a-zA-Z0-9_]", "_", metric).strip("_").lower()
     om_unit, factor = BASE_UNITS.get(unit, ("", 1.0))
     return f"{PREFIX}{base}", om_unit, factor
 
 
 class _Runs(Collector):
-    def __init__(self, entries: Sequence[tuple[str, Sequence[tuple[str, object]]]]) -> None:
+    def __init__(self, entries: Sequence[Entry]) -> None:
         self.entries = entries
 
     def collect(self) -> Iterator[Metric]:
         families: dict[str, GaugeMetricFamily] = {}
-        for nodeid, props in self.entries:
-            facts: dict[tuple[str, str], str] = {}
-            for key, value in props:
-                parts = key.split(".")
-                if len(parts) == 3:
-                    facts[(parts[1], parts[2])] = str(value)
-            for key, value in props:
-                match = _PROPERTY.match(key)
-                if match is None:
-                    continue
-                run, metric, unit = match.groups()
-                name, om_unit, factor = metric_name(metric, unit)
-                family = families.get(name)
-                if family is None:
-                    family = GaugeMetricFamily(
-                        name, f"aidge-deploy {metric} per run", labels=LABELS, unit=om_unit
+        for nodeid, runs in self.entries:
+            for run in runs:
+                for fig in run["figures"]:
+                    if fig.get("value") is None:
+                        continue
+                    name, om_unit, factor = metric_name(str(fig["name"]), str(fig["unit"]))
+                    # a family has one unit: a figure in another unit is a family of its own
+                    key = f"{name}_{om_unit}" if om_unit else name
+                    family = families.get(key)
+                    if family is None:
+                        family = GaugeMetricFamily(
+                            name,
+                            f"aidge-deploy {fig['name']} per run"
+                            + ("" if om_unit else f" ({fig['unit']})"),
+                            labels=LABELS,
+                            unit=om_unit,
+                        )
+                        families[key] = family
+                    family.add_metric(
+                        [
+                            nodeid,
+                            str(run["run"]),
+                            str(run["target"]),
+                            str(run.get("board") or ""),
+                            str(fig["provenance"]),
+                        ],
+                        float(fig["value"]) * factor,
                     )
-                    families[name] = family
-                family.add_metric(
-                    [
-                        nodeid,
-                        run,
-                        facts.get((run, "target"), ""),
-                        facts.get((run, "provenance"), ""),
-                        unit,
-                    ],
-                    float(value) * factor,  # type: ignore[arg-type]
-                )
         yield from families.values()
 
 
-def render_openmetrics(entries: Iterable[tuple[str, Sequence[tuple[str, object]]]]) -> str:
-    """OpenMetrics text (ending with ``# EOF``) of ``(test id, properties)`` entries."""
+def render_openmetrics(entries: Iterable[Entry]) -> str:
+    """OpenMetrics text (ending with ``# EOF``) of the runs' figures."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Runs(list(entries)))
     return generate_latest(registry).decode("utf-8")
 
 
-def write_openmetrics(
-    path: Path, entries: Iterable[tuple[str, Sequence[tuple[str, object]]]]
-) -> Path:
-    """Write the file atomically (a dashboard never reads half of it)."""
+def write_openmetrics(path: Path, entries: Iterable[Entry]) -> Path:
+    """Write the file atomically (a dashboard never reads half of it, nor an empty one)."""
+    text = render_openmetrics(entries)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(render_openmetrics(entries), encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path

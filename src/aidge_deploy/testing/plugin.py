@@ -1,19 +1,29 @@
 """The pytest plugin: deploy Aidge models on targets from users' tests.
 
-Loaded through the ``pytest11`` entry point in every pytest session, so it must stay inert
-until used: it only registers options, the ``aidge_targets`` marker and fixtures, imports
-nothing heavy at load time, and changes nothing for tests that use none of them.
+Loaded through the ``pytest11`` entry point ``aidge-deploy`` (the name pytest prints in its
+``plugins:`` line, and the one ``-p no:aidge-deploy`` takes) in every pytest session, so it
+must stay inert until used: it only registers options, the ``aidge_targets`` marker and
+fixtures, imports nothing heavy at load time, and changes nothing for tests that use none
+of them.
 
-* ``@pytest.mark.aidge_targets("host", "mps2-an386")`` parametrizes ``aidge_target`` (a
-  target name, or a board name of ``--aidge-lab``); ``--aidge-target`` (repeatable) narrows
-  the marker's list, or sets the targets of tests that take ``aidge_target`` unmarked.
-* ``aidge_run(model_or_export, target=None, **options) -> DeployResult``: exports an ONNX
-  model (``dtype``, ``iterations``, ``warmup``, ``kind``, ``profiling``, ``inputs``), takes
-  a board of the lab for the rest of the test (a file lock other workers and jobs respect),
-  deploys, and writes the result bundle under ``--aidge-report-dir``.
+* ``@pytest.mark.aidge_targets("host", "mps2-an386")`` parametrizes ``aidge_target``;
+  ``--aidge-target`` (repeatable: a target, or a board of ``--aidge-lab``, which selects the
+  tests of its target and runs them on that board) narrows the marker's list, or sets the
+  targets of tests that take ``aidge_target`` unmarked. A name that is neither fails the
+  session at once, with a did-you-mean.
+* ``aidge_run(model_or_export, target=None, name=None, **options) -> DeployResult``:
+  exports an ONNX model (``dtype``, ``iterations``, ``warmup``, ``kind``, ``profiling``,
+  ``inputs``; through the export cache), takes a board of the lab for the rest of the test
+  (a file lock other workers and jobs respect), deploys, writes the result bundle under
+  ``--aidge-report-dir`` (one folder per session, ``reportdir``) and records the run in
+  ``--aidge-history`` under its identity (the test's node id without the target, or
+  ``name``).
+* ``assert_no_regression(result)`` compares with the previous run of the same identity in
+  ``--aidge-baseline`` or ``--aidge-history``; ``--aidge-update-baseline`` accepts a run
+  that is not comparable or regressed as the new baseline.
 * Each run's headline metrics become JUnit XML properties (``aidge.<run>.<metric>[<unit>]``)
-  and lines of ``<report dir>/metrics.om`` (OpenMetrics); its bundle and log are attached to
-  the test's report.
+  and samples of ``metrics.om`` (OpenMetrics, each figure with its own provenance, in base
+  units); its bundle and log are attached to the test's report.
 """
 
 from __future__ import annotations
@@ -27,10 +37,13 @@ import pytest
 MARKER = "aidge_targets"
 _SESSION_KEY = pytest.StashKey["Any"]()
 _RUNS_KEY = pytest.StashKey["Any"]()
+_NAME_KEY = pytest.StashKey[str]()
 METRICS_FILE = "metrics.om"
 #: a JUnit property of a run's metric: aidge.<run>.<metric>[<unit>]
 PROPERTY_PREFIX = "aidge."
 LOG_TAIL_LINES = 40
+#: the xdist worker input carrying the session folder's name
+_WORKER_SESSION = "aidge_deploy_session"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,20 +53,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="TARGET",
-        help="Target (or lab board) to run on; repeatable. Narrows @aidge_targets lists.",
+        help="Target, or board of --aidge-lab (its target's tests run on it); repeatable. "
+        "Narrows @aidge_targets lists; an unknown name fails the session.",
     )
     group.addoption("--aidge-lab", type=Path, metavar="FILE", help="Lab file naming the boards.")
     group.addoption(
         "--aidge-report-dir",
         type=Path,
         metavar="DIR",
-        help="Keep each run's result bundle here (and metrics.om, OpenMetrics).",
+        help="Keep each run's result bundle here, in a folder per session (and metrics.om, "
+        "OpenMetrics).",
     )
     group.addoption(
         "--aidge-baseline",
         type=Path,
         metavar="DIR",
-        help="Baseline bundles (an earlier --aidge-report-dir) for the aidge_baseline fixture.",
+        help="An earlier --aidge-report-dir: assert_no_regression compares each run with the "
+        "latest accepted run of the same identity there.",
+    )
+    group.addoption(
+        "--aidge-history",
+        metavar="FILE",
+        help="Results history (a SQLite file, or a database URL): every run is recorded; "
+        "assert_no_regression compares with the previous runs of the same identity.",
+    )
+    group.addoption(
+        "--aidge-thresholds",
+        type=Path,
+        metavar="FILE",
+        help="Thresholds file of assert_no_regression (the `aidge-deploy compare` format).",
+    )
+    group.addoption(
+        "--aidge-update-baseline",
+        action="store_true",
+        default=False,
+        help="Accept runs that are not comparable with their baseline, or regressed, as the "
+        "new baseline (assert_no_regression passes, with a warning).",
     )
     group.addoption(
         "--aidge-lock-timeout",
@@ -64,17 +99,78 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _check_options(config: pytest.Config) -> None:
+    """The plugin's options, checked before collection: a bad one fails the session."""
+    from aidge_deploy.errors import DeployError
+
+    try:
+        names = _selected(config)
+        if names:
+            from aidge_deploy.lab import load_lab
+            from aidge_deploy.testing.session import check_target_names
+
+            lab_path = config.getoption("aidge_lab")
+            check_target_names(names, load_lab(lab_path) if lab_path else None)
+        history = config.getoption("aidge_history")
+        if history and not _is_worker(config):
+            from aidge_deploy.history.store import HistoryStore
+
+            HistoryStore(history).close()  # created (or opened) once, up front
+        thresholds = config.getoption("aidge_thresholds")
+        if thresholds is not None:
+            from aidge_deploy.report.compare import load_thresholds
+
+            load_thresholds(thresholds)
+    except DeployError as exc:
+        raise pytest.UsageError(
+            f"aidge-deploy: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+        ) from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(*targets): run the test on each target (parametrizes the aidge_target "
         "fixture; aidge-deploy plugin)",
     )
+    _check_options(config)
+    if _is_worker(config):
+        name = config.workerinput.get(_WORKER_SESSION)  # type: ignore[attr-defined]
+        if name:
+            config.stash[_NAME_KEY] = str(name)
+    elif config.getoption("aidge_report_dir") is not None:
+        from aidge_deploy.testing.reportdir import new_session_name
+
+        config.stash[_NAME_KEY] = new_session_name()
     config.pluginmanager.register(_MetricsFile(config), "aidge-deploy-metrics")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(xdist) every worker writes into the controller's session folder."""
+    name = node.config.stash.get(_NAME_KEY, None)
+    if name:
+        node.workerinput[_WORKER_SESSION] = name
 
 
 def _selected(config: pytest.Config) -> list[str]:
     return list(config.getoption("aidge_target") or [])
+
+
+def _selected_targets(config: pytest.Config) -> list[str]:
+    """The targets ``--aidge-target`` selects: lab boards stand for their targets."""
+    names = _selected(config)
+    lab_path = config.getoption("aidge_lab")
+    if not names or lab_path is None:
+        return names
+    from aidge_deploy.lab import load_lab
+
+    boards = {b.name: b.target for b in load_lab(lab_path).boards}
+    return list(dict.fromkeys(boards.get(n, n) for n in names))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -86,7 +182,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(
             f"{metafunc.definition.nodeid}: @{MARKER} needs the aidge_target or aidge_run fixture"
         )
-    selected = _selected(metafunc.config)
+    selected = _selected_targets(metafunc.config)
     if marker is None:
         metafunc.parametrize("aidge_target", selected or ["host"])
         return
@@ -107,15 +203,46 @@ def _session(config: pytest.Config, factory: pytest.TempPathFactory) -> Any:
     from aidge_deploy.testing.session import AidgeSession
 
     if _SESSION_KEY not in config.stash:
+        report_dir = config.getoption("aidge_report_dir")
+        worker = getattr(config, "workerinput", {}).get("workerid", "main")
         config.stash[_SESSION_KEY] = AidgeSession(
             targets=_selected(config),
             lab_path=config.getoption("aidge_lab"),
-            report_dir=config.getoption("aidge_report_dir"),
+            report_dir=None if report_dir is None else Path(report_dir).absolute(),
             baseline_dir=config.getoption("aidge_baseline"),
+            history_path=config.getoption("aidge_history"),
+            thresholds_path=config.getoption("aidge_thresholds"),
+            update_baseline=bool(config.getoption("aidge_update_baseline")),
             lock_timeout_s=float(config.getoption("aidge_lock_timeout")),
             work_root=factory.getbasetemp() / "aidge",
+            session_name=config.stash.get(_NAME_KEY, "session"),
+            worker=str(worker),
+            project_dir=config.rootpath,
         )
     return config.stash[_SESSION_KEY]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    aidge = session.config.stash.get(_SESSION_KEY, None)
+    if aidge is not None:
+        aidge.finish()
+
+
+def _test_name(item: pytest.Item) -> str:
+    """The test's node id without the ``aidge_target`` parameter: the name its runs are
+    recorded under (``test_m.py::test_latency[mps2-an386-int8]`` ->
+    ``test_m.py::test_latency[int8]``)."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or "aidge_target" not in callspec.params:
+        return item.nodeid
+    base = item.nodeid.split("[", 1)[0]
+    ids = list(getattr(callspec, "_idlist", []))
+    target = str(callspec.params["aidge_target"])
+    if target in ids:
+        ids.remove(target)
+    elif ids:  # an unknown pytest: keep the full id rather than guess
+        return item.nodeid
+    return f"{base}[{'-'.join(ids)}]" if ids else base
 
 
 @pytest.fixture
@@ -139,17 +266,33 @@ def _test_dir(item: pytest.Item) -> Path:
 def aidge_run(
     request: pytest.FixtureRequest, aidge_target: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., Any]]:
-    """``aidge_run(model_or_export, target=None, **options) -> DeployResult``."""
-    from aidge_deploy.testing.session import TestRuns
+    """``aidge_run(model_or_export, target=None, name=None, **options) -> DeployResult``."""
 
-    runs = TestRuns(
-        _session(request.config, tmp_path_factory), _test_dir(request.node), aidge_target
-    )
-    request.node.stash[_RUNS_KEY] = runs
+    runs = request.node.stash.get(_RUNS_KEY, None)
+    own = runs is None
+    if own:
+        runs = _new_runs(request, aidge_target, tmp_path_factory)
     try:
         yield runs.run
     finally:
-        runs.close()
+        if own:
+            runs.close()
+
+
+def _new_runs(
+    request: pytest.FixtureRequest, aidge_target: str, factory: pytest.TempPathFactory
+) -> Any:
+    from aidge_deploy.testing.session import TestRuns
+
+    runs = TestRuns(
+        _session(request.config, factory),
+        _test_dir(request.node),
+        aidge_target,
+        test_name=_test_name(request.node),
+        nodeid=request.node.nodeid,
+    )
+    request.node.stash[_RUNS_KEY] = runs
+    return runs
 
 
 @pytest.fixture
@@ -158,15 +301,10 @@ def aidge_board(
 ) -> Iterator[Any]:
     """The lab board (``aidge_deploy.lab.LabBoard``) that runs ``aidge_target``, held for the
     test (None for the host and emulated boards); ``aidge_run`` then uses it."""
-    from aidge_deploy.testing.session import TestRuns
-
     runs = request.node.stash.get(_RUNS_KEY, None)
     own = runs is None
     if own:
-        runs = TestRuns(
-            _session(request.config, tmp_path_factory), _test_dir(request.node), aidge_target
-        )
-        request.node.stash[_RUNS_KEY] = runs
+        runs = _new_runs(request, aidge_target, tmp_path_factory)
     _, board = runs.board_for(aidge_target)
     try:
         yield board
@@ -231,32 +369,45 @@ def pytest_runtest_makereport(
         item.user_properties.extend(props)
         report.user_properties.extend(props)
         report.sections.append((f"aidge-deploy {record.label}", _section(record)))
+    # read by the OpenMetrics file's writer (xdist carries a report's attributes to it)
+    report.aidge_runs = [_metrics_entry(r) for r in runs.records]  # type: ignore[attr-defined]
     return report
 
 
+def _metrics_entry(record: Any) -> dict[str, Any]:
+    return {
+        "run": record.label,
+        "target": record.target,
+        "board": record.board or "",
+        "figures": [
+            {"name": n, "value": f.value, "unit": f.unit, "provenance": f.provenance}
+            for n, f in record.figures.items()
+            if f.value is not None
+        ],
+    }
+
+
 class _MetricsFile:
-    """Collects the runs' metric properties where the OpenMetrics file is written (the xdist
+    """Collects the runs' figures where the OpenMetrics file is written (the xdist
     controller, or the only process), from the reports every worker sends it."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.entries: list[tuple[str, list[tuple[str, object]]]] = []
+        self.entries: list[tuple[str, list[dict[str, Any]]]] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
-            return
-        props = [
-            (str(k), v) for k, v in report.user_properties if str(k).startswith(PROPERTY_PREFIX)
-        ]
-        if props:
-            self.entries.append((report.nodeid, props))
+        runs = getattr(report, "aidge_runs", None)
+        if report.when == "call" and runs:
+            self.entries.append((report.nodeid, list(runs)))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller writes it
+        if _is_worker(self.config):  # the controller writes it
             return
         report_dir = self.config.getoption("aidge_report_dir")
         if report_dir is None or not self.entries:
-            return
+            return  # an earlier session's file stays as it was
         from aidge_deploy.testing.openmetrics import write_openmetrics
 
+        name = self.config.stash.get(_NAME_KEY, "session")
+        write_openmetrics(Path(report_dir) / name / METRICS_FILE, self.entries)
         write_openmetrics(Path(report_dir) / METRICS_FILE, self.entries)

@@ -1,16 +1,20 @@
 """What the pytest plugin does for a test: pick and lock a board, export, deploy, record.
 
 Kept free of pytest so it reads (and is tested) as plain code: ``AidgeSession`` holds the
-session's options, the lab and the export cache; ``TestRuns`` is one test's runs and the
-boards it holds until the test ends.
+session's options, the lab, its report folder (``reportdir``), the results history and the
+baselines; ``TestRuns`` is one test's runs and the boards it holds until the test ends.
+Each run is recorded under its identity (``history.identity``): the test's node id without
+the target parameter (or the name the test gives), the target and lab board, and the kind,
+dtype and iterations of its export.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import difflib
 import os
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +23,12 @@ from typing import Any
 import numpy as np
 
 from aidge_deploy.errors import ConfigError, DeployError
+from aidge_deploy.history.identity import RunIdentity
 from aidge_deploy.lab import LabBoard, LabError, LabMap, load_lab
 from aidge_deploy.results import DeployResult
 from aidge_deploy.testing.figures import Figure, headline_figures
 from aidge_deploy.testing.locks import BoardLease, lease
+from aidge_deploy.testing.reportdir import IndexedRun, load_baselines, write_index
 
 #: ``aidge_run`` options that shape the export of an ONNX model (the ``profile`` options)
 EXPORT_OPTIONS: Mapping[str, Any] = {
@@ -33,6 +39,15 @@ EXPORT_OPTIONS: Mapping[str, Any] = {
     "profiling": True,
     "inputs": None,
 }
+#: the ``aidge_run`` option naming a run's identity (default: the test's node id)
+NAME_OPTION = "name"
+
+_ACTIVE: AidgeSession | None = None
+
+
+def active_session() -> AidgeSession | None:
+    """The plugin's session of this process (None outside a pytest session using it)."""
+    return _ACTIVE
 
 
 def _emulated_targets() -> frozenset[str]:
@@ -41,6 +56,31 @@ def _emulated_targets() -> frozenset[str]:
     except ImportError:  # pragma: no cover - shipped with this package
         return frozenset()
     return frozenset(b.name for b in list_boards())
+
+
+def known_targets() -> list[str]:
+    """Every target name a run may ask for (the registry's, the emulated boards', host)."""
+    from aidge_deploy.registry import registered_targets
+
+    return sorted({t for t, _ in registered_targets()} | _emulated_targets() | {"host"})
+
+
+def check_target_names(names: Sequence[str], lab: LabMap | None) -> None:
+    """``ConfigError`` (with a did-you-mean) for a name that is neither a target nor a board
+    of the lab."""
+    boards = [b.name for b in lab.boards] if lab is not None else []
+    targets = known_targets()
+    for name in names:
+        if name in boards or name.lower() in targets:
+            continue
+        close = difflib.get_close_matches(name, [*targets, *boards], n=2, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise ConfigError(
+            f"--aidge-target {name!r} is neither a target nor a board of the lab",
+            hint=f"{hint}Targets: {', '.join(targets)}"
+            + (f"; lab boards: {', '.join(boards)}" if boards else "")
+            + ".",
+        )
 
 
 @dataclass
@@ -55,6 +95,11 @@ class RunRecord:
     provenance: str | None = None
     figures: dict[str, Figure] = field(default_factory=dict)
     error: str | None = None
+    identity: RunIdentity | None = None
+    #: the run's record in the results history (``--aidge-history``)
+    history_id: int | None = None
+    indexed: IndexedRun | None = None
+    result: weakref.ref[DeployResult] | None = None
 
 
 class AidgeSession:
@@ -67,17 +112,36 @@ class AidgeSession:
         lab_path: Path | None = None,
         report_dir: Path | None = None,
         baseline_dir: Path | None = None,
+        history_path: str | Path | None = None,
+        thresholds_path: Path | None = None,
+        update_baseline: bool = False,
         lock_timeout_s: float = 600.0,
         work_root: Path,
+        session_name: str = "session",
+        worker: str = "main",
+        project_dir: Path | None = None,
     ) -> None:
+        global _ACTIVE
         self.targets = tuple(targets)
         self.lab_path = lab_path
         self.report_dir = report_dir
         self.baseline_dir = baseline_dir
+        self.history_path = history_path
+        self.thresholds_path = thresholds_path
+        self.update_baseline = update_baseline
         self.lock_timeout_s = lock_timeout_s
         self.work_root = work_root
+        self.session_name = session_name
+        self.worker = worker
+        self.project_dir = project_dir
         self._lab: LabMap | None = None
         self._exports: dict[tuple[Any, ...], object] = {}
+        self._history: Any = None
+        self._baselines: Any = None
+        self._vcs: Any = None
+        self.records: dict[int, RunRecord] = {}
+        self.indexed: list[IndexedRun] = []
+        _ACTIVE = self
 
     @property
     def lab(self) -> LabMap | None:
@@ -88,23 +152,56 @@ class AidgeSession:
         return self._lab
 
     @property
+    def session_dir(self) -> Path | None:
+        """This session's folder of the report folder (None without one)."""
+        return None if self.report_dir is None else self.report_dir / self.session_name
+
+    @property
     def bundle_root(self) -> Path:
-        return self.report_dir if self.report_dir is not None else self.work_root / "bundles"
+        return self.session_dir or self.work_root / "bundles"
+
+    @property
+    def history(self) -> Any:
+        """The results history (``--aidge-history``), opened on first use; None without."""
+        if self.history_path is None:
+            return None
+        if self._history is None:
+            from aidge_deploy.history.store import HistoryStore
+
+            self._history = HistoryStore(self.history_path)
+        return self._history
+
+    @property
+    def vcs(self) -> Any:
+        """The project's commit and branch (asked once per session)."""
+        if self._vcs is None:
+            from aidge_deploy.history.vcs import detect_vcs
+
+            self._vcs = detect_vcs(self.project_dir)
+        return self._vcs
+
+    def baselines(self) -> Any:
+        """The runs under ``--aidge-baseline`` (this session's own left out), as a history."""
+        if self._baselines is None and self.baseline_dir is not None:
+            self._baselines = load_baselines(self.baseline_dir, exclude=self.session_dir)
+        return self._baselines
 
     def candidates(self, name: str) -> tuple[str, tuple[LabBoard, ...]]:
         """The target ``name`` stands for, and the lab boards that can run it.
 
         ``name`` is a lab board's name or a target name. No board is needed for the host and
-        the emulated boards; any other target needs a board of the lab.
+        the emulated boards; any other target needs a board of the lab. Boards selected by
+        name with ``--aidge-target`` are the only ones used for their target.
         """
         lab = self.lab
         if lab is not None:
             if any(b.name == name for b in lab.boards):
                 board = lab.board(name)
                 return board.target, (board,)
-            boards = lab.boards_for(name)
+            chosen = tuple(b for b in lab.boards if b.name in self.targets and b.target == name)
+            boards = chosen or lab.boards_for(name)
             if boards:
-                return name, boards
+                return name, tuple(boards)
         if name == "host" or name in _emulated_targets():
             return name, ()
         if lab is not None:
@@ -115,8 +212,9 @@ class AidgeSession:
         return name, ()
 
     def export(self, model: Path, target: str, options: Mapping[str, Any]) -> object:
-        """Export ``model`` for ``target`` (once per session for the same model and options)."""
-        from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest, export_model
+        """The export of ``model`` for ``target`` (from the export cache, as ``profile``'s)."""
+        from aidge_deploy.exportcache import prepare_export
+        from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest
 
         try:
             dtype = Dtype(str(options["dtype"]))
@@ -127,41 +225,55 @@ class AidgeSession:
                 hint="dtype: float32 or int8; kind: benchmark, output, standalone or validation.",
             ) from None
         inputs = tuple(np.asarray(a, dtype=np.float32) for a in options["inputs"] or ())
-        digest = hashlib.sha256(model.read_bytes())
-        for array in inputs:
-            digest.update(repr(array.shape).encode() + array.tobytes())
-        key = (
-            digest.hexdigest(),
-            target,
-            dtype,
-            kind,
-            int(options["iterations"]),
-            int(options["warmup"]),
-            bool(options["profiling"]),
+        request = ExportRequest(
+            model=model.absolute(),
+            target=target,
+            out_dir=Path("."),  # decided by the export cache
+            dtype=dtype,
+            kind=kind,
+            nb_iterations=int(options["iterations"]),
+            nb_warmup=int(options["warmup"]),
+            profiling=bool(options["profiling"]),
+            inputs=inputs,
         )
+        from aidge_deploy.exportcache import export_key
+
+        key = (export_key(request), target)
         if key not in self._exports:
-            out = (
-                self.work_root
-                / "exports"
-                / (
-                    f"{model.stem}-{target}-{dtype.value}-{kind.value}-{digest.hexdigest()[:10]}"
-                    f"-{len(self._exports)}"
-                )
-            )
-            self._exports[key] = export_model(
-                ExportRequest(
-                    model=model,
-                    target=target,
-                    out_dir=out,
-                    dtype=dtype,
-                    kind=kind,
-                    nb_iterations=int(options["iterations"]),
-                    nb_warmup=int(options["warmup"]),
-                    profiling=bool(options["profiling"]),
-                    inputs=inputs,
-                )
-            )
+            self._exports[key] = prepare_export(request).artifact
         return self._exports[key]
+
+    def remember(self, record: RunRecord, result: DeployResult) -> None:
+        """Keep ``record`` findable from its result (``assert_no_regression``)."""
+        record.result = weakref.ref(result)
+        self.records[id(result)] = record
+
+    def record_of(self, result: DeployResult) -> RunRecord | None:
+        record = self.records.get(id(result))
+        if record is None or record.result is None or record.result() is not result:
+            return None
+        return record
+
+    def reject(self, record: RunRecord) -> None:
+        """``record``'s run failed its regression gate: it is no baseline for later runs."""
+        if record.history_id is not None and self.history is not None:
+            self.history.set_accepted(record.history_id, False)
+        if record.indexed is not None:
+            i = self.indexed.index(record.indexed)
+            record.indexed = dataclasses.replace(record.indexed, accepted=False)
+            self.indexed[i] = record.indexed
+
+    def finish(self) -> None:
+        """Write this worker's index of the session's runs; close the history."""
+        global _ACTIVE
+        session_dir = self.session_dir
+        if session_dir is not None:
+            write_index(session_dir, self.worker, self.indexed)
+        for store in (self._history, self._baselines):
+            if store is not None:
+                store.close()
+        if _ACTIVE is self:
+            _ACTIVE = None
 
 
 def safe_name(text: str) -> str:
@@ -175,10 +287,20 @@ class TestRuns:
 
     __test__ = False  # not a test class, whatever pytest's collection thinks of the name
 
-    def __init__(self, session: AidgeSession, test_dir: Path, default_target: str | None) -> None:
+    def __init__(
+        self,
+        session: AidgeSession,
+        test_dir: Path,
+        default_target: str | None,
+        *,
+        test_name: str = "",
+        nodeid: str = "",
+    ) -> None:
         self.session = session
         self.test_dir = test_dir
         self.default_target = default_target
+        self.test_name = test_name or str(test_dir)
+        self.nodeid = nodeid or self.test_name
         self.records: list[RunRecord] = []
         self._leases: dict[str, BoardLease] = {}
 
@@ -201,19 +323,28 @@ class TestRuns:
             label, n = f"{safe_name(name)}-{n}", n + 1
         return label
 
+    def _identity_name(self, given: str | None, target: str) -> str:
+        """The test's name; a second unnamed run on the same target is ``<test>#2``."""
+        if given:
+            return str(given)
+        same = [r for r in self.records[:-1] if r.target == target and r.identity is not None]
+        unnamed = [r for r in same if r.identity and r.identity.name.startswith(self.test_name)]
+        return self.test_name if not unnamed else f"{self.test_name}#{len(unnamed) + 1}"
+
     def run(self, model_or_export: Any, target: str | None = None, **options: Any) -> DeployResult:
         """Export (an ONNX path), deploy on ``target`` and record the run."""
         from aidge_deploy.api import deploy
         from aidge_deploy.config import DeployConfig
 
         name = target or self.default_target or (self.session.targets or ("host",))[0]
+        given_name = options.pop(NAME_OPTION, None)
         export_options = {k: options.pop(k, v) for k, v in EXPORT_OPTIONS.items()}
         fields = {f.name for f in dataclasses.fields(DeployConfig)} - {"target"}
         unknown = sorted(set(options) - fields)
         if unknown:
             raise TypeError(
-                f"aidge_run got unknown options {unknown}: use {sorted(EXPORT_OPTIONS)} or "
-                "DeployConfig fields"
+                f"aidge_run got unknown options {unknown}: use {sorted(EXPORT_OPTIONS)}, "
+                f"{NAME_OPTION!r} or DeployConfig fields"
             )
         target_name, board = self.board_for(name)
         label = self._label(name)
@@ -227,6 +358,8 @@ class TestRuns:
         values.update(options)
         values["target"] = target_name
         values.setdefault("report_dir", self.session.bundle_root / self.test_dir / label)
+        # the same test re-run in this session (a rerun plugin) replaces its own bundle
+        values.setdefault("report_overwrite", True)
         record.bundle = Path(values["report_dir"])
         try:
             artifact = model_or_export
@@ -245,7 +378,24 @@ class TestRuns:
         record.log = result.log_path
         record.provenance = str(result.metrics.get("provenance") or "")
         record.figures = headline_figures(result)
+        self._record_identity(record, result, given_name)
         return result
+
+    def _record_identity(self, record: RunRecord, result: DeployResult, given: str | None) -> None:
+        from aidge_deploy.history.identity import bundle_facts
+
+        self.session.remember(record, result)
+        if record.bundle is None:
+            return
+        facts = bundle_facts(record.bundle)
+        record.identity = facts.identity(self._identity_name(given, record.target), record.board)
+        record.indexed = IndexedRun(record.identity, self.nodeid, record.bundle)
+        self.session.indexed.append(record.indexed)
+        history = self.session.history
+        if history is not None:
+            record.history_id = history.record(
+                record.bundle, record.identity, source="pytest", vcs=self.session.vcs
+            ).id
 
     def close(self) -> None:
         for held in self._leases.values():
