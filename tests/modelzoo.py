@@ -243,3 +243,55 @@ def lenet(path: Path, seed: int = 0, hidden: int = 16, retrained: float = 1.0) -
         inits,
     )
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def lenet5(path: Path, seed: int = 0) -> Path:
+    """LeNet-5 on a 1x1x28x28 image: Conv(1->6, 5x5) + ReLU + MaxPool(2), Conv(6->16, 5x5) +
+    ReLU + MaxPool(2), Gemm(256->120) + ReLU, Gemm(120->84) + ReLU, Gemm(84->10).
+
+    About 0.28 M multiply-accumulates and 0.18 MB of float32 weights: a model whose
+    inference costs millions of instructions on a Cortex-M.
+    """
+    rng = np.random.default_rng(seed)
+
+    def weights(shape: tuple[int, ...], name: str) -> onnx.TensorProto:
+        fan_in = int(np.prod(shape[1:]))
+        return numpy_helper.from_array(
+            (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name
+        )
+
+    inits = [
+        weights((6, 1, 5, 5), "W1"),
+        numpy_helper.from_array(np.zeros(6, np.float32), "B1"),
+        weights((16, 6, 5, 5), "W2"),
+        numpy_helper.from_array(np.zeros(16, np.float32), "B2"),
+        weights((120, 256), "F1"),
+        numpy_helper.from_array(np.zeros(120, np.float32), "G1"),
+        weights((84, 120), "F2"),
+        numpy_helper.from_array(np.zeros(84, np.float32), "G2"),
+        weights((10, 84), "F3"),
+        numpy_helper.from_array(np.zeros(10, np.float32), "G3"),
+        numpy_helper.from_array(np.array([1, 256], np.int64), "shape"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "W1", "B1"], ["c1"]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "W2", "B2"], ["c2"]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Reshape", ["p2", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "F1", "G1"], ["h1"], transB=1),
+        helper.make_node("Relu", ["h1"], ["a1"]),
+        helper.make_node("Gemm", ["a1", "F2", "G2"], ["h2"], transB=1),
+        helper.make_node("Relu", ["h2"], ["a2"]),
+        helper.make_node("Gemm", ["a2", "F3", "G3"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "lenet5",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 28, 28])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)

@@ -99,16 +99,18 @@ def read_only_folder(path: Path) -> Iterator[Path]:
         (["--max-counters-per-pass", "0"], "--max-counters-per-pass must be an integer"),
         (["--ssh-port", "70000", "--backend", "ssh"], "--ssh-port must be a TCP port"),
         (["--dtype", "int4"], "Unknown dtype"),
-        # Aidge's benchmark main keeps 8 B per iteration on its stack: past the stack (host)
-        # or the board's RAM, the program would crash after a full export and build
+        # Aidge's benchmark main keeps 8 B per iteration on its stack, the emulated boards'
+        # entry 4 B in static RAM: past the stack (host) or the board's RAM, the program
+        # would crash or fail to link after a full export and build
         (["--iterations", "30000000"], "more than this machine's stack limit"),
         (
             ["--iterations", "30000000", "--target", "mps2-an386"],
-            "more than the RAM of mps2-an386 (4,194,304 B)",
+            "needs 120,000,000 B of timing arrays in the program's memory, more than the RAM "
+            "of mps2-an386 (4,194,304 B)",
         ),
         (
-            ["--iterations", "30000", "--target", "netduinoplus2"],
-            "more than the RAM of netduinoplus2",
+            ["--iterations", "60000", "--target", "netduinoplus2"],
+            "more than the RAM of netduinoplus2 (196,608 B)",
         ),
     ],
 )

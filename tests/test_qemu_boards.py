@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import aidge_qemu_boards
 import modelzoo
 from aidge_qemu_boards import (
+    LINEAR_ENTRY_MARK,
     QemuBoard,
     RegionKind,
     get_board,
@@ -348,6 +349,21 @@ def test_ticks_to_instructions() -> None:
     assert ticks_to_instructions(netduino, 1344) == pytest.approx(1000.0)
 
 
+def test_forwards_per_iteration_tells_the_boards_entry_from_the_exporters(
+    tmp_path: Path,
+) -> None:
+    from aidge_deploy.boards.baremetal.qemu.power import forwards_per_iteration
+
+    linear, exporter, bare = tmp_path / "linear", tmp_path / "exporter", tmp_path / "none"
+    for folder, text in ((linear, f"/* {LINEAR_ENTRY_MARK} */"), (exporter, "NB_MODEL_EXECUTIONS")):
+        (folder / "Src").mkdir(parents=True)
+        (folder / "Src" / "inference_time.hpp").write_text(text)
+    assert forwards_per_iteration(linear, 400) == 1
+    assert forwards_per_iteration(exporter, 400) == 400  # max(10, N) around each iteration
+    assert forwards_per_iteration(exporter, 3) == 10
+    assert forwards_per_iteration(bare, 3) == 10  # no entry file: the exporter's rule
+
+
 def test_qemu_command_line() -> None:
     board = get_board("netduinoplus2")
     assert qemu_command(board, Path("/x/fw.elf")) == [
@@ -607,6 +623,9 @@ def test_benchmark_profiling_is_deterministic(built: BuildFactory, name: str) ->
     layer_cycles = parse_named_line(first, "layer_cycles")
     assert len(times) == len(cycles) == BENCH["nb_iterations"]
     assert all(t > 0 for t in times), times
+    # the boards' own entry (aidge_qemu_boards.entry): one forward per timed iteration
+    entry = (project.path / "Src" / "inference_time.hpp").read_text()
+    assert LINEAR_ENTRY_MARK in entry and "NB_MODEL_EXECUTIONS" not in entry
     assert len(layer_ms) == len(layer_cycles) >= 3
     assert set(layer_ms) == set(layer_cycles)
     # icount makes the SysTick-derived counts bit-identical from run to run.
@@ -617,9 +636,9 @@ def test_benchmark_profiling_is_deterministic(built: BuildFactory, name: str) ->
     board = get_board(name)
     instructions = ticks_to_instructions(board, cycles[0])
     assert 2_000 < instructions < 200_000, instructions
-    # inference_time (ms per forward, tick-quantised) agrees with cycles at cpu_hz.
-    ms_from_cycles = sum(cycles) / len(cycles) / board.cpu_hz * 1e3
-    assert sum(times) / len(times) == pytest.approx(ms_from_cycles, rel=0.35, abs=0.1)
+    # inference_time is each forward's cycles at cpu_hz, to the microsecond
+    for ms, ticks in zip(times, cycles, strict=True):
+        assert ms == pytest.approx(ticks / board.cpu_hz * 1e3, abs=1.001e-3)
 
 
 @pytest.mark.parametrize("name", BOARD_NAMES)
@@ -632,7 +651,9 @@ def test_benchmark_without_profiling(built: BuildFactory, name: str) -> None:
     assert code == 0, raw[-400:]
     assert_framed(raw)
     assert len(parse_number_line(raw, "inference_time")) == BENCH["nb_iterations"]
-    assert b"cpu_cycles:" not in raw
+    # the boards' entry times each forward with the cycle counter, profiling or not; the
+    # per-layer lines are the profiling build's
+    assert len(parse_number_line(raw, "cpu_cycles")) == BENCH["nb_iterations"]
     assert b"layer_cycles:" not in raw
 
 

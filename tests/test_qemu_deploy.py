@@ -5,6 +5,7 @@ Every figure here is labelled emulated: QEMU counts instructions (icount, CPI = 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -330,3 +331,36 @@ def test_qemu_missing_is_a_preflight_error_and_doctor_says_so(
     assert all(c.hint == "apt-get install --no-install-recommends qemu-system-arm" for c in checks)
     res = CliRunner().invoke(app, ["doctor"])
     assert res.exit_code == 1 and "qemu-system-arm" in res.output
+
+
+def test_profile_1600_iterations_runs_1600_inferences(tiny_cnn: Path, tmp_path: Path) -> None:
+    """The boards' own benchmark entry times N inferences in N (the exporter's ran
+    N x max(10, N): 2.56 million forwards here); counted by the emulated PMU, which
+    snapshots at every ``model_forward`` entry."""
+    from aidge_deploy.profiling.qemu_plugin import read_trace
+
+    res = CliRunner().invoke(
+        app,
+        [
+            "profile",
+            str(tiny_cnn),
+            "--target",
+            "mps2-an386",
+            "--iterations",
+            "1600",
+            "--warmup",
+            "2",
+            "--counters",
+            "emu-instructions",
+            "--work-dir",
+            str(tmp_path / "w"),
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    assert len(result["timings_ms"]) == 1600
+    (trace_path,) = Path(result["log_path"]).parent.glob("counters-*/pmu.trace")
+    trace = read_trace(trace_path)
+    forwards = [s for s in trace.snapshots if s.boundary == 0]  # model_forward entries
+    assert len(forwards) == 2 + 1600

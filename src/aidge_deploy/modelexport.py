@@ -166,16 +166,20 @@ STACK_RESERVE_BYTES = 256 << 10
 
 def check_iterations_fit(nb_iterations: int, target: str,
                          capacities: tuple[MemoryCapacity, ...], *,
-                         local_host: bool) -> None:  # fmt: skip
-    """Refuse an iteration count whose timing arrays cannot fit the program's stack.
+                         local_host: bool,
+                         bytes_per_iteration: int = TIMING_BYTES_PER_ITERATION) -> None:  # fmt: skip
+    """Refuse an iteration count whose timing arrays cannot fit the program's memory.
 
-    Aidge's benchmark templates size those arrays by ``nb_iterations`` on ``main()``'s
-    stack: too many iterations crash the program (SIGSEGV on Linux, a silent hard fault on
-    a microcontroller) after a full export and build. A microcontroller's stack can grow
-    into all of its RAM, so the bound there is the RAM itself; a Linux program's is its stack
-    limit (this machine's ``ulimit -s`` for the local host, the usual 8 MiB elsewhere).
+    Benchmark entries size those arrays by ``nb_iterations``: ``bytes_per_iteration`` is
+    what the target's entry keeps per timed iteration (the target class says it: Aidge's
+    templates keep 8 bytes on ``main()``'s stack, the emulated boards' entry 4 in static
+    RAM). Too many iterations crash the program (SIGSEGV on Linux, a silent hard fault on a
+    microcontroller) or fail its link, after a full export and build. A microcontroller's
+    stack can grow into all of its RAM, so the bound there is the RAM itself; a Linux
+    program's is its stack limit (this machine's ``ulimit -s`` for the local host, the usual
+    8 MiB elsewhere).
     """
-    need = nb_iterations * TIMING_BYTES_PER_ITERATION
+    need = nb_iterations * bytes_per_iteration
     ram = [c.capacity for c in capacities if c.role == "ram"]
     if ram:
         room, where = sum(ram), f"the RAM of {target} ({sum(ram):,} B)"
@@ -190,10 +194,10 @@ def check_iterations_fit(nb_iterations: int, target: str,
             room, where = soft, f"this machine's stack limit (ulimit -s: {soft:,} B)"
         room -= STACK_RESERVE_BYTES
     if need > room:
-        most = max(1, room // TIMING_BYTES_PER_ITERATION)
+        most = max(1, room // bytes_per_iteration)
         raise ConfigError(
-            f"--iterations {nb_iterations} needs {need:,} B of timing arrays on the program's "
-            f"stack, more than {where} allows",
+            f"--iterations {nb_iterations} needs {need:,} B of timing arrays in the program's "
+            f"memory, more than {where} allows",
             hint=f"Use at most {most:,} iterations per run (or several runs).",
         )
 

@@ -101,6 +101,9 @@ class DeployTarget(ABC):
     #: width of the hardware counter behind the program's "cycles" (32 for DWT CYCCNT);
     #: None when the figure is not a wrapping hardware counter (no wrap rule applies)
     cycle_counter_bits: ClassVar[int | None] = None
+    #: RAM one timed iteration of the target's benchmark entry keeps (its timing arrays):
+    #: 8 bytes on the stack for Aidge's entries; ``profile`` bounds ``--iterations`` by it
+    benchmark_bytes_per_iteration: ClassVar[int] = 8
 
     def convert_cycles(self, value: float) -> float:
         """Map a raw counter value printed by the program to ``cycle_metric`` units."""

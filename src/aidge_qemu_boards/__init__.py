@@ -18,7 +18,11 @@ from aidge_qemu_boards import hw_targets
 
 # Must come after ``hw_targets``: a TargetExport resolves its hardware class when built.
 from aidge_qemu_boards.exports import ASSETS_ROOT, TARGET_EXPORTS, assets_root_for
+
+# Imported for its side effect: the project composer of the boards' cores.
+from aidge_qemu_boards import entry  # noqa: F401  isort: skip
 from aidge_qemu_descriptors import (
+    LINEAR_ENTRY_MARK,
     QEMU_BINARY,
     MemoryRegion,
     ModelMemory,
@@ -34,6 +38,7 @@ from aidge_qemu_descriptors import (
 
 __all__ = [
     "ASSETS_ROOT",
+    "LINEAR_ENTRY_MARK",
     "QEMU_BINARY",
     "TARGET_EXPORTS",
     "MemoryRegion",

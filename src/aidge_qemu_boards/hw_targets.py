@@ -26,11 +26,34 @@ from aidge_core.hw_model.targets.base import Microcontroller
 
 from aidge_qemu_descriptors import QemuBoard, get_board
 
-__all__ = ["MPS2_AN386", "MPS3_AN547", "NetduinoPlus2", "QemuMicrocontroller"]
+__all__ = [
+    "MPS2_AN386",
+    "MPS3_AN547",
+    "QEMU_CORES",
+    "EmulatedM4",
+    "EmulatedM55",
+    "NetduinoPlus2",
+    "QemuMicrocontroller",
+]
 
 # The BSP ships inside this package (``assets/<board>/board_files``), so this version is
 # never downloaded; the exporter still calls ``bsp_package.with_version()`` on every export.
 BSP_VERSION = "v1.0.0"
+
+
+# The emulated boards' cores are processing-element types of their own: aidge_core picks a
+# project composer by the main PE's type (most derived first), and the boards' composer
+# (exports.py) adds their linear benchmark entry to what the Cortex-M exporter composes.
+class EmulatedM4(M4):
+    """The Cortex-M4F of an emulated board: an ``M4`` whose projects get the boards' entry."""
+
+
+class EmulatedM55(M55):
+    """The Cortex-M55 of an emulated board: an ``M55`` whose projects get the boards' entry."""
+
+
+#: every processing-element type of the emulated boards
+QEMU_CORES: tuple[type[CortexM], ...] = (EmulatedM4, EmulatedM55)
 
 
 class QemuMicrocontroller(Microcontroller):
@@ -69,7 +92,7 @@ class MPS2_AN386(QemuMicrocontroller):
     """Arm MPS2 FPGA image AN386: Cortex-M4F at 25 MHz, 4 MB code SSRAM, 4 MB data SSRAM."""
 
     def __init__(self, cmsis: bool = False) -> None:
-        super().__init__(get_board("mps2-an386"), M4(cmsis))
+        super().__init__(get_board("mps2-an386"), EmulatedM4(cmsis))
 
 
 @register_target("mps3-an547")
@@ -77,7 +100,7 @@ class MPS3_AN547(QemuMicrocontroller):
     """Arm MPS3 FPGA image AN547 (Corstone-300): Cortex-M55 at 32 MHz, 8 MB QSPI, 4 MB SRAM."""
 
     def __init__(self, cmsis: bool = False) -> None:
-        super().__init__(get_board("mps3-an547"), M55(cmsis))
+        super().__init__(get_board("mps3-an547"), EmulatedM55(cmsis))
 
 
 @register_target("netduinoplus2")
@@ -85,4 +108,4 @@ class NetduinoPlus2(QemuMicrocontroller):
     """Netduino Plus 2 (STM32F405RG): Cortex-M4F at 168 MHz, 1 MB flash, 192 KB SRAM."""
 
     def __init__(self, cmsis: bool = False) -> None:
-        super().__init__(get_board("netduinoplus2"), M4(cmsis))
+        super().__init__(get_board("netduinoplus2"), EmulatedM4(cmsis))

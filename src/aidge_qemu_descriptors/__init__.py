@@ -30,6 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 
 __all__ = [
+    "LINEAR_ENTRY_MARK",
     "QEMU_BINARY",
     "MemoryRegion",
     "ModelMemory",
@@ -44,6 +45,9 @@ __all__ = [
 ]
 
 QEMU_BINARY = "qemu-system-arm"
+#: written in the benchmark entry the boards' plug-in renders (one forward per timed
+#: iteration); an export without it has the exporter's entry (max(10, N) per iteration)
+LINEAR_ENTRY_MARK = "AIDGE_QEMU_LINEAR_TIMING"
 KIB = 1024
 MIB = 1024 * KIB
 

@@ -173,6 +173,7 @@ def profile_model(
         )
         from aidge_deploy.pipeline.stages.preflight import check_deploy_config
         from aidge_deploy.progress import ProgressKind, ProgressUpdate
+        from aidge_deploy.registry import DeployTarget
 
         try:
             if dtype not in {d.value for d in Dtype}:
@@ -195,6 +196,11 @@ def profile_model(
                 check_folder_arg(work_dir, "--work-dir", must_exist=False, what="for the export")
             config: DeployConfig = DeployConfig(target=target, **config_values)
             implementation = check_deploy_config(config, target)  # values, backend, tools...
+            local = (
+                implementation
+                if isinstance(implementation, DeployTarget)
+                else implementation.local_target_class  # a farm runs the target's own entry
+            )
             check_iterations_fit(
                 iterations,
                 target,
@@ -202,6 +208,7 @@ def profile_model(
                 local_host=target == "host"
                 and config.backend_kind == "local"
                 and not config.docker_image,
+                bytes_per_iteration=local.benchmark_bytes_per_iteration,
             )
         except DeployError as exc:
             raise fail(exc, verbose) from None

@@ -201,8 +201,9 @@ def _require_end_banner(
         raise protocol_error(
             f"No 'END DEMO' banner: the capture is incomplete ({protocol})",
             "The firmware crashed or hung, or the capture stopped before it finished. Check "
-            "the raw log and raise the capture timeout (benchmark cost grows as "
-            "nb_iterations x max(10, nb_iterations) forwards).",
+            "the raw log and raise the capture timeout (the Cortex-M exporter's benchmark "
+            "runs nb_iterations x max(10, nb_iterations) forwards; the emulated boards' "
+            "entry runs nb_iterations).",
             after,
             log_path,
         )

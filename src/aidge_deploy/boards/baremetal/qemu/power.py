@@ -1,7 +1,8 @@
 """The power variant of the emulated boards: build it, boot it in QEMU, run the gated window.
 
 ``make power POWER_REPEATS=R`` (the BSP's Makefile) links ``bin/<elf>_power.elf``, whose
-``main`` calls the export's benchmark entry point R times between ``aidge_power_gate_open``
+``main`` calls the export's benchmark entry point (warm-up + N forwards with the boards' own
+entry) R times between ``aidge_power_gate_open``
 and ``aidge_power_gate_close`` with every print compiled out, then prints one
 ``AIDGE_POWER_TERMINAL`` record. It boots through the same ``FirmwareSession`` sequence as
 every QEMU run, with the monitor's emulator arguments (the emulated PMU plugin for the
@@ -21,6 +22,7 @@ from aidge_deploy.errors import ConfigError, PipelineError
 from aidge_deploy.power.capability import PowerCapableTarget, PowerRun, parse_bsp_terminal
 from aidge_deploy.power.result import PowerPlan, TerminalRecord
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
+from aidge_qemu_descriptors import LINEAR_ENTRY_MARK
 
 if TYPE_CHECKING:
     from aidge_deploy.power.protocol import PowerMonitor
@@ -28,6 +30,18 @@ if TYPE_CHECKING:
     from aidge_qemu_descriptors import QemuBoard
 
 BUILD_TIMEOUT_S = 600.0
+
+
+def forwards_per_iteration(export_dir: Path, iterations: int) -> int:
+    """Forwards one timed iteration of a benchmark export runs: 1 with the boards' own entry
+    (it carries ``LINEAR_ENTRY_MARK``), ``max(10, N)`` with the Cortex-M exporter's (an
+    export made before the boards had their entry)."""
+    entry = export_dir / "Src" / "inference_time.hpp"
+    try:
+        linear = LINEAR_ENTRY_MARK in entry.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        linear = False
+    return 1 if linear else max(10, iterations)
 
 
 class QemuPowerVariant(PowerCapableTarget):
@@ -62,8 +76,7 @@ class QemuPowerVariant(PowerCapableTarget):
             )
         warmup = int(app.get("nb_warmup", 0))
         iterations = int(app.get("nb_iterations", 1))
-        # the Cortex-M benchmark entry runs max(10, I) forwards per timed iteration
-        return warmup + iterations * max(10, iterations)
+        return warmup + iterations * forwards_per_iteration(Path(ctx.artifact.path), iterations)
 
     def build_power_firmware(
         self, ctx: DeployContext, build: BuildResult, plan: PowerPlan
@@ -120,4 +133,4 @@ class QemuPowerVariant(PowerCapableTarget):
         )
 
 
-__all__ = ["QemuPowerVariant"]
+__all__ = ["QemuPowerVariant", "forwards_per_iteration"]

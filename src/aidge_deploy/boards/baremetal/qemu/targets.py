@@ -72,6 +72,9 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     #: the BSP's counter is a 64-bit SysTick-derived count, converted to instructions: the
     #: 32-bit DWT wrap rule does not apply to it
     cycle_counter_bits: ClassVar[int | None] = None
+    #: the boards' own benchmark entry (aidge_qemu_boards.entry) keeps one uint32_t of
+    #: ticks per timed iteration, in static RAM
+    benchmark_bytes_per_iteration: ClassVar[int] = 4
 
     def __init__(self, config=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(config)

@@ -60,6 +60,10 @@ HAL_StatusTypeDef HAL_UART_Receive(UART_HandleTypeDef *huart, uint8_t *pData, ui
 
 /* 64-bit SysTick-derived counter (see the header comment). */
 uint64_t aidge_qemu_cycles(void);
+/* The same counter, read by the benchmark entry right before and right after each timed
+ * forward. Never inlined: the emulated PMU snapshots its counters at this function's
+ * address, so its figures bracket exactly what the printed cycles bracket. */
+uint64_t aidge_qemu_sample_cycles(void);
 /* Power-gate edges around the measured window of the power variant. On the emulated
  * boards the emulated-PMU plugin snapshots its counters at these two functions; a board
  * with a real monitor drives its gate GPIO here. Never inlined: their addresses are the

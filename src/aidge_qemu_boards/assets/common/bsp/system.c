@@ -61,7 +61,9 @@ void HAL_Delay(uint32_t delay_ms)
 
 uint32_t HAL_RCC_GetHCLKFreq(void) { return SystemCoreClock; }
 
-uint64_t aidge_qemu_cycles(void)
+/* The count itself, shared by the two read functions below: each keeps an address of its
+ * own (the emulated PMU tells layer reads from per-inference reads by it). */
+static inline uint64_t cycles_now(void)
 {
     const uint32_t primask = __get_PRIMASK();
     __disable_irq();
@@ -79,6 +81,12 @@ uint64_t aidge_qemu_cycles(void)
     __set_PRIMASK(primask);
     return (uint64_t)ticks * (SYSTICK_RELOAD + 1U) + (uint64_t)(SYSTICK_RELOAD - current);
 }
+
+/* noipa: never inlined, and never folded into one function with the other (identical
+ * bodies: -fipa-icf would give both one address) */
+__attribute__((noipa)) uint64_t aidge_qemu_cycles(void) { return cycles_now(); }
+
+__attribute__((noipa)) uint64_t aidge_qemu_sample_cycles(void) { return cycles_now(); }
 
 /* ---- power gate ---- */
 
