@@ -127,6 +127,9 @@ class DeployConfig:
     docker_pull: bool = False
     run_command: str | None = None
     flash_method: str | None = None
+    #: options of the flash method's own (``--flash-option KEY=VALUE``): each flasher
+    #: declares, types and checks its own (``aidge-deploy docs`` lists them)
+    flash_options: dict[str, Any] = field(default_factory=dict)
     probe_unique_id: str | None = None
     pyocd_target: str | None = None
 

@@ -14,12 +14,12 @@ import importlib
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.metrics import Provenance
+from aidge_deploy.readiness import ToolCheck
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,16 +31,6 @@ if TYPE_CHECKING:
     from aidge_deploy.protocols.base import ProtocolResult
     from aidge_deploy.results import BuildResult, DeployContext, DeployResult, ExecutionResult
     from aidge_deploy.timing import RunTimes
-
-
-@dataclass(frozen=True)
-class ToolCheck:
-    """One thing a target needs on this machine, and how to get it if missing."""
-
-    name: str
-    ok: bool
-    detail: str
-    hint: str | None = None
 
 
 class _HardwareClass:

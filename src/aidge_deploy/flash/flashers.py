@@ -17,15 +17,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from aidge_deploy.cpupriority import share_priority
 from aidge_deploy.errors import ConnectError, FlashError, PreflightError
 from aidge_deploy.flash.gdb_remote import GdbRemoteClient
 from aidge_deploy.flash.image import load_image
 from aidge_deploy.flash.program import FlashReport, ResetMode, flash_image, program
-from aidge_deploy.flash.registry import FlasherCaps, FlashRequest, check_request, register_flasher
+from aidge_deploy.flash.registry import (
+    BoardLink,
+    Flasher,
+    FlasherCaps,
+    FlashRequest,
+    check_request,
+    register_flasher,
+)
+from aidge_deploy.readiness import ToolCheck, module_check, program_check
 from aidge_deploy.runcontrol import register_group
 
 _log = logging.getLogger(__name__)
@@ -36,8 +46,13 @@ _PYOCD_HINT = (
 )
 
 
+def _doc(text: str) -> dict[str, str]:
+    """An option's documentation, for the generated flashers page."""
+    return {"doc": text}
+
+
 @register_flasher("gdb-remote")
-class GdbRemoteFlasher:
+class GdbRemoteFlasher(Flasher):
     """Program through a GDB server that is already running at ``host:port``.
 
     ``halt_command`` (e.g. ``reset halt`` for OpenOCD) runs before writing;
@@ -47,6 +62,26 @@ class GdbRemoteFlasher:
 
     name = "gdb-remote"
     caps = FlasherCaps(erase=True, verify=True, reset=True, flash_addr=True)
+
+    @dataclass(frozen=True)
+    class Options:
+        host: str = field(default="127.0.0.1", metadata=_doc("host of the running GDB server"))
+        port: int = field(default=3333, metadata=_doc("its GDB port"))
+        halt_command: str | None = field(
+            default=None, metadata=_doc("monitor command that halts the core before writing")
+        )
+        reset_command: str = field(
+            default="system_reset", metadata=_doc("monitor command that resets after writing")
+        )
+
+    @classmethod
+    def for_board(cls, board: BoardLink, options: GdbRemoteFlasher.Options) -> GdbRemoteFlasher:
+        return cls(
+            options.host,
+            options.port,
+            halt_command=options.halt_command,
+            reset_command=options.reset_command,
+        )
 
     def __init__(
         self,
@@ -93,7 +128,7 @@ class _PortTaken(Exception):
     """The server could not bind the port it was given (someone took it first)."""
 
 
-class GdbServerFlasher(ABC):
+class GdbServerFlasher(Flasher):
     """A flasher that starts a probe's GDB server, programs through it and stops it.
 
     Subclasses say how to start their server (``server_command``) and which monitor
@@ -109,10 +144,9 @@ class GdbServerFlasher(ABC):
     run's log folder (``log_dir``), else to a private temporary folder.
     """
 
-    name: str
     caps = FlasherCaps(erase=True, verify=True, reset=True, flash_addr=True)
-    server_label: str
-    install_hint: str
+    server_label: ClassVar[str]
+    install_hint: ClassVar[str]
     probe_hint: str
     halt_command: str | None = "reset halt"
     reset_command: str = "reset halt"
@@ -262,6 +296,12 @@ class PyocdFlasher(GdbServerFlasher):
     probe_hint = _PYOCD_HINT
     listening_pattern = re.compile(r"GDB server listening on port (\d+)")
 
+    @dataclass(frozen=True)
+    class Options:
+        frequency: str | None = field(
+            default=None, metadata=_doc("SWD/JTAG clock (pyOCD's --frequency, e.g. 4M)")
+        )
+
     def __init__(
         self,
         target: str,
@@ -274,6 +314,19 @@ class PyocdFlasher(GdbServerFlasher):
         self.probe_uid = probe_uid
         self.frequency = frequency
         self.log_dir = log_dir
+
+    @classmethod
+    def needs(cls) -> list[ToolCheck]:
+        return [module_check("pyocd", cls.install_hint)]
+
+    @classmethod
+    def for_board(cls, board: BoardLink, options: PyocdFlasher.Options) -> PyocdFlasher:
+        return cls(
+            board.part or board.target,
+            probe_uid=board.probe_uid,
+            frequency=options.frequency,
+            log_dir=board.log_dir,
+        )
 
     def preflight(self) -> None:
         try:
@@ -332,6 +385,16 @@ class OpenOcdFlasher(GdbServerFlasher):
     # OpenOCD >= 0.11 binds "gdb_port 0" and logs the port it got
     listening_pattern = re.compile(r"Listening on port (\d+) for gdb connections")
 
+    @dataclass(frozen=True)
+    class Options:
+        target_script: str | None = field(
+            default=None,
+            metadata=_doc("OpenOCD target script (default target/<HAL family>x.cfg)"),
+        )
+        interface: str = field(
+            default="interface/stlink.cfg", metadata=_doc("OpenOCD interface script")
+        )
+
     def __init__(
         self,
         target: str,
@@ -344,6 +407,21 @@ class OpenOcdFlasher(GdbServerFlasher):
         self.interface = interface
         self.probe_serial = probe_serial
         self.log_dir = log_dir
+
+    @classmethod
+    def needs(cls) -> list[ToolCheck]:
+        return [program_check("openocd", cls.install_hint)]
+
+    @classmethod
+    def for_board(cls, board: BoardLink, options: OpenOcdFlasher.Options) -> OpenOcdFlasher:
+        # OpenOCD names its target scripts after the family (hal_board stm32h7 -> stm32h7x)
+        script = options.target_script or f"target/{board.family or board.target}x.cfg"
+        return cls(
+            script,
+            interface=options.interface,
+            probe_serial=board.probe_uid,
+            log_dir=board.log_dir,
+        )
 
     def preflight(self) -> None:
         _require_program("openocd", self.install_hint)
@@ -387,6 +465,15 @@ class JLinkFlasher(GdbServerFlasher):
         r"failed to (open|bind)\b.*\bport)"
     )
 
+    @dataclass(frozen=True)
+    class Options:
+        device: str | None = field(
+            default=None,
+            metadata=_doc("J-Link's name of the part (default --pyocd-target, else TARGET)"),
+        )
+        interface: str = field(default="SWD", metadata=_doc("SWD or JTAG"))
+        speed_khz: int = field(default=4000, metadata=_doc("interface clock, kHz"))
+
     def __init__(
         self,
         device: str,
@@ -401,6 +488,20 @@ class JLinkFlasher(GdbServerFlasher):
         self.interface = interface
         self.speed_khz = speed_khz
         self.log_dir = log_dir
+
+    @classmethod
+    def needs(cls) -> list[ToolCheck]:
+        return [program_check("JLinkGDBServerCLExe", cls.install_hint)]
+
+    @classmethod
+    def for_board(cls, board: BoardLink, options: JLinkFlasher.Options) -> JLinkFlasher:
+        return cls(
+            options.device or board.part or board.target.upper(),
+            probe_serial=board.probe_uid,
+            interface=options.interface,
+            speed_khz=options.speed_khz,
+            log_dir=board.log_dir,
+        )
 
     def preflight(self) -> None:
         _require_program("JLinkGDBServerCLExe", self.install_hint)

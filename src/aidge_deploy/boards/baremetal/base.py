@@ -7,7 +7,6 @@ its UART is reached (a QEMU board's TCP socket, a probe-attached board's tty) â€
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import ClassVar
@@ -22,18 +21,9 @@ from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResul
 from aidge_deploy.errors import CaptureError, ExecutionError, PipelineError
 from aidge_deploy.protocols.base import OutputProtocol, ProtocolResult, SessionRequest
 from aidge_deploy.protocols.registry import get_protocol
-from aidge_deploy.registry import DeployTarget, ToolCheck
+from aidge_deploy.readiness import ToolCheck, apt_program_check
+from aidge_deploy.registry import DeployTarget
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult
-
-
-def which_check(name: str, apt: str) -> ToolCheck:
-    path = shutil.which(name)
-    return ToolCheck(
-        name,
-        path is not None,
-        path or "not found",
-        None if path else f"apt-get install --no-install-recommends {apt}",
-    )
 
 
 class BareMetalTarget(DeployTarget):
@@ -63,9 +53,9 @@ class BareMetalTarget(DeployTarget):
 
     def preflight(self) -> list[ToolCheck]:
         return [
-            which_check("make", "make"),
-            which_check("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
-            which_check("arm-none-eabi-g++", "libstdc++-arm-none-eabi-newlib"),
+            apt_program_check("make", "make"),
+            apt_program_check("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"),
+            apt_program_check("arm-none-eabi-g++", "libstdc++-arm-none-eabi-newlib"),
         ]
 
     def prepare(self, ctx: DeployContext) -> None:

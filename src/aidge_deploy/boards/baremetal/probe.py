@@ -2,18 +2,27 @@
 
 The serial port is opened *before* the board is programmed and reset, so nothing it prints
 at start-up is lost. Which flasher is used comes from ``DeployConfig.flash_method`` (pyOCD
-by default); ``pyocd_target`` / ``probe_unique_id`` select the part and the probe.
+by default); ``pyocd_target`` / ``probe_unique_id`` select the part and the probe, and the
+flasher's own options (``flash_options``) are its to read and check.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from aidge_deploy.boards.baremetal.base import BareMetalTarget
 from aidge_deploy.connections.serial_capture import SerialChannel
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.flash.program import FlashReport, ResetMode
-from aidge_deploy.flash.registry import FlashRequest, get_flasher
+from aidge_deploy.flash.registry import (
+    BoardLink,
+    Flasher,
+    FlashRequest,
+    get_flasher_class,
+    parse_options,
+)
+from aidge_deploy.readiness import ToolCheck
 from aidge_deploy.registry import FlashableTarget
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
 
@@ -30,33 +39,32 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
 
     flash_report: FlashReport | None = None
 
-    def flasher_options(self, method: str, ctx: DeployContext) -> dict[str, object]:
-        """What the chosen flasher needs, from the config and the hardware model."""
-        uid = self.config.probe_unique_id
-        if method == "pyocd":
-            target = self.config.pyocd_target or self.pyocd_part or self.target_name
-            return {"target": target, "probe_uid": uid, "log_dir": ctx.log_dir}
-        if method == "openocd":
-            # OpenOCD names its target scripts after the family (hal_board stm32h7 -> stm32h7x)
-            family = getattr(self.hardware_target, "hal_board", None) or self.target_name
-            script = self.config.extra.get("openocd_target") or f"target/{family}x.cfg"
-            interface = self.config.extra.get("openocd_interface") or "interface/stlink.cfg"
-            return {
-                "target": script,
-                "interface": interface,
-                "probe_serial": uid,
-                "log_dir": ctx.log_dir,
-            }
-        if method == "jlink":
-            device = (
-                self.config.extra.get("jlink_device")
-                or self.config.pyocd_target
-                or self.target_name.upper()
-            )
-            return {"device": device, "probe_serial": uid, "log_dir": ctx.log_dir}
-        return {}
+    @property
+    def flash_method(self) -> str:
+        return self.config.flash_method or self.default_flash_method or "pyocd"
+
+    def flasher_class(self) -> type[Flasher]:
+        """The flasher ``flash_method`` names (``ConfigError`` for an unknown one)."""
+        return get_flasher_class(self.flash_method)
+
+    def flasher(self, log_dir: Path | None) -> Flasher:
+        """The flasher of this board, configured by the flasher's own options."""
+        cls = self.flasher_class()
+        board = BoardLink(
+            target=self.target_name,
+            family=getattr(self.hardware_target, "hal_board", None),
+            part=self.config.pyocd_target or self.pyocd_part,
+            probe_uid=self.config.probe_unique_id,
+            log_dir=log_dir,
+        )
+        return cls.for_board(board, parse_options(cls, self.config.flash_options))
+
+    def preflight(self) -> list[ToolCheck]:
+        """The firmware's build tools, and what the flash method needs on this machine."""
+        return [*super().preflight(), *self.flasher_class().needs()]
 
     def check_config(self) -> None:
+        parse_options(self.flasher_class(), self.config.flash_options)  # its own, typed
         if not self.config.serial_port:
             raise ConfigError(
                 f"{self.target_name} needs the serial port its UART is on",
@@ -64,7 +72,6 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
             )
 
     def flash(self, ctx: DeployContext, build: BuildResult) -> None:
-        method = self.config.flash_method or self.default_flash_method or "pyocd"
         port = self.config.serial_port
         if not port:
             raise ConfigError(
@@ -74,7 +81,7 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
         self._channel = SerialChannel.open(
             port, ctx.log_dir / "uart.log", baudrate=int(self.config.serial_baudrate or 115200)
         )
-        flasher = get_flasher(method, **self.flasher_options(method, ctx))
+        flasher = self.flasher(ctx.log_dir)
         self.flash_report = flasher.flash(
             FlashRequest(image=build.artifact_path, verify=True, reset=ResetMode.MONITOR)
         )

@@ -7,7 +7,6 @@ export mounted, never copied into the image) — see ``boards.host.docker``.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import signal as _signal
 from typing import TYPE_CHECKING, ClassVar
 
@@ -19,21 +18,12 @@ from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.profiling.perf_linux import run_with_counters
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.protocols.registry import get_protocol
-from aidge_deploy.registry import DeployTarget, ToolCheck, register_deploy_target
+from aidge_deploy.readiness import ToolCheck, apt_program_check
+from aidge_deploy.registry import DeployTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
 
 if TYPE_CHECKING:
     from aidge_deploy.boards.host.docker import LocalDocker
-
-
-def tool_check(name: str, apt: str) -> ToolCheck:
-    path = shutil.which(name)
-    return ToolCheck(
-        name=name,
-        ok=path is not None,
-        detail=path or "not found",
-        hint=None if path else f"apt-get install --no-install-recommends {apt}",
-    )
 
 
 def describe_exit(run: ProcessRun, timeout_s: float) -> ExecutionError | None:
@@ -76,8 +66,12 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
 
     def preflight(self) -> list[ToolCheck]:
         if self.config.docker_image:  # Docker build location: the image may hold the tools
-            return [tool_check("docker", "docker.io")]
-        return [tool_check("cmake", "cmake"), tool_check("c++", "g++"), tool_check("make", "make")]
+            return [apt_program_check("docker", "docker.io")]
+        return [
+            apt_program_check("cmake", "cmake"),
+            apt_program_check("c++", "g++"),
+            apt_program_check("make", "make"),
+        ]
 
     # --- Docker build location (boards.host.docker): with docker_image set, build and run
     # --- happen inside that image; these three hooks are the whole delegation.

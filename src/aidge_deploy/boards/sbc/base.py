@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-import shutil
 from typing import ClassVar
 
 from aidge_deploy.boards.container import (
@@ -43,7 +42,8 @@ from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
 from aidge_deploy.connections.ssh import SshConnection
 from aidge_deploy.errors import ConfigError, DeployError, ExecutionError
 from aidge_deploy.power.capability import RepeatedRunPower
-from aidge_deploy.registry import DeployTarget, RemoteBuildTarget, ToolCheck, TransferableTarget
+from aidge_deploy.readiness import ToolCheck, apt_program_check
+from aidge_deploy.registry import DeployTarget, RemoteBuildTarget, TransferableTarget
 from aidge_deploy.results import DeployContext, Provenance
 
 _log = logging.getLogger(__name__)
@@ -80,24 +80,8 @@ class SbcSshTarget(
         checks: list[ToolCheck] = []
         if self.config.cross_compile:
             tc = self.toolchain
-            path = shutil.which(tc.cxx)
-            checks.append(
-                ToolCheck(
-                    tc.cxx,
-                    path is not None,
-                    path or "not found",
-                    None if path else f"apt-get install --no-install-recommends {tc.apt_package}",
-                )
-            )
-            cmake = shutil.which("cmake")
-            checks.append(
-                ToolCheck(
-                    "cmake",
-                    cmake is not None,
-                    cmake or "not found",
-                    None if cmake else "apt-get install --no-install-recommends cmake",
-                )
-            )
+            checks.append(apt_program_check(tc.cxx, tc.apt_package))
+            checks.append(apt_program_check("cmake", "cmake"))
         return checks
 
     # ----------------------------------------------------------------- prepare

@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from aidge_deploy.boards.baremetal.base import BareMetalTarget, which_check
+from aidge_deploy.boards.baremetal.base import BareMetalTarget
 from aidge_deploy.boards.baremetal.qemu.pmu import (
     PmuSymbols,
     emulated_counter_availability,
@@ -37,7 +37,8 @@ from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
-from aidge_deploy.registry import FlashableTarget, ToolCheck, register_deploy_target
+from aidge_deploy.readiness import ToolCheck, apt_program_check
+from aidge_deploy.registry import FlashableTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
 from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
 from aidge_qemu_descriptors import (
@@ -156,7 +157,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         return RunTimes(info, timings, layer_times, scale=1.0 / per_tick)
 
     def preflight(self) -> list[ToolCheck]:
-        return [*super().preflight(), which_check("qemu-system-arm", "qemu-system-arm")]
+        return [*super().preflight(), apt_program_check("qemu-system-arm", "qemu-system-arm")]
 
     def flash(self, ctx: DeployContext, build: BuildResult) -> None:
         """Start the board halted, open its UART, write + verify the ELF, set SP/PC/xPSR."""
