@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -226,3 +227,69 @@ def test_jlink_restarts_its_server_when_the_port_was_taken(
     assert len(second) == 1 and int(second[0]) != taken
     # the client went to the restarted server's own port, never to the squatter
     assert f"port {second[0]}" in info.value.message and "GDB session failed" in info.value.message
+
+
+# -- each flasher owns its options ---------------------------------------------------------------
+
+
+def _probe_target(**config: object) -> Any:
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.registry import get_deploy_target
+
+    return get_deploy_target(
+        "stm32h7a3", "local", DeployConfig(target="stm32h7a3", serial_port="/dev/null", **config)
+    )
+
+
+def test_a_flasher_is_built_from_the_board_and_its_own_typed_options(tmp_path: Path) -> None:
+    from aidge_deploy.flash.flashers import JLinkFlasher
+
+    openocd = _probe_target(
+        flash_method="openocd", flash_options={"interface": "interface/cmsis-dap.cfg"}
+    ).flasher(tmp_path)
+    assert isinstance(openocd, OpenOcdFlasher)
+    assert openocd.interface == "interface/cmsis-dap.cfg"
+    assert openocd.target == "target/stm32h7x.cfg"  # from the hardware model's HAL family
+    jlink = _probe_target(
+        flash_method="jlink", flash_options=["speed_khz=0x800", "device=STM32H7A3ZI"]
+    ).flasher(tmp_path)
+    assert isinstance(jlink, JLinkFlasher)
+    assert (jlink.speed_khz, jlink.device) == (2048, "STM32H7A3ZI")
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"flash_method": "pyocd", "flash_options": {"interface": "SWD"}},
+         "has no option 'interface' (it is an option of jlink, openocd)"),
+        ({"flash_method": "jlink", "flash_options": {"speed": "4000"}},
+         "did you mean 'speed_khz'?"),
+        ({"flash_method": "jlink", "flash_options": {"speed_khz": "fast"}}, "is not an integer"),
+        ({"flash_method": "openocd", "extra": {"openocd_target": "x.cfg"}},
+         "extra['openocd_target'] is no longer read"),
+        ({"flash_method": "setools"}, "unknown flash method 'setools'"),
+    ],
+)  # fmt: skip
+def test_a_flasher_refuses_options_it_does_not_own(config: dict[str, Any], expected: str) -> None:
+    from aidge_deploy.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        _probe_target(**config).check_config()
+    assert expected in info.value.message
+
+
+def test_flash_options_must_be_key_value() -> None:
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="is not KEY=VALUE"):
+        DeployConfig(flash_options=["interface"])
+
+
+def test_each_flasher_says_what_it_needs_here() -> None:
+    needs = {name: get_flasher_class(name).needs() for name in flasher_names()}
+    assert needs["gdb-remote"] == []
+    assert [c.name for c in needs["jlink"]] == ["JLinkGDBServerCLExe"]
+    assert needs["jlink"][0].ok is (shutil.which("JLinkGDBServerCLExe") is not None)
+    assert [c.name for c in needs["openocd"]] == ["openocd"]
+    assert needs["pyocd"][0].ok  # a dependency of aidge-deploy

@@ -128,7 +128,8 @@ class DeployConfig:
     run_command: str | None = None
     flash_method: str | None = None
     #: options of the flash method's own (``--flash-option KEY=VALUE``): each flasher
-    #: declares, types and checks its own (``aidge-deploy docs`` lists them)
+    #: declares, types and checks its own (``aidge-deploy docs`` lists them); a list of
+    #: ``"KEY=VALUE"`` strings is accepted too
     flash_options: dict[str, Any] = field(default_factory=dict)
     probe_unique_id: str | None = None
     pyocd_target: str | None = None
@@ -195,6 +196,8 @@ class DeployConfig:
                 hint="A minimum power window in seconds, e.g. 5.",
             )
         self._check_power_capture_values()
+        if not isinstance(self.flash_options, dict):
+            self.flash_options = _key_values(self.flash_options, "--flash-option")
         if isinstance(self.counters, str):
             self.counters = tuple(c for c in self.counters.split(",") if c)
         else:
@@ -381,6 +384,19 @@ class DeployConfig:
             shown = "'***'" if f.name in SECRET_FIELDS else repr(value)
             parts.append(f"{f.name}={shown}")
         return f"DeployConfig({', '.join(parts)})"
+
+
+def _key_values(items: Any, option: str) -> dict[str, str]:
+    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``; ``ConfigError`` for an item without ``=``."""
+    out: dict[str, str] = {}
+    for item in [items] if isinstance(items, str) else list(items):
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"{option} {item!r} is not KEY=VALUE", hint=f"e.g. {option} interface=SWD"
+            )
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _json_safe(value: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aidge_deploy.catalog import target_rows
-from aidge_deploy.flash.registry import flasher_names, get_flasher_class
+from aidge_deploy.flash.registry import FLASHERS, option_docs
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.protocols.registry import list_protocols
 
@@ -77,9 +77,9 @@ def counters_page() -> str:
 
 
 def flashers_page() -> str:
+    flashers = FLASHERS.all()
     rows = []
-    for name in flasher_names():
-        cls = get_flasher_class(name)
+    for name, cls in flashers.items():
         caps = cls.caps
         rows.append(
             [
@@ -88,16 +88,37 @@ def flashers_page() -> str:
                     "yes" if getattr(caps, f) else "no"
                     for f in ("erase", "verify", "reset", "flash_addr")
                 ),
+                ", ".join(c.name for c in cls.needs()) or "-",
                 (cls.__doc__ or "").strip().splitlines()[0],
             ]
         )
-    return (
+    out = (
         HEADER
-        + "# Flashers\n\n"
+        + "# Flashers\n\n`--flash-method NAME` (`DeployConfig.flash_method`); each flasher's own "
+        "options are given as `--flash-option KEY=VALUE` (`DeployConfig.flash_options`) and "
+        "checked against its list below before anything runs.\n\n"
         + _table(
-            ["flasher", "erase", "verify", "reset", "raw image at address", "what it is"], rows
+            [
+                "flasher",
+                "erase",
+                "verify",
+                "reset",
+                "raw image at address",
+                "needs here",
+                "what it is",
+            ],
+            rows,
         )
     )
+    for name, cls in flashers.items():
+        options = option_docs(cls)
+        out += f"\n## {name} options\n\n"
+        out += (
+            _table(["option", "type = default", "what it sets"], [list(o) for o in options])
+            if options
+            else "None.\n"
+        )
+    return out
 
 
 def power_page() -> str:

@@ -35,6 +35,8 @@ GROUPS = {
     "flashers": "aidge_deploy.flashers",
     "power_monitors": "aidge_deploy.power_monitors",
     "counters": "aidge_deploy.counters",
+    # backends that run the whole deploy elsewhere, for every target (the farm's api)
+    "remote_backends": "aidge_deploy.remote_backends",
 }
 
 

@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
+from aidge_deploy.extensions import GROUPS, Registry
 from aidge_deploy.metrics import Provenance
 from aidge_deploy.readiness import ToolCheck
 
@@ -237,39 +238,64 @@ class RemoteBackend(ABC):
         """Run the deploy of ``artifact`` elsewhere; the result, as a local deploy's."""
 
 
-_REGISTRY: dict[tuple[str, str], type[DeployTarget]] = {}
 T = TypeVar("T", bound=type[DeployTarget])
-
-#: Modules holding the built-in targets, imported on first lookup.
-_BUILTIN_MODULES = (
-    "aidge_deploy.boards.host.local",
-    # before the SSH boards: an emulated board's run must not import asyncssh
-    "aidge_deploy.boards.baremetal.qemu.targets",
-    "aidge_deploy.boards.sbc.targets",
-    "aidge_deploy.boards.baremetal.stm32.targets",
-    "aidge_deploy.boards.baremetal.alif.targets",
-)
-#: entry-point group of the modules that register backends running the whole deploy
-#: elsewhere (``RemoteBackend``), by backend name: ``api = "aidge_deploy.farm.remote"``
-REMOTE_BACKENDS_GROUP = "aidge_deploy.remote_backends"
-_REMOTE: dict[str, type[RemoteBackend]] = {}
 R = TypeVar("R", bound=type[RemoteBackend])
+
+
+def _target_key(target: str, backend: str) -> str:
+    """The name of ``(target, backend)`` in the registry and its entry points: ``host/local``."""
+    return f"{target.lower()}/{backend.lower()}"
+
+
+def _adopt_target(name: str, loaded: object) -> type[DeployTarget]:
+    """An entry point's class registered under ``name`` (``TARGET/BACKEND``), checked as
+    ``register_deploy_target`` checks it (a class its module registered is already in)."""
+    target, _, backend = name.partition("/")
+    if not (target and backend):
+        raise ConfigError(
+            f"Deploy target entry point {name!r} is not named TARGET/BACKEND",
+            hint='Name it after the pair it registers, e.g. "my-board/local".',
+        )
+    if not (isinstance(loaded, type) and issubclass(loaded, DeployTarget)):
+        raise ConfigError(
+            f"Deploy target {name!r} names {loaded!r}, not a DeployTarget class",
+            hint="Point the aidge_deploy.targets entry point at a DeployTarget subclass.",
+        )
+    own = loaded.__dict__
+    registered = f"{own.get('target_name')}/{own.get('backend_name')}"
+    if "target_name" in own and registered != name:
+        raise ConfigError(
+            f"Deploy target entry point {name!r} names {loaded.__qualname__}, registered as "
+            f"{registered}",
+            hint="Name the entry point after the pair the class registers.",
+        )
+    return register_deploy_target(target, backend)(loaded)
+
+
+def _adopt_remote(name: str, loaded: object) -> type[RemoteBackend]:
+    if isinstance(loaded, type) and issubclass(loaded, RemoteBackend):
+        return register_remote_backend(name)(loaded)
+    raise ConfigError(
+        f"Remote backend {name!r} names {loaded!r}, not a RemoteBackend class",
+        hint="Point the aidge_deploy.remote_backends entry point at a RemoteBackend subclass.",
+    )
+
+
+#: ``TARGET/BACKEND`` -> the class that deploys there (entry points ``aidge_deploy.targets``)
+TARGETS: Registry[type[DeployTarget]] = Registry("deploy target", GROUPS["targets"], _adopt_target)
+#: backends that run the whole deploy elsewhere (``RemoteBackend``), by backend name, for
+#: every target (entry points ``aidge_deploy.remote_backends``: ``api = ...farm.remote:...``)
+REMOTE_BACKENDS: Registry[type[RemoteBackend]] = Registry(
+    "remote backend", GROUPS["remote_backends"], _adopt_remote
+)
 
 
 def register_remote_backend(backend: str) -> Callable[[R], R]:
     """Class decorator registering a ``RemoteBackend`` under ``backend`` (for every target)."""
 
     def decorator(cls: R) -> R:
-        name = backend.lower()
-        existing = _REMOTE.get(name)
-        if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise ConfigError(
-                f"Remote backend {name!r} is already registered by "
-                f"{existing.__module__}.{existing.__qualname__}",
-                hint="Use another backend name.",
-            )
-        cls.backend_name = name
-        _REMOTE[name] = cls
+        cls.backend_name = backend.lower()
+        REMOTE_BACKENDS.register(backend.lower(), cls)
         return cls
 
     return decorator
@@ -280,18 +306,7 @@ def remote_backend(backend: str) -> type[RemoteBackend] | None:
 
     Only the entry point of that name is loaded: an ``api`` deploy imports no board module.
     """
-    name = backend.lower()
-    if name not in _REMOTE:
-        _load_remote_backends(name)
-    return _REMOTE.get(name)
-
-
-def _load_remote_backends(name: str | None = None) -> None:
-    from importlib.metadata import entry_points
-
-    for entry in entry_points(group=REMOTE_BACKENDS_GROUP):
-        if (name is None or entry.name == name) and entry.name not in _REMOTE:
-            entry.load()
+    return REMOTE_BACKENDS.find(backend.lower())
 
 
 def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
@@ -301,11 +316,12 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
     ``aidge_core.hw_model.get_target_class()``: when ``aidge_core`` is already imported
     (a plug-in registering its board with it), now, so an unknown target is refused here;
     otherwise (the built-in targets, and a target naming its ``hardware_model_module``)
-    on first access.
+    on first access. A plug-in also declares the class as an entry point of the group
+    ``aidge_deploy.targets`` named ``TARGET/BACKEND``, so that it is found without being
+    imported first (``aidge-deploy targets``, a deploy naming it).
     """
 
     def decorator(cls: T) -> T:
-        key = (target.lower(), backend.lower())
         # a target whose hardware model a plug-in registers resolves it on first access only
         hw_class: type | None = None
         if "aidge_core.hw_model" in sys.modules and cls.hardware_model_module is None:
@@ -319,66 +335,50 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
                     hint=f"Set the class attribute {attribute} to a Provenance "
                     f"({', '.join(p.value for p in Provenance)}).",
                 )
-        existing = _REGISTRY.get(key)
-        if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise ConfigError(
-                f"Deploy target {key} is already registered by {existing.__module__}.{existing.__qualname__}",
-                hint="Use another backend name, or unregister the previous implementation.",
-            )
+        TARGETS.register(_target_key(target, backend), cls)
         cls.target_name = target.lower()
         cls.backend_name = backend.lower()
         cls._hardware_class = hw_class
-        _REGISTRY[key] = cls
         return cls
 
     return decorator
-
-
-def _load_builtin(until: Callable[[], bool] = lambda: False) -> None:
-    """Import the built-in target modules in order, stopping early once ``until()`` holds.
-
-    A host run needs only the host module: the boards' modules import asyncssh, the
-    emulated boards' descriptors and the probe flashers, start-up it does not use.
-    """
-    for module in _BUILTIN_MODULES:
-        if until():
-            return
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
 
 
 #: what a ``(target, backend)`` pair of the registry maps to
 TargetImplementation = type[DeployTarget] | type[RemoteBackend]
 
 
+def _pairs(load: bool) -> dict[tuple[str, str], type[DeployTarget]]:
+    items = TARGETS.all() if load else TARGETS.registered()
+    return {(cls.target_name, cls.backend_name): cls for cls in items.values()}
+
+
 def registered_targets(load: bool = True) -> dict[tuple[str, str], TargetImplementation]:
     """All registered ``(target, backend)`` pairs, sorted: the local implementations, and
     each remote backend for every target that has one."""
-    if load:
-        _load_builtin()
-        _load_remote_backends()
-    pairs: dict[tuple[str, str], TargetImplementation] = dict(_REGISTRY)
-    for target in {t for t, _ in _REGISTRY}:
-        for name, remote in _REMOTE.items():
+    local = _pairs(load)
+    remotes = REMOTE_BACKENDS.all() if load else REMOTE_BACKENDS.registered()
+    pairs: dict[tuple[str, str], TargetImplementation] = dict(local)
+    for target in {t for t, _ in local}:
+        for name, remote in remotes.items():
             pairs.setdefault((target, name), remote)
     return dict(sorted(pairs.items()))
+
+
+def target_classes(target: str) -> list[type[DeployTarget]]:
+    """Every implementation of ``target`` (each backend), loading only its entry points."""
+    prefix = f"{target.lower()}/"
+    found = [TARGETS.find(name) for name in TARGETS.names() if name.startswith(prefix)]
+    return [cls for cls in found if cls is not None]
 
 
 def local_target_class(target: str) -> type[DeployTarget]:
     """The implementation of ``target`` its remote backends share facts with: its
     ``local`` one, else the first registered (``ConfigError`` for an unknown target)."""
-    name = target.lower()
-    _load_builtin(until=lambda: (name, "local") in _REGISTRY)
-    found = _REGISTRY.get((name, "local"))
+    found = TARGETS.find(_target_key(target, "local"))
     if found is None:
-        _load_builtin()
         name = _canonical(target)
-        found = _REGISTRY.get((name, "local")) or next(
-            (cls for (t, _), cls in sorted(_REGISTRY.items()) if t == name), None
-        )
+        found = TARGETS.find(_target_key(name, "local")) or next(iter(target_classes(name)), None)
     if found is None:
         raise _unknown_target(target)
     return found
@@ -396,21 +396,18 @@ def get_deploy_target_class(target: str, backend: str) -> TargetImplementation:
 
 def pipeline_target_class(target: str, backend: str) -> type[DeployTarget]:
     """The local-pipeline implementation of ``(target, backend)`` (``get_deploy_target_class``
-    for a backend that is not remote)."""
-    exact = (target.lower(), backend.lower())
-    # a host run imports the host module only, an emulated board's run its own module only
-    _load_builtin(until=lambda: exact in _REGISTRY)
-    cls = _REGISTRY.get(exact)
+    for a backend that is not remote). Only the entry point of that pair is loaded: a host
+    run imports the host target's module, an emulated board's run its own module only."""
+    cls = TARGETS.find(_target_key(target, backend))
     if cls is not None:
         return cls
-    _load_builtin()  # all of them: to resolve an alias, or to say what exists
-    key = (_canonical(target), backend.lower())
-    cls = _REGISTRY.get(key)
+    name = _canonical(target)  # an alias of a known target
+    cls = TARGETS.find(_target_key(name, backend))
     if cls is not None:
         return cls
-    _load_remote_backends()
     same_target = sorted(
-        {b for t, b in _REGISTRY if t == key[0]} | (set(_REMOTE) if _known(key[0]) else set())
+        {c.backend_name for c in target_classes(name)}
+        | (set(REMOTE_BACKENDS.names()) if _known(name) else set())
     )
     if same_target:
         needs = {
@@ -421,19 +418,23 @@ def pipeline_target_class(target: str, backend: str) -> type[DeployTarget]:
         }
         ways = "; or ".join(needs.get(b, f"--backend {b}") for b in same_target)
         raise ConfigError(
-            f"Target {key[0]!r} cannot be reached with backend {backend!r} "
+            f"Target {name!r} cannot be reached with backend {backend!r} "
             f"(its backends: {', '.join(same_target)})",
             hint=f"Use {ways}.",
         )
     raise _unknown_target(target)
 
 
+def _target_names() -> list[str]:
+    return sorted({name.partition("/")[0] for name in TARGETS.names()})
+
+
 def _known(target: str) -> bool:
-    return any(t == target for t, _ in _REGISTRY)
+    return target in _target_names()
 
 
 def _unknown_target(target: str) -> ConfigError:
-    targets = sorted({t for t, _ in _REGISTRY})
+    targets = _target_names()
     close = difflib.get_close_matches(_canonical(target), targets, n=3, cutoff=0.6)
     suggestion = f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return ConfigError(
@@ -463,7 +464,7 @@ def get_pipeline_target(
 
 def _canonical(target: str) -> str:
     name = target.lower()
-    if any(t == name for t, _ in _REGISTRY):
+    if _known(name):
         return name
     from aidge_deploy.artifact import canonical_target
 
@@ -471,7 +472,8 @@ def _canonical(target: str) -> str:
 
 
 __all__ = [
-    "REMOTE_BACKENDS_GROUP",
+    "REMOTE_BACKENDS",
+    "TARGETS",
     "DeployTarget",
     "FlashableTarget",
     "RemoteBackend",
@@ -488,4 +490,5 @@ __all__ = [
     "register_remote_backend",
     "registered_targets",
     "remote_backend",
+    "target_classes",
 ]

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from aidge_deploy.cli import doctor as doctor_cmd
+from aidge_deploy.cli.invocation import INVOCATION
 from aidge_deploy.cli.options import config_values, with_connection_options
 from aidge_deploy.cli.render import EXIT_INTERNAL, console, print_error
 from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
@@ -30,8 +31,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_state = {"verbose": False}
-
 
 @app.callback()
 def main(
@@ -39,7 +38,7 @@ def main(
         bool, typer.Option("-v", "--verbose", help="Debug logs and tracebacks.")
     ] = False,
 ) -> None:
-    _state["verbose"] = verbose
+    INVOCATION.verbose = verbose
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -73,7 +72,7 @@ def run(
 
     values = config_values(connection)
     values.update(target=target, run_timeout=timeout)
-    run_export(export_dir, values, as_json=as_json, verbose=_state["verbose"])
+    run_export(export_dir, values, as_json=as_json, verbose=INVOCATION.verbose)
 
 
 @app.command()
@@ -110,7 +109,7 @@ def profile(
         work_dir=work_dir,
         config_values=values,
         as_json=as_json,
-        verbose=_state["verbose"],
+        verbose=INVOCATION.verbose,
     )
 
 

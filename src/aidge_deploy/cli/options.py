@@ -220,6 +220,17 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "flash_method": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
+    "flash_option": (
+        Annotated[
+            list[str] | None,
+            typer.Option(
+                help="KEY=VALUE: an option of the flash method (each its own, e.g. openocd "
+                "interface=interface/cmsis-dap.cfg; `aidge-deploy docs` lists them).",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        None,
+    ),
     "probe_unique_id": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
     "pyocd_target": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
 }
@@ -277,6 +288,9 @@ def config_values(connection: dict[str, Any]) -> dict[str, Any]:
     counters = values.pop("counters", None)
     if counters:
         values["counters"] = tuple(c for c in str(counters).split(",") if c)
+    flash_options = values.pop("flash_option", None)
+    if flash_options:
+        values["flash_options"] = list(flash_options)  # "KEY=VALUE" items: DeployConfig parses
     return values
 
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from aidge_deploy.cli.invocation import INVOCATION
 from aidge_deploy.cli.render import console, err_console
 from aidge_deploy.cli.runs import fail, stoppable
 from aidge_deploy.errors import DeployError
@@ -28,9 +29,7 @@ EXIT_ERROR = 2
 
 
 def _verbose() -> bool:
-    from aidge_deploy.cli import main
-
-    return bool(main._state["verbose"])
+    return INVOCATION.verbose
 
 
 def validate(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from aidge_deploy.cpupriority import share_priority
+from aidge_deploy.errors import ExecutionError
 from aidge_deploy.runcontrol import checkpoint, tracked_group
 
 
@@ -245,3 +246,31 @@ def decode_status(status: int, timed_out: bool) -> tuple[int | None, int | None]
 def kill_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
+
+
+def describe_exit(run: ProcessRun, timeout_s: float) -> ExecutionError | None:
+    """Map how a program ended to a typed error (None when it exited 0)."""
+    if run.timed_out:
+        return ExecutionError(
+            f"The program did not finish within {timeout_s:g} s and was killed",
+            hint="It may be stuck, or the benchmark is long: raise DeployConfig.run_timeout "
+            "(--timeout) or lower nb_iterations.",
+            log_path=run.stdout_path,
+        )
+    if run.signal is not None:
+        name = signal.Signals(run.signal).name
+        return ExecutionError(
+            f"The program crashed with signal {run.signal} ({name})",
+            hint="Check the export (input sizes, memory) and the log; rebuild with "
+            "aidge_cmp to compare layer outputs with Aidge.",
+            log_path=run.stdout_path,
+        )
+    if run.returncode not in (0, None):
+        stderr_tail = "\n".join(run.stderr.splitlines()[-10:])
+        return ExecutionError(
+            f"The program exited with status {run.returncode}"
+            + (f":\n{stderr_tail}" if stderr_tail else ""),
+            hint="See the log for what it printed before failing.",
+            log_path=run.stdout_path,
+        )
+    return None

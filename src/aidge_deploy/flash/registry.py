@@ -168,7 +168,7 @@ def parse_options(flasher: type[Flasher], raw: Mapping[str, object]) -> Any:
         if name not in fields:
             owners = [
                 other
-                for other, cls in FLASHERS.registered().items()
+                for other, cls in FLASHERS.all().items()
                 if other != flasher.name
                 and name in {f.name for f in dataclasses.fields(cls.Options)}
             ]
@@ -205,9 +205,10 @@ def _convert(flasher: str, name: str, value: object, kind: object) -> object:
             return int(text, 0)
         return text
     except ValueError:
+        what = {int: "an integer", bool: "true or false"}.get(target, "a text")
         raise ConfigError(
-            f"Flash option {name}={value!r} of {flasher} is not a {getattr(target, '__name__', target)}",
-            hint=f"Give {name} a {getattr(target, '__name__', target)} value.",
+            f"Flash option {name}={value!r} of {flasher} is not {what}",
+            hint=f"Give {name} {what}.",
         ) from None
 
 

@@ -26,6 +26,13 @@ from aidge_deploy.readiness import ToolCheck
 from aidge_deploy.registry import FlashableTarget
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
 
+#: the untyped ``extra`` keys flasher options used to be, and the option each now is
+_FORMER_EXTRA = {
+    "openocd_target": "openocd option target_script",
+    "openocd_interface": "openocd option interface",
+    "jlink_device": "jlink option device",
+}
+
 
 class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
     """A real MCU board: cycles are the firmware's DWT counter, measured on silicon."""
@@ -64,6 +71,13 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
         return [*super().preflight(), *self.flasher_class().needs()]
 
     def check_config(self) -> None:
+        for key, option in _FORMER_EXTRA.items():
+            if key in self.config.extra:
+                raise ConfigError(
+                    f"extra[{key!r}] is no longer read: it is the {option} of its flasher",
+                    hint=f"Pass --flash-option {option.split()[-1]}=VALUE "
+                    "(DeployConfig.flash_options).",
+                )
         parse_options(self.flasher_class(), self.config.flash_options)  # its own, typed
         if not self.config.serial_port:
             raise ConfigError(

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.artifact import hydrate_runtime
+from aidge_deploy.connections.local_process import describe_exit
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
@@ -66,9 +67,6 @@ class HostPerfCounters(CounterCapableTarget):
     def run_counter_pass(
         self, ctx: DeployContext, build: BuildResult, counter_pass: CounterPass
     ) -> PassResult:
-        # imported here: boards.host.local adopts this mixin, so a top-level import would cycle
-        from aidge_deploy.boards.host.local import describe_exit
-
         inferences, basis = executed_inferences(ctx, self.config)
         timeout = float(self.config.run_timeout)
         stem = f"counters-{counter_pass.index}-{counter_pass.name}"

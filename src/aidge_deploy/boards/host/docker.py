@@ -39,7 +39,12 @@ from aidge_deploy.boards.remote_build import CACHED_MARK, plan_remote_build
 from aidge_deploy.buildsys import BUILD_TIMEOUT_S, BuildPlan, build_export, publish_build
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.connections.local_process import ProcessRun, run_captured, run_process
+from aidge_deploy.connections.local_process import (
+    ProcessRun,
+    describe_exit,
+    run_captured,
+    run_process,
+)
 from aidge_deploy.errors import BuildError, ConfigError, DeployError, ExecutionError, PreflightError
 from aidge_deploy.profiling.native import ensure_launcher
 from aidge_deploy.profiling.native.wrap import split_report, wrap_with_launcher
@@ -284,8 +289,6 @@ class LocalDocker:
             _log.warning("Peak RSS unavailable: %s", self.launcher_unavailable)
 
     def execute(self, ctx: DeployContext, build: BuildResult, timeout_s: float) -> ExecutionResult:
-        from aidge_deploy.boards.host.local import describe_exit
-
         self._ensure_launcher()
         mounts = [
             Mount(str(ctx.export_dir), "/work"),

@@ -7,13 +7,11 @@ export mounted, never copied into the image) — see ``boards.host.docker``.
 from __future__ import annotations
 
 import dataclasses
-import signal as _signal
 from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
-from aidge_deploy.connections.local_process import ProcessRun
-from aidge_deploy.errors import ExecutionError
+from aidge_deploy.connections.local_process import describe_exit
 from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.profiling.perf_linux import run_with_counters
 from aidge_deploy.protocols.base import ProtocolResult
@@ -24,34 +22,6 @@ from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Pr
 
 if TYPE_CHECKING:
     from aidge_deploy.boards.host.docker import LocalDocker
-
-
-def describe_exit(run: ProcessRun, timeout_s: float) -> ExecutionError | None:
-    """Map how a program ended to a typed error (None when it exited 0)."""
-    if run.timed_out:
-        return ExecutionError(
-            f"The program did not finish within {timeout_s:g} s and was killed",
-            hint="It may be stuck, or the benchmark is long: raise DeployConfig.run_timeout "
-            "(--timeout) or lower nb_iterations.",
-            log_path=run.stdout_path,
-        )
-    if run.signal is not None:
-        name = _signal.Signals(run.signal).name
-        return ExecutionError(
-            f"The program crashed with signal {run.signal} ({name})",
-            hint="Check the export (input sizes, memory) and the log; rebuild with "
-            "aidge_cmp to compare layer outputs with Aidge.",
-            log_path=run.stdout_path,
-        )
-    if run.returncode not in (0, None):
-        stderr_tail = "\n".join(run.stderr.splitlines()[-10:])
-        return ExecutionError(
-            f"The program exited with status {run.returncode}"
-            + (f":\n{stderr_tail}" if stderr_tail else ""),
-            hint="See the log for what it printed before failing.",
-            log_path=run.stdout_path,
-        )
-    return None
 
 
 @register_deploy_target("host", "local")

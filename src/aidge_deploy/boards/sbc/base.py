@@ -36,7 +36,6 @@ from aidge_deploy.boards.container import (
 from aidge_deploy.boards.sbc.build_steps import SbcBuildSteps
 from aidge_deploy.boards.sbc.counters import SbcPerfCounters
 from aidge_deploy.boards.sbc.layout import eviction_command, remote_layout, touch_command
-from aidge_deploy.boards.sbc.run_steps import SbcRunSteps
 from aidge_deploy.boards.sbc.session import SHORT_TIMEOUT_S
 from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
 from aidge_deploy.connections.ssh import SshConnection
@@ -51,11 +50,10 @@ _log = logging.getLogger(__name__)
 
 class SbcSshTarget(
     SbcBuildSteps,
-    SbcRunSteps,
+    SbcPerfCounters,  # with SbcRunSteps, its base
     DeployTarget,
     TransferableTarget,
     RemoteBuildTarget,
-    SbcPerfCounters,
     RepeatedRunPower,
 ):
     """A Linux board over SSH: build on the board (or cross-build here), run, measure."""

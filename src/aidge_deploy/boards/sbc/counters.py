@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.host.counters import executed_inferences
+from aidge_deploy.boards.sbc.run_steps import SbcRunSteps
 from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
     from aidge_deploy.results import BuildResult, DeployContext
 
 
-class SbcPerfCounters(CounterCapableTarget):
-    """``CounterCapableTarget`` of the SSH boards (mixed into ``SbcSshTarget``)."""
+class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
+    """``CounterCapableTarget`` of the SSH boards (mixed into ``SbcSshTarget``): a counter
+    pass is one more run of the program on the board (``SbcRunSteps.run_program``)."""
 
     counter_domain: ClassVar[CounterDomain] = CounterDomain.LINUX_PERF
     #: Cortex-A7x cores have 6 programmable counters; 4 keeps a pass un-multiplexed on most
@@ -40,11 +42,8 @@ class SbcPerfCounters(CounterCapableTarget):
     def run_counter_pass(
         self, ctx: DeployContext, build: BuildResult, counter_pass: CounterPass
     ) -> PassResult:
-        from aidge_deploy.boards.sbc.base import SbcSshTarget
         from aidge_deploy.profiling.native import event_specs
 
-        if not isinstance(self, SbcSshTarget):
-            raise TypeError("SbcPerfCounters is a mixin of SbcSshTarget")
         inferences, basis = executed_inferences(ctx, self.config)
         launcher = self._launcher
         if launcher is None or not launcher.usable:

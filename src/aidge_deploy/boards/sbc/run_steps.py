@@ -15,9 +15,8 @@ import shlex
 from collections.abc import Sequence
 
 from aidge_deploy.boards.container import BuildLocation, container_name, docker_failure
-from aidge_deploy.boards.host.local import describe_exit
 from aidge_deploy.boards.sbc.session import SbcSession
-from aidge_deploy.connections.local_process import ProcessRun
+from aidge_deploy.connections.local_process import ProcessRun, describe_exit
 from aidge_deploy.errors import DeployError, ExecutionError
 from aidge_deploy.profiling.native import PerfRunReport
 from aidge_deploy.profiling.native.wrap import split_report, wrap_with_launcher

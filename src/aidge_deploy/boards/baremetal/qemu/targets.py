@@ -45,14 +45,19 @@ from aidge_qemu_descriptors import (
     QemuBoard,
     RegionKind,
     get_board,
-    list_boards,
     ticks_to_instructions,
 )
 
 if TYPE_CHECKING:
     from aidge_deploy.protocols.base import ProtocolResult
 
-__all__ = ["QemuBoardTarget"]
+__all__ = [
+    "TARGETS",
+    "Mps2An386Target",
+    "Mps3An547Target",
+    "NetduinoPlus2Target",
+    "QemuBoardTarget",
+]
 
 
 class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, QemuPowerVariant):
@@ -234,18 +239,31 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         )
 
 
-def _register(board: QemuBoard) -> type[QemuBoardTarget]:
-    cls = type(
-        f"Qemu_{board.name.replace('-', '_')}_Target",
-        (QemuBoardTarget,),
-        {
-            "board_name": board.name,
-            "description": f"QEMU, RSP flash, icount {board.icount_shift}",
-            "__module__": __name__,
-            "__doc__": f"Emulated {board.name} ({board.cpu}).",
-        },
-    )
-    return register_deploy_target(board.name, "local")(cls)
+@register_deploy_target("mps2-an386", "local")
+class Mps2An386Target(QemuBoardTarget):
+    """Emulated mps2-an386 (Cortex-M4F)."""
+
+    board_name = "mps2-an386"
+    description = f"QEMU, RSP flash, icount {get_board(board_name).icount_shift}"
 
 
-TARGETS = {board.name: _register(board) for board in list_boards()}
+@register_deploy_target("mps3-an547", "local")
+class Mps3An547Target(QemuBoardTarget):
+    """Emulated mps3-an547 (Cortex-M55)."""
+
+    board_name = "mps3-an547"
+    description = f"QEMU, RSP flash, icount {get_board(board_name).icount_shift}"
+
+
+@register_deploy_target("netduinoplus2", "local")
+class NetduinoPlus2Target(QemuBoardTarget):
+    """Emulated netduinoplus2 (STM32F405, Cortex-M4F)."""
+
+    board_name = "netduinoplus2"
+    description = f"QEMU, RSP flash, icount {get_board(board_name).icount_shift}"
+
+
+#: the emulated boards' targets, by board name (one per descriptor: a test checks it)
+TARGETS: dict[str, type[QemuBoardTarget]] = {
+    cls.board_name: cls for cls in (Mps2An386Target, Mps3An547Target, NetduinoPlus2Target)
+}
