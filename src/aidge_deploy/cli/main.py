@@ -48,6 +48,23 @@ def main(
 TargetOpt = Annotated[
     str | None, typer.Option("--target", "-t", help="Hardware target (default: the export's).")
 ]
+HistoryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--history",
+        envvar="AIDGE_DEPLOY_HISTORY",
+        help="Record the run in this results history (a SQLite file or a database URL); "
+        "see `aidge-deploy history`.",
+        rich_help_panel="History",
+    ),
+]
+HistoryNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="The name the run is recorded under (default: the model's or export's file name).",
+        rich_help_panel="History",
+    ),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option(
@@ -64,15 +81,18 @@ def run(
     target: TargetOpt = None,
     timeout: TimeoutOpt = DEFAULT_RUN_TIMEOUT_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    history: HistoryOpt = None,
+    history_name: HistoryNameOpt = None,
     *,
     connection: dict[str, Any],
 ) -> None:
     """Deploy an existing export and print its results."""
-    from aidge_deploy.cli.runs import run_export
+    from aidge_deploy.cli.runs import HistoryRequest, run_export
 
     values = config_values(connection)
     values.update(target=target, run_timeout=timeout)
-    run_export(export_dir, values, as_json=as_json, verbose=INVOCATION.verbose)
+    record = HistoryRequest.of(history, history_name or export_dir.absolute().name, "run")
+    run_export(export_dir, values, as_json=as_json, verbose=INVOCATION.verbose, history=record)
 
 
 @app.command()
@@ -89,6 +109,8 @@ def profile(
     ] = None,
     timeout: TimeoutOpt = DEFAULT_RUN_TIMEOUT_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    history: HistoryOpt = None,
+    history_name: HistoryNameOpt = None,
     *,
     connection: dict[str, Any],
 ) -> None:
@@ -97,7 +119,7 @@ def profile(
     An unchanged model is exported once per target and settings, then reused from the
     export cache (and its build from the build cache).
     """
-    from aidge_deploy.cli.runs import profile_model
+    from aidge_deploy.cli.runs import HistoryRequest, profile_model
 
     values = {**config_values(connection), "run_timeout": timeout}
     profile_model(
@@ -110,6 +132,7 @@ def profile(
         config_values=values,
         as_json=as_json,
         verbose=INVOCATION.verbose,
+        history=HistoryRequest.of(history, history_name or model.name, "profile"),
     )
 
 
@@ -147,6 +170,9 @@ app.command(name="compare")(compare_cmd.compare)
 from aidge_deploy.cli import boards as boards_cmd  # noqa: E402
 
 app.add_typer(boards_cmd.app, name="boards")
+from aidge_deploy.cli.history import app as history_app  # noqa: E402
+
+app.add_typer(history_app, name="history")
 from aidge_deploy.cli import validate as validate_cmd  # noqa: E402
 
 app.command(name="validate")(validate_cmd.validate)

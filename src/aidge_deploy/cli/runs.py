@@ -12,9 +12,11 @@ the options. Heavy imports (``aidge_core`` through the API) happen inside the fu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,12 +121,55 @@ def supervised(
         raise typer.Exit(code=EXIT_POWER_INVALID)
 
 
+@dataclass(frozen=True)
+class HistoryRequest:
+    """``--history FILE``: where to record the run, and under which name."""
+
+    location: Path
+    name: str
+    source: str
+
+    @classmethod
+    def of(cls, location: Path | None, name: str, source: str) -> HistoryRequest | None:
+        return None if location is None else cls(location, name, source)
+
+    def check(self) -> None:
+        """Open (or create) the history before the run: a bad path costs nothing."""
+        from aidge_deploy.history.store import HistoryStore
+
+        HistoryStore(self.location).close()
+
+    def bundle_config(self, config: DeployConfig, run_dir: Path) -> DeployConfig:
+        """The run's config, with a bundle in its run folder when it writes none (the
+        history records a run from its bundle)."""
+        if config.report_dir is not None:
+            return config
+        return dataclasses.replace(config, report_dir=run_dir / "bundle")
+
+    def record(self, result: DeployResult) -> None:
+        from aidge_deploy.history.store import HistoryStore
+
+        with HistoryStore(self.location) as store:
+            record = store.record(result, self.name, source=self.source)
+        where = f" at {record.vcs.short}" if record.vcs.commit else ""
+        err_console.print(
+            f"[dim]Recorded in {self.location} as {record.identity.describe()}{where}[/dim]",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def run_export(
-    export_dir: Path, config_values: dict[str, Any], *, as_json: bool, verbose: bool
+    export_dir: Path,
+    config_values: dict[str, Any],
+    *,
+    as_json: bool,
+    verbose: bool,
+    history: HistoryRequest | None = None,
 ) -> None:
     """``aidge-deploy run``: deploy an existing export folder."""
     with stoppable() as control:
-        from aidge_deploy.api import deploy
+        from aidge_deploy.api import deploy, new_run_dir
         from aidge_deploy.config import DeployConfig
 
         try:
@@ -137,11 +182,25 @@ def run_export(
                 from aidge_deploy.report.destination import check_report_dir
 
                 check_report_dir(config.report_dir, overwrite=config.report_overwrite)
+            if history is not None:
+                history.check()
         except DeployError as exc:
             raise fail(exc, verbose) from None
 
         def body(control: RunControl, progress: ProgressCallback) -> DeployResult:
-            return deploy(export_dir, config, progress=progress, control=control)
+            if history is None:
+                return deploy(export_dir, config, progress=progress, control=control)
+            run_dir = new_run_dir(config.target or "run")
+            control.log_path = run_dir
+            result = deploy(
+                export_dir,
+                history.bundle_config(config, run_dir),
+                progress=progress,
+                control=control,
+                work_dir=run_dir,
+            )
+            history.record(result)
+            return result
 
         supervised(control, body, as_json=as_json, verbose=verbose)
 
@@ -157,6 +216,7 @@ def profile_model(
     config_values: dict[str, Any],
     as_json: bool,
     verbose: bool,
+    history: HistoryRequest | None = None,
 ) -> None:
     """``aidge-deploy profile``: export ``model`` (or reuse its cached export) and deploy it."""
     with stoppable() as control:
@@ -210,6 +270,8 @@ def profile_model(
                 and not config.docker_image,
                 bytes_per_iteration=local.benchmark_bytes_per_iteration,
             )
+            if history is not None:
+                history.check()
         except DeployError as exc:
             raise fail(exc, verbose) from None
 
@@ -229,12 +291,18 @@ def profile_model(
                 highlight=False,
                 soft_wrap=True,
             )
-            return deploy(export.artifact, config, progress=progress, work_dir=run_dir)
+            if history is None:
+                return deploy(export.artifact, config, progress=progress, work_dir=run_dir)
+            run_config = history.bundle_config(config, run_dir)
+            result = deploy(export.artifact, run_config, progress=progress, work_dir=run_dir)
+            history.record(result)
+            return result
 
         supervised(control, body, as_json=as_json, verbose=verbose)
 
 
 __all__ = [
+    "HistoryRequest",
     "check_folder_arg",
     "emit",
     "fail",

@@ -1,0 +1,263 @@
+"""``aidge-deploy history``: the recorded runs — listed and filtered, charted across commits
+(offline HTML, steps marked), exported for Bencher (BMF) and github-action-benchmark.
+
+The history is the one ``--history`` (``profile``, ``run``, ``validate``) and the pytest
+plugin's ``--aidge-history`` record into: a SQLite file or a database URL
+(``AIDGE_DEPLOY_HISTORY`` by default).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from aidge_deploy.cli.render import console, print_error
+from aidge_deploy.errors import ConfigError, DeployError
+
+app = typer.Typer(
+    help="The results history: list, chart and export recorded runs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+HistoryOpt = Annotated[
+    str,
+    typer.Option(
+        "--history",
+        envvar="AIDGE_DEPLOY_HISTORY",
+        help="The results history: a SQLite file or a database URL.",
+    ),
+]
+NameOpt = Annotated[str | None, typer.Option("--name", help="Test or run name (a prefix).")]
+TargetOpt = Annotated[str | None, typer.Option("--target", help="Only this target.")]
+BoardOpt = Annotated[str | None, typer.Option("--board", help="Only this lab board.")]
+BranchOpt = Annotated[str | None, typer.Option("--branch", help="Only this branch.")]
+SourceOpt = Annotated[
+    str | None,
+    typer.Option("--source", help="Only runs recorded by pytest, profile, run, validate, farm..."),
+]
+#: the figures the list shows by default
+SHOWN = ("latency", "emulated_instructions", "flash_bytes", "image_bytes")
+
+
+def _records(
+    history: str,
+    *,
+    name: str | None,
+    target: str | None,
+    board: str | None,
+    branch: str | None,
+    source: str | None,
+    commit: str | None = None,
+    limit: int | None = None,
+) -> Any:
+    from aidge_deploy.history import HistoryStore
+
+    if "://" not in history and not Path(history).is_file():
+        raise ConfigError(
+            f"--history {history}: no such results history",
+            hint="Pass the file given to --history / --aidge-history (or a database URL).",
+        )
+    with HistoryStore(history) as store:
+        return store.records(
+            name=name,
+            target=target,
+            board=board,
+            branch=branch,
+            source=source,
+            commit=commit,
+            limit=limit,
+        )
+
+
+def _fail(exc: DeployError) -> typer.Exit:
+    print_error(exc)
+    return typer.Exit(code=2)
+
+
+@app.command("list")
+def list_runs(
+    history: HistoryOpt,
+    name: NameOpt = None,
+    target: TargetOpt = None,
+    board: BoardOpt = None,
+    branch: BranchOpt = None,
+    source: SourceOpt = None,
+    commit: Annotated[str | None, typer.Option(help="Only this commit (a prefix).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the newest N runs.")] = None,
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", help="Figures to show (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
+) -> None:
+    """List the recorded runs, oldest first, with where each series stepped."""
+    from aidge_deploy.history.series import all_series, steps_by_record
+    from aidge_deploy.report.format import figure_text
+
+    try:
+        records = _records(
+            history, name=name, target=target, board=board, branch=branch, source=source
+        )
+    except DeployError as exc:
+        raise _fail(exc) from None
+    # steps are judged over each whole series; the commit and limit filters only select rows
+    steps = steps_by_record(all_series(records))
+    if commit is not None:
+        records = [r for r in records if (r.vcs.commit or "").startswith(commit)]
+    if limit is not None:
+        records = records[-limit:]
+    if as_json:
+        sys.stdout.write(json.dumps([_as_dict(r, steps.get(r.id, [])) for r in records], indent=2))
+        sys.stdout.write("\n")
+        return
+    shown = list(metric or SHOWN)
+    table = Table(title=f"{len(records)} runs in {history}", title_justify="left")
+    for col in ("id", "time (UTC)", "commit", "branch", "run", "target", *shown, "stepped"):
+        table.add_column(col, overflow="fold")
+    for r in records:
+        marks = steps.get(r.id, [])
+        table.add_row(
+            str(r.id),
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.recorded_at)),
+            r.vcs.short or "—",
+            r.vcs.branch or "—",
+            f"{r.identity.name} ({r.identity.kind} {r.identity.dtype})",
+            r.identity.where,
+            *(
+                figure_text(r.figures[m].value, r.figures[m].unit, r.figures[m].resolution)
+                if m in r.figures and r.figures[m].value is not None
+                else "—"
+                for m in shown
+            ),
+            "[bold red]" + ", ".join(s.describe() for s in marks) + "[/]" if marks else "",
+        )
+    console.print(table)
+
+
+def _as_dict(record: Any, steps: list[Any]) -> dict[str, Any]:
+    ident = record.identity
+    return {
+        "id": record.id,
+        "recorded_at": record.recorded_at,
+        "source": record.source,
+        "accepted": record.accepted,
+        "identity": {
+            "name": ident.name,
+            "target": ident.target,
+            "board": ident.board,
+            "kind": ident.kind,
+            "dtype": ident.dtype,
+            "iterations": ident.iterations,
+        },
+        "commit": record.vcs.commit,
+        "branch": record.vcs.branch,
+        "ci": record.vcs.ci,
+        "comparability": record.comparability.as_dict(),
+        "figures": {
+            k: {
+                "value": f.value,
+                "unit": f.unit,
+                "provenance": f.provenance,
+                "resolution": f.resolution,
+                "unavailable_reason": f.unavailable_reason,
+            }
+            for k, f in record.figures.items()
+        },
+        "bundle": None if record.bundle is None else str(record.bundle),
+        "stepped": [
+            {"metric": s.metric, "before": s.before, "after": s.after, "unit": s.unit}
+            for s in steps
+        ],
+    }
+
+
+@app.command()
+def chart(
+    history: HistoryOpt,
+    out: Annotated[Path, typer.Option("--out", help="The HTML page to write.")],
+    name: NameOpt = None,
+    target: TargetOpt = None,
+    board: BoardOpt = None,
+    branch: BranchOpt = None,
+    source: SourceOpt = None,
+) -> None:
+    """Write a chart per figure across commits (one offline HTML page), steps marked."""
+    from aidge_deploy.history.chart import render_history_html
+    from aidge_deploy.history.series import all_series
+
+    try:
+        records = _records(
+            history, name=name, target=target, board=board, branch=branch, source=source
+        )
+        _write(out, render_history_html(records))
+    except DeployError as exc:
+        raise _fail(exc) from None
+    stepped = [(s, st) for s in all_series(records) for st in s.steps]
+    console.print(f"Chart: {out} ({len(records)} runs)", highlight=False, soft_wrap=True)
+    by_id = {r.id: r for r in records}
+    for series, step in stepped:
+        record = by_id[step.record_id]
+        console.print(
+            f"  [bold red]stepped[/] at {record.vcs.short or record.id}: "
+            f"{series.identity.describe()}: {step.describe()} "
+            f"({step.before:.6g} → {step.after:.6g} {step.unit})",
+            highlight=False,
+        )
+
+
+@app.command("export")
+def export_runs(
+    history: HistoryOpt,
+    fmt: Annotated[str, typer.Option("--format", help="bmf (Bencher) or github-action-benchmark.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Write here (default: stdout).")] = None,
+    commit: Annotated[
+        str | None, typer.Option(help="The runs of this commit (default: each series' latest).")
+    ] = None,
+    name: NameOpt = None,
+    target: TargetOpt = None,
+    board: BoardOpt = None,
+    branch: BranchOpt = None,
+    source: SourceOpt = None,
+) -> None:
+    """Export one run per identity as Bencher BMF or github-action-benchmark JSON."""
+    from aidge_deploy.history.exports import ExportFormat, export, latest_per_identity
+
+    try:
+        try:
+            kind = ExportFormat(fmt)
+        except ValueError:
+            raise ConfigError(
+                f"Unknown export format {fmt!r}",
+                hint=f"Use {' or '.join(f.value for f in ExportFormat)}.",
+            ) from None
+        records = _records(
+            history, name=name, target=target, board=board, branch=branch, source=source
+        )
+        chosen = latest_per_identity(records, commit)
+        if not chosen:
+            raise ConfigError(
+                "no recorded run matches" + (f" commit {commit}" if commit else ""),
+                hint="`aidge-deploy history list` shows what is recorded.",
+            )
+        text = json.dumps(export(chosen, kind), indent=2) + "\n"
+        if out is None:
+            sys.stdout.write(text)
+        else:
+            _write(out, text)
+            console.print(f"Wrote {out} ({len(chosen)} runs, {kind.value})", highlight=False)
+    except DeployError as exc:
+        raise _fail(exc) from None
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"Cannot write {path}: {exc.strerror}") from None
