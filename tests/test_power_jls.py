@@ -23,7 +23,7 @@ from aidge_deploy.power.jls import analyze_jls
 from aidge_deploy.power.jls_monitor import JlsFileMonitor
 from aidge_deploy.power.joulescope import JoulescopeMonitor, find_device, joulescope_checks
 from aidge_deploy.power.protocol import WindowRequest
-from aidge_deploy.power.source import parse_power_source
+from aidge_deploy.power.registry import parse_power_source
 from aidge_deploy.profiling.validity import IssueCode
 from aidge_deploy.results import Provenance
 from envparts import missing

@@ -22,11 +22,12 @@ import pytest
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import CaptureError
 from aidge_deploy.power.hwmon import HwmonMonitor, find_hwmon
+from aidge_deploy.power.monitors import sysfs_checks
 from aidge_deploy.power.poller import PolledMonitor
 from aidge_deploy.power.protocol import WindowRequest
 from aidge_deploy.power.rapl import RaplMonitor
-from aidge_deploy.power.source import parse_power_source
-from aidge_deploy.power.sysfs import LocalSysfs, SshSysfs, make_reader, sysfs_checks
+from aidge_deploy.power.registry import parse_power_source
+from aidge_deploy.power.sysfs import LocalSysfs, SshSysfs, make_reader
 from aidge_deploy.results import Provenance
 from power_support import CounterWriter, ina226_tree, ina3221_tree, rapl_tree
 

@@ -25,8 +25,9 @@ from aidge_deploy.power.protocol import (
     WindowRequest,
 )
 from aidge_deploy.power.reference import NO_REFERENCE, ReferenceMonitor
+from aidge_deploy.power.registry import parse_power_source
 from aidge_deploy.power.result import PowerPlan, PowerResult, TerminalRecord
-from aidge_deploy.power.source import PowerSource, PowerSourceKind, parse_power_source
+from aidge_deploy.power.source import PowerSource, PowerSourceKind
 from aidge_deploy.profiling.validity import IssueCode
 from aidge_deploy.results import DeployContext, Provenance
 

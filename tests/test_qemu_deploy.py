@@ -322,11 +322,9 @@ def test_qemu_missing_is_a_preflight_error_and_doctor_says_so(
             export_factory("benchmark", target="mps2-an386", nb_iterations=2), DeployConfig()
         )
     assert "qemu-system-arm" in info.value.message and "apt-get install" in (info.value.hint or "")
-    from aidge_deploy.catalog import doctor_report
+    from aidge_deploy.checkup import target_readiness
 
-    checks = [
-        c for section in doctor_report() for c in section.checks if c.name == "qemu-system-arm"
-    ]
+    checks = [c for row in target_readiness() for c in row.checks if c.name == "qemu-system-arm"]
     assert checks and not any(c.ok for c in checks)
     assert all(c.hint == "apt-get install --no-install-recommends qemu-system-arm" for c in checks)
     res = CliRunner().invoke(app, ["doctor"])

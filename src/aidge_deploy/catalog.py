@@ -1,4 +1,4 @@
-"""Views over the registries for ``aidge-deploy targets`` and ``doctor``.
+"""The registered targets with their hardware facts, for ``aidge-deploy targets`` and the docs.
 
 Hardware facts are read from the ``aidge_core.hw_model`` objects attached to the deploy
 targets (``hwfacts``: each in the unit it is declared in, with its source); nothing is
@@ -7,7 +7,6 @@ re-declared here. The local host's memory is this machine's, read from the OS.
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +14,6 @@ from aidge_deploy.hwfacts import HW_MODEL, THIS_MACHINE, clock_fact, memory_fact
 from aidge_deploy.modelexport import load_plugins
 from aidge_deploy.registry import (
     RemoteBackend,
-    ToolCheck,
-    get_deploy_target,
     local_target_class,
     registered_targets,
 )
@@ -85,57 +82,3 @@ def target_rows(*, this_machine: bool = True) -> list[TargetRow]:
             TargetRow(target, backend, kind, cpu, clock, memories, build, cls.description, sources)
         )
     return rows
-
-
-@dataclass(frozen=True)
-class DoctorSection:
-    title: str
-    checks: tuple[ToolCheck, ...]
-
-
-def _package_check(name: str) -> ToolCheck:
-    try:
-        version = importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return ToolCheck(name, False, "not installed", f"pip install {name}")
-    return ToolCheck(name, True, version)
-
-
-def doctor_report() -> list[DoctorSection]:
-    """What each registered target needs on this machine, and how to install what is missing."""
-    load_plugins()
-    sections = [
-        DoctorSection(
-            "Python packages",
-            tuple(
-                _package_check(p)
-                for p in (
-                    "aidge-core",
-                    "aidge-onnx",
-                    "aidge-backend-cpu",
-                    "aidge-export-cpp",
-                    "aidge-export-arm-cortexm",
-                    "aidge-quantization",
-                )
-            ),
-        )
-    ]
-    seen: dict[str, list[str]] = {}
-    checks_by_key: dict[str, tuple[ToolCheck, ...]] = {}
-    for (target, backend), cls in registered_targets().items():
-        try:
-            checks = tuple(get_deploy_target(target, backend).preflight())
-        except Exception as exc:
-            checks = (ToolCheck(f"{target}/{backend}", False, f"preflight failed: {exc}"),)
-        key = "|".join(f"{c.name}:{c.ok}" for c in checks) + cls.__qualname__
-        seen.setdefault(key, []).append(f"{target}/{backend}")
-        checks_by_key[key] = checks
-    for key, names in seen.items():
-        if checks_by_key[key]:
-            title = (
-                ", ".join(names)
-                if len(names) <= 4
-                else f"{', '.join(names[:3])} and {len(names) - 3} more"
-            )
-            sections.append(DoctorSection(title, checks_by_key[key]))
-    return sections

@@ -187,7 +187,7 @@ class DeployConfig:
                 setattr(self, name, Path(value))
         self.aggregation = Aggregation(self.aggregation)
         if self.power is not None:
-            from aidge_deploy.power.source import parse_power_source
+            from aidge_deploy.power.registry import parse_power_source
 
             self.power = str(parse_power_source(self.power))
         if self.power_window_s is not None and not self.power_window_s > 0:

@@ -36,7 +36,30 @@ def targets_page() -> str:
         + _table(
             ["target", "backend", "kind", "CPU", "clock", "memories", "build", "mechanics"], rows
         )
+        + "\n## What each way of running needs\n\nDeclared by each target (`preflight`, "
+        "`run_needs`, `variants`): `aidge-deploy doctor` checks the first column on this "
+        "machine, and a run missing one stops in Preflight.\n\n"
+        + _table(["targets", "backend [options]", "needs here", "a run needs"], _needs_rows())
     )
+
+
+def _needs_rows() -> list[list[str]]:
+    """Targets with the same needs share a row (names only: the page must not depend on
+    what this machine has)."""
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.registry import TARGETS
+
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for cls in TARGETS.all().values():
+        for label, values in cls.variants().items():
+            target = cls(DeployConfig(target=cls.target_name, backend=cls.backend_name, **values))
+            key = (
+                f"{cls.backend_name} {label}".strip(),
+                ", ".join(c.name for c in target.preflight()) or "-",
+                "; ".join(target.run_needs()) or "-",
+            )
+            groups.setdefault(key, []).append(cls.target_name)
+    return [[", ".join(names), *key] for key, names in groups.items()]
 
 
 def protocols_page() -> str:
@@ -57,8 +80,24 @@ def protocols_page() -> str:
 
 
 def counters_page() -> str:
+    from aidge_deploy.profiling.capability import COUNTER_SOURCES
+
     catalogue = load_catalogue()
-    out = HEADER + "# Counters\n\nSelect with `--counters NAME,...` or a preset name.\n"
+    sources = [
+        [
+            name,
+            cls.counter_domain.value,
+            cls.counts_where,
+            ", ".join(c.name for c in cls.counter_needs()) or "-",
+        ]
+        for name, cls in COUNTER_SOURCES.all().items()
+    ]
+    out = (
+        HEADER
+        + "# Counters\n\nSelect with `--counters NAME,...` or a preset name. A target counts "
+        "with the counter source it inherits (entry points `aidge_deploy.counters`):\n\n"
+        + _table(["source", "domain", "where it counts", "needs here"], sources)
+    )
     for domain in CounterDomain:
         counters = catalogue.in_domain(domain)
         out += (
@@ -124,14 +163,17 @@ def flashers_page() -> str:
 def power_page() -> str:
     from aidge_deploy.power import gate
     from aidge_deploy.power.energy_model import EVENT_COUNTERS, boards_with_models, energy_model_for
-    from aidge_deploy.power.source import MONITOR_DOCS
+    from aidge_deploy.power.registry import POWER_MONITORS
     from aidge_deploy.profiling.validity import (
         ISSUE_SPECS,
         MIN_POWER_WINDOW_SAMPLES,
         POWER_WINDOW_TOLERANCE,
     )
 
-    monitors = [[f"`{syntax}`", what, prov] for syntax, what, prov in MONITOR_DOCS.values()]
+    monitors = [
+        [f"`{kind.syntax()}`", kind.reads, kind.provenance]
+        for kind in POWER_MONITORS.all().values()
+    ]
     models = []
     for board in boards_with_models():
         m = energy_model_for(board)

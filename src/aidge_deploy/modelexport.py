@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from aidge_deploy.errors import ConfigError, DeployError
+from aidge_deploy.errors import ConfigError, DeployError, PreflightError
 
 if TYPE_CHECKING:
     from aidge_deploy.profiling.binary import MemoryCapacity
 
 log = logging.getLogger("aidge_deploy")
 
-#: Packages that register extra hardware targets and exporters when imported.
-PLUGIN_MODULES = ("aidge_export_cpp", "aidge_export_arm_cortexm", "aidge_qemu_boards")
+#: Aidge's exporters: importing one registers its export targets with ``aidge_core``
+EXPORTER_MODULES = ("aidge_export_cpp", "aidge_export_arm_cortexm")
 #: one Aidge export at a time in this process (see the module docstring)
 _EXPORTING = threading.Lock()
 #: where an export keeps the graph view Aidge saves (relative to the export folder)
@@ -78,11 +78,18 @@ class ExportRequest:
     inputs: tuple[np.ndarray, ...] = ()
 
 
-def load_plugins() -> None:
-    """Import the packages that register targets (missing optional ones are skipped)."""
-    for name in PLUGIN_MODULES:
+def load_plugins(target: str | None = None) -> None:
+    """Import Aidge's exporters (missing optional ones are skipped) and the hardware-model
+    modules the registered deploy targets name (a plug-in such as ``aidge_qemu_boards``,
+    found through its targets' entry points): every target's, or ``target``'s only."""
+    from aidge_deploy.registry import TARGETS, target_classes
+
+    for name in EXPORTER_MODULES:
         with contextlib.suppress(ModuleNotFoundError):
             importlib.import_module(name)
+    classes = target_classes(target) if target is not None else TARGETS.all().values()
+    for module in sorted({c.hardware_model_module for c in classes if c.hardware_model_module}):
+        importlib.import_module(module)
 
 
 def check_onnx_model(model: Path, *, parse: bool = True) -> None:
@@ -248,7 +255,7 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
     """
     check_request(request)
     check_onnx_model(request.model)
-    load_plugins()
+    load_plugins(request.target)
     import aidge_backend_cpu  # noqa: F401  - registers the CPU kernels used for calibration
     import aidge_core
     import aidge_onnx
@@ -329,12 +336,31 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
     return artifact
 
 
+def _bsp_download_failure(request: ExportRequest, exc: Exception) -> PreflightError | None:
+    """The exporter could not download the board's BSP: a missing tool of this machine, said
+    in the words of ``doctor``'s row for it (``bspcheck``)."""
+    from aidge_deploy.bspcheck import DOWNLOAD_FAILURE, bsp_check
+
+    if DOWNLOAD_FAILURE not in str(exc):
+        return None
+    import aidge_core
+
+    check = bsp_check(aidge_core.hw_model.get_target_class(request.target)())
+    if check is None or check.ok:
+        return None
+    return PreflightError(f"Missing BSP package: {check.detail}: {exc}", hint=check.hint)
+
+
 def _export_error(
     request: ExportRequest, exc: Exception, output: str, log_path: Path | None
 ) -> DeployError:
     """The export's failure with a hint about what failed: a file it could not write, an
-    operator it does not support, or else the exporter's own last words."""
+    operator it does not support, a BSP it could not download, or else the exporter's own
+    last words."""
     text = f"{type(exc).__name__}: {exc}"
+    missing_bsp = _bsp_download_failure(request, exc)
+    if missing_bsp is not None:
+        return missing_bsp
     tail = "\n".join(output.splitlines()[-10:])
     lowered = f"{exc}\n{tail}".lower()
     if isinstance(exc, OSError) or any(

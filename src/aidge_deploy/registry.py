@@ -141,9 +141,21 @@ class DeployTarget(ABC):
         return memory_capacities(self.hardware_target)
 
     def preflight(self) -> list[ToolCheck]:
-        """Tools this target needs on this machine (``doctor`` lists them); failures stop
-        the deploy early."""
+        """What this target needs on this machine for this config (``doctor`` lists it for
+        each of ``variants``); a missing one stops the deploy in Preflight, in the words
+        ``doctor`` prints."""
         return []
+
+    def run_needs(self) -> list[str]:
+        """What a run needs that only the run can provide (a board's address, a probe
+        plugged in): ``doctor`` lists it beside the readiness."""
+        return []
+
+    @classmethod
+    def variants(cls) -> dict[str, dict[str, Any]]:
+        """The ways of running this target whose needs differ, for ``doctor``: the options
+        that select one (``--cross-compile``) -> the ``DeployConfig`` values they set."""
+        return {"": {}}
 
     def check_config(self) -> None:  # noqa: B027 - optional hook
         """Raise ``ConfigError`` when the session config lacks what this target needs."""
@@ -225,6 +237,10 @@ class RemoteBackend(ABC):
 
     def preflight(self) -> list[ToolCheck]:
         """What this machine needs to use the backend (``doctor`` lists it)."""
+        return []
+
+    def run_needs(self) -> list[str]:
+        """What a run through this backend needs that only the run provides (``doctor``)."""
         return []
 
     @abstractmethod

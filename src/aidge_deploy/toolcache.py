@@ -18,6 +18,7 @@ from pathlib import Path
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_captured
 from aidge_deploy.errors import BuildError, PreflightError
+from aidge_deploy.readiness import ToolCheck
 
 
 def find_c_compiler(explicit: str | None = None, *, purpose: str) -> str:
@@ -29,6 +30,14 @@ def find_c_compiler(explicit: str | None = None, *, purpose: str) -> str:
         f"No C compiler found to build {purpose}",
         hint="apt-get install --no-install-recommends gcc (or set CC).",
     )
+
+
+def c_compiler_check(purpose: str) -> ToolCheck:
+    """``find_c_compiler`` as a check (``doctor``, Preflight): the compiler, or how to get one."""
+    try:
+        return ToolCheck("C compiler", True, f"{find_c_compiler(purpose=purpose)} ({purpose})")
+    except PreflightError as exc:
+        return ToolCheck("C compiler", False, f"not found (for {purpose})", exc.hint)
 
 
 def compile_cached(

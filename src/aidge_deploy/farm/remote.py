@@ -44,6 +44,13 @@ class FarmBackend(RemoteBackend):
 
     description: ClassVar[str] = "board farm over HTTP: upload, queue, run on a farm board"
 
+    def run_needs(self) -> list[str]:
+        return [
+            "a board farm's address (--api-url) with a board of the target",
+            "a farm user (--api-username and AIDGE_DEPLOY_API_PASSWORD, or an API token in "
+            "AIDGE_DEPLOY_API_TOKEN)",
+        ]
+
     def check_config(self) -> None:
         c = self.config
         if not c.api_url:

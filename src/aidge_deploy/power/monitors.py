@@ -1,94 +1,57 @@
-"""The registry of monitors: ``--power SOURCE`` -> a ``PowerMonitor``, Preflight checks, doctor.
+"""The built-in power monitor kinds, and ``--power`` for a run: its monitor and its checks.
 
-Each kind's module is imported only when a run asks for it (the Joulescope packages are
-heavy and optional). Preflight calls ``preflight_checks`` so a run asking for a monitor
-that is absent fails before anything is built, saying what is missing and how to get it.
+Each kind is a ``MonitorKind`` registered under its ``--power`` name (entry points
+``aidge_deploy.power_monitors``); its module is imported only when a run or ``doctor`` asks
+for it. Preflight calls ``preflight_checks`` so a run asking for a monitor that is absent
+fails before anything is built, saying what is missing and how to get it, in the words
+``doctor`` prints (``on_this_machine``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aidge_deploy.errors import ConfigError
-from aidge_deploy.power.source import PowerSourceKind, parse_power_source
-from aidge_deploy.registry import ToolCheck
+from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.power.registry import (
+    POWER_MONITORS,
+    MonitorKind,
+    parse_power_source,
+    register_power_monitor,
+)
+from aidge_deploy.power.source import PowerSource
+from aidge_deploy.readiness import ToolCheck, module_check
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.power.protocol import PowerMonitor
+    from aidge_deploy.power.sysfs import SysfsReader
+
+#: where ``doctor`` looks for this machine's sensors
+SYSFS_ROOT = Path("/sys")
 
 
-def _qemu_board(target: Any) -> Any:
-    board = getattr(target, "board", None)
-    if board is None or not getattr(target, "emulated", False):
-        return None
-    return board
+@register_power_monitor("joulescope")
+class JoulescopeMonitorKind(MonitorKind):
+    argument = "SERIAL"
+    reads = (
+        "JS220/JS110 through pyjoulescope_driver: current, voltage, GPI 0 gate; recorded to "
+        "JLS in the run folder and analysed like jls:"
+    )
+    provenance = "silicon"
 
+    @classmethod
+    def on_this_machine(cls) -> list[ToolCheck]:
+        from aidge_deploy.power.joulescope import joulescope_checks
 
-def make_monitor(config: DeployConfig, target: Any) -> PowerMonitor:
-    """The monitor ``config.power`` names, for ``target`` (a ``DeployTarget`` instance)."""
-    source = parse_power_source(config.power or "")
-    kind = source.kind
-    if kind is PowerSourceKind.EMULATED:
-        from aidge_deploy.power.emulated import EmulatedEnergyMonitor
+        return joulescope_checks(None)
 
-        board = _qemu_board(target)
-        if board is None:
-            raise ConfigError(
-                "--power emulated needs an emulated (QEMU) board",
-                hint="Use it with --target mps2-an386, mps3-an547 or netduinoplus2; on other "
-                "targets measure with joulescope, hwmon or rapl.",
-            )
-        return EmulatedEnergyMonitor(source, board.name, board.cpu_hz)
-    if kind is PowerSourceKind.REFERENCE:
-        from aidge_deploy.power.reference import ReferenceMonitor
-
-        return ReferenceMonitor(source, str(config.target), target.hardware_target)
-    if kind is PowerSourceKind.JLS:
-        from aidge_deploy.power.jls_monitor import JlsFileMonitor
-
-        return JlsFileMonitor(source)
-    if kind is PowerSourceKind.JOULESCOPE:
-        from aidge_deploy.power.joulescope import JoulescopeMonitor
-
-        return JoulescopeMonitor(source)
-    from aidge_deploy.power.sysfs import sysfs_monitor
-
-    return sysfs_monitor(source, config, target)
-
-
-def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
-    """What the requested monitor needs, checked without building anything."""
-    from aidge_deploy.power.capability import PowerCapableTarget
-
-    source = parse_power_source(config.power or "")
-    kind = source.kind
-    if kind is PowerSourceKind.JLS:  # nothing runs: any board whose run it recorded
-        from aidge_deploy.power.jls_monitor import jls_checks
-
-        return jls_checks(source, config, target_cls)
-    if not issubclass(target_cls, PowerCapableTarget):
-        raise ConfigError(
-            f"--power {source} was requested, but target {config.target} cannot run a power window",
-            hint="Power runs work on the emulated boards, the host and Linux boards over SSH; "
-            "a capture of a board's run is analysed with --power jls:FILE.",
-        )
-    if kind is PowerSourceKind.EMULATED:
-        from aidge_deploy.power.energy_model import boards_with_models
-
-        board = getattr(target_cls, "board_name", None)
-        if not getattr(target_cls, "emulated", False) or board not in boards_with_models():
-            raise ConfigError(
-                f"--power emulated needs an emulated board with an energy model (not {config.target})",
-                hint=f"Boards with a model: {', '.join(boards_with_models())}.",
-            )
-        return [ToolCheck("emulated", True, f"energy model of {board}")]
-    if kind is PowerSourceKind.REFERENCE:
-        from aidge_deploy.power.reference import reference_checks
-
-        return reference_checks(config, target_cls)
-    if kind is PowerSourceKind.JOULESCOPE:
+    @classmethod
+    def preflight(
+        cls, source: PowerSource, config: DeployConfig, target_cls: type
+    ) -> list[ToolCheck]:
         from aidge_deploy.power.joulescope import joulescope_checks
 
         if getattr(target_cls, "emulated", False):
@@ -98,32 +61,302 @@ def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
                 hint="Estimate its energy with --power emulated, or measure the physical board.",
             )
         return joulescope_checks(source.argument)
-    from aidge_deploy.power.sysfs import sysfs_checks
 
-    return sysfs_checks(source, config)
+    @classmethod
+    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+        from aidge_deploy.power.joulescope import JoulescopeMonitor
+
+        return JoulescopeMonitor(source)
 
 
-def _import_check(module: str, hint: str) -> ToolCheck:
-    import importlib.util
+@register_power_monitor("jls")
+class JlsMonitorKind(MonitorKind):
+    argument = "FILE"
+    argument_required = True
+    reads = "a Joulescope capture file recorded elsewhere (pyjls), gated on its first gpi[N]"
+    provenance = "silicon"
+    runs_a_window = False  # nothing runs: any board whose run it recorded
 
-    found = importlib.util.find_spec(module) is not None
-    return ToolCheck(
-        module, found, "installed" if found else "not installed", None if found else hint
+    @classmethod
+    def on_this_machine(cls) -> list[ToolCheck]:
+        from aidge_deploy.power.jls import INSTALL_HINT
+
+        return [module_check("pyjls", INSTALL_HINT)]
+
+    @classmethod
+    def preflight(
+        cls, source: PowerSource, config: DeployConfig, target_cls: type
+    ) -> list[ToolCheck]:
+        from aidge_deploy.power.jls_monitor import jls_checks
+
+        return jls_checks(source, config, target_cls)
+
+    @classmethod
+    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+        from aidge_deploy.power.jls_monitor import JlsFileMonitor
+
+        return JlsFileMonitor(source)
+
+
+class SysfsMonitorKind(MonitorKind):
+    """hwmon and RAPL: sensors read from sysfs where the program runs (this machine, or
+    the SSH board), in a host-timed window."""
+
+    provenance = "host / silicon (SSH board)"
+
+    @classmethod
+    @abstractmethod
+    def find(cls, reader: SysfsReader, source: PowerSource) -> list[ToolCheck]:
+        """The sensors ``source`` reads on ``reader`` (``CaptureError`` when there are none)."""
+
+    @classmethod
+    def on_this_machine(cls, sysfs_root: Path = SYSFS_ROOT) -> list[ToolCheck]:
+        from aidge_deploy.power.sysfs import LocalSysfs
+
+        try:
+            return cls.find(LocalSysfs(sysfs_root), PowerSource(cls.name))
+        except CaptureError as exc:
+            return [ToolCheck(cls.name, False, exc.message, exc.hint)]
+
+    @classmethod
+    def preflight(
+        cls, source: PowerSource, config: DeployConfig, target_cls: type
+    ) -> list[ToolCheck]:
+        return sysfs_checks(source, config)
+
+
+@register_power_monitor("hwmon")
+class HwmonMonitorKind(SysfsMonitorKind):
+    argument = "NAME"
+    reads = (
+        "Linux hwmon sensors (INA219/226/228/3221, Jetson rails), chip name or rail label; "
+        "polled on the host or over SSH on the board, host-timed window"
     )
 
+    @classmethod
+    def find(cls, reader: SysfsReader, source: PowerSource) -> list[ToolCheck]:
+        from aidge_deploy.power.hwmon import find_hwmon
 
-def discover_monitors(sysfs_root: Path = Path("/sys")) -> list[ToolCheck]:
-    """What ``doctor`` lists: every monitor kind and whether one is usable here."""
-    from aidge_deploy.power.jls import INSTALL_HINT
-    from aidge_deploy.power.joulescope import joulescope_checks
-    from aidge_deploy.power.sysfs import discover_sysfs
+        chips = find_hwmon(reader, source.argument)
+        return [
+            ToolCheck(f"hwmon:{c.name}", True, f"{c.describe()} on {reader.where}") for c in chips
+        ]
 
-    found = [ToolCheck("emulated", True, "energy models of the QEMU boards")]
-    found.append(ToolCheck("reference", True, "hardware-model reference currents"))
-    found.append(_import_check("pyjls", INSTALL_HINT))
-    found += joulescope_checks(None)
-    found += discover_sysfs(sysfs_root)
-    return found
+    @classmethod
+    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+        from aidge_deploy.power.hwmon import HwmonMonitor
+        from aidge_deploy.power.sysfs import make_reader
+
+        return HwmonMonitor(source, lambda: make_reader(config))
 
 
-__all__ = ["discover_monitors", "make_monitor", "preflight_checks"]
+@register_power_monitor("rapl")
+class RaplMonitorKind(SysfsMonitorKind):
+    reads = "powercap RAPL package energy counters of x86 hosts (wrap handled)"
+
+    @classmethod
+    def find(cls, reader: SysfsReader, source: PowerSource) -> list[ToolCheck]:
+        from aidge_deploy.power.rapl import find_rapl_zones
+
+        zones = find_rapl_zones(reader)
+        return [ToolCheck("rapl", True, ", ".join(z.name for z in zones))]
+
+    @classmethod
+    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+        from aidge_deploy.power.rapl import RaplMonitor
+        from aidge_deploy.power.sysfs import make_reader
+
+        return RaplMonitor(source, lambda: make_reader(config))
+
+
+def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[ToolCheck]:
+    """Preflight of hwmon/rapl: the sensor exists where the program will run (over SSH for
+    boards)."""
+    from aidge_deploy.power.sysfs import make_reader
+
+    kind = POWER_MONITORS.find(source.kind)
+    if not (isinstance(kind, type) and issubclass(kind, SysfsMonitorKind)):
+        raise ConfigError(f"{source} is not read from sysfs", hint="Use hwmon or rapl.")
+    try:
+        reader = make_reader(config)
+    except Exception as exc:  # connection refused, unknown host key...
+        message = getattr(exc, "message", str(exc))
+        return [
+            ToolCheck(
+                str(source),
+                False,
+                f"cannot reach the board's sysfs: {message}",
+                getattr(exc, "hint", None),
+            )
+        ]
+    try:
+        return [
+            dataclasses.replace(c, detail=f"{c.detail} on {reader.where}")
+            for c in kind.find(reader, source)
+        ]
+    except CaptureError as exc:
+        return [ToolCheck(str(source), False, exc.message, exc.hint)]
+    finally:
+        reader.close()
+
+
+@register_power_monitor("emulated")
+class EmulatedMonitorKind(MonitorKind):
+    reads = (
+        "energy model of an emulated board's core driven by the emulated PMU counts, gated "
+        "by the power firmware's gate functions; per inference and per layer"
+    )
+    provenance = "estimated"
+
+    @classmethod
+    def on_this_machine(cls) -> list[ToolCheck]:
+        from aidge_deploy.power.energy_model import boards_with_models
+
+        boards = boards_with_models()
+        return [
+            ToolCheck(
+                "emulated",
+                bool(boards),
+                f"energy models of {', '.join(boards)}" if boards else "no board has a model",
+            )
+        ]
+
+    @classmethod
+    def preflight(
+        cls, source: PowerSource, config: DeployConfig, target_cls: type
+    ) -> list[ToolCheck]:
+        from aidge_deploy.power.energy_model import boards_with_models
+
+        board = getattr(target_cls, "board_name", None)
+        if not getattr(target_cls, "emulated", False) or board not in boards_with_models():
+            raise ConfigError(
+                f"--power emulated needs an emulated board with an energy model (not {config.target})",
+                hint=f"Boards with a model: {', '.join(boards_with_models())}.",
+            )
+        return [ToolCheck("emulated", True, f"energy model of {board}")]
+
+    @classmethod
+    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+        from aidge_deploy.power.emulated import EmulatedEnergyMonitor
+
+        board = getattr(target, "board", None)
+        if board is None or not getattr(target, "emulated", False):
+            raise ConfigError(
+                "--power emulated needs an emulated (QEMU) board",
+                hint="Use it with --target mps2-an386, mps3-an547 or netduinoplus2; on other "
+                "targets measure with joulescope, hwmon or rapl.",
+            )
+        return EmulatedEnergyMonitor(source, board.name, board.cpu_hz)
+
+
+@register_power_monitor("reference")
+class ReferenceMonitorKind(MonitorKind):
+    reads = "the hardware model's reference current x supply voltage x N x clean latency"
+    provenance = "estimated"
+
+    @classmethod
+    def on_this_machine(cls) -> list[ToolCheck]:
+        """Which registered targets a ``--power reference`` run would pass Preflight on (a
+        power window, and reference values in the hardware model): ready only when a target
+        of this machine is one of them (SSH boards are said, not counted)."""
+        from aidge_deploy.config import DeployConfig
+        from aidge_deploy.registry import TARGETS
+
+        usable = []
+        for target_cls in TARGETS.all().values():
+            config = DeployConfig(
+                target=target_cls.target_name, backend=target_cls.backend_name, power=cls.name
+            )
+            try:
+                if all(c.ok for c in preflight_checks(config, target_cls)):
+                    usable.append(f"{target_cls.target_name}/{target_cls.backend_name}")
+            except Exception:  # refused for this target (no window, no hardware model here)
+                continue
+        local = [u for u in usable if u.endswith("/local")]
+        if local:
+            return [ToolCheck("reference", True, f"usable on {', '.join(usable)}")]
+        elsewhere = (
+            f"; boards reached over a backend that can: {', '.join(usable)}" if usable else ""
+        )
+        return [
+            ToolCheck(
+                "reference",
+                False,
+                "no target of this machine (backend local) has reference current and voltage "
+                f"and runs a power window{elsewhere}",
+                "Measure instead (--power joulescope, jls:FILE, hwmon, rapl), or estimate an "
+                "emulated board with --power emulated.",
+            )
+        ]
+
+    @classmethod
+    def preflight(
+        cls, source: PowerSource, config: DeployConfig, target_cls: type
+    ) -> list[ToolCheck]:
+        from aidge_deploy.power.reference import reference_checks
+
+        return reference_checks(config, target_cls)
+
+    @classmethod
+    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+        from aidge_deploy.power.reference import ReferenceMonitor
+
+        return ReferenceMonitor(source, str(config.target), target.hardware_target)
+
+
+def make_monitor(config: DeployConfig, target: Any) -> PowerMonitor:
+    """The monitor ``config.power`` names, for ``target`` (a ``DeployTarget`` instance)."""
+    source = parse_power_source(config.power or "")
+    return _kind(source).create(source, config, target)
+
+
+def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
+    """What the requested monitor needs, checked without building anything."""
+    from aidge_deploy.power.capability import PowerCapableTarget
+
+    source = parse_power_source(config.power or "")
+    kind = _kind(source)
+    if kind.runs_a_window and not issubclass(target_cls, PowerCapableTarget):
+        raise ConfigError(
+            f"--power {source} was requested, but target {config.target} cannot run a power window",
+            hint="Power runs work on the emulated boards, the host and Linux boards over SSH; "
+            "a capture of a board's run is analysed with --power jls:FILE.",
+        )
+    return kind.preflight(source, config, target_cls)
+
+
+def monitor_checks(sysfs_root: Path = SYSFS_ROOT) -> dict[str, list[ToolCheck]]:
+    """What ``doctor`` lists: every registered kind and whether one is usable here (the
+    sysfs sensors under ``sysfs_root``)."""
+    return {
+        name: kind.on_this_machine(sysfs_root)
+        if issubclass(kind, SysfsMonitorKind)
+        else kind.on_this_machine()
+        for name, kind in POWER_MONITORS.all().items()
+    }
+
+
+def discover_monitors(sysfs_root: Path = SYSFS_ROOT) -> list[ToolCheck]:
+    """``monitor_checks`` as one list."""
+    return [check for checks in monitor_checks(sysfs_root).values() for check in checks]
+
+
+def _kind(source: PowerSource) -> type[MonitorKind]:
+    from aidge_deploy.power.registry import monitor_kind
+
+    return monitor_kind(str(source.kind))
+
+
+__all__ = [
+    "EmulatedMonitorKind",
+    "HwmonMonitorKind",
+    "JlsMonitorKind",
+    "JoulescopeMonitorKind",
+    "RaplMonitorKind",
+    "ReferenceMonitorKind",
+    "discover_monitors",
+    "make_monitor",
+    "monitor_checks",
+    "preflight_checks",
+    "sysfs_checks",
+]

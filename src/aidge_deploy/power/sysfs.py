@@ -4,7 +4,7 @@ Both monitors only ever read small text files under a sysfs root (``/sys`` by de
 ``DeployConfig.power_sysfs_root`` otherwise: a container's bind mount, or a stand-in tree in
 the tests). ``LocalSysfs`` reads them with ``open``; ``SshSysfs`` with one ``head`` per
 poll over the board's SSH connection, so a poll costs one round trip whatever the number of
-files. ``sysfs_monitor`` picks the reader from the backend: a run on an SSH board measures
+files. ``make_reader`` picks the reader from the backend: a run on an SSH board measures
 the board, a local run this machine.
 """
 
@@ -16,15 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aidge_deploy.errors import CaptureError, InternalError
-from aidge_deploy.power.source import PowerSource, PowerSourceKind
-from aidge_deploy.registry import ToolCheck
+from aidge_deploy.errors import CaptureError
 from aidge_deploy.results import Provenance
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.connections.ssh import SshConnection
-    from aidge_deploy.power.protocol import PowerMonitor
 
 DEFAULT_ROOT = "/sys"
 
@@ -139,76 +136,9 @@ def make_reader(config: DeployConfig) -> SysfsReader:
     return LocalSysfs(root if root is not None else DEFAULT_ROOT)
 
 
-def sysfs_monitor(source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
-    """The hwmon or RAPL monitor reading where the program runs."""
-    from aidge_deploy.power.hwmon import HwmonMonitor
-    from aidge_deploy.power.rapl import RaplMonitor
-
-    if source.kind is PowerSourceKind.HWMON:
-        return HwmonMonitor(source, lambda: make_reader(config))
-    if source.kind is PowerSourceKind.RAPL:
-        return RaplMonitor(source, lambda: make_reader(config))
-    raise InternalError(f"{source} is not a sysfs monitor")
-
-
-def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[ToolCheck]:
-    """Preflight: the sensor exists where the program will run (over SSH for boards)."""
-    from aidge_deploy.power.hwmon import find_hwmon
-    from aidge_deploy.power.rapl import find_rapl_zones
-
-    try:
-        reader = make_reader(config)
-    except Exception as exc:  # connection refused, unknown host key...
-        message = getattr(exc, "message", str(exc))
-        return [
-            ToolCheck(
-                str(source),
-                False,
-                f"cannot reach the board's sysfs: {message}",
-                getattr(exc, "hint", None),
-            )
-        ]
-    try:
-        if source.kind is PowerSourceKind.HWMON:
-            chips = find_hwmon(reader, source.argument)
-            return [
-                ToolCheck(str(source), True, f"{c.describe()} on {reader.where}") for c in chips
-            ]
-        zones = find_rapl_zones(reader)
-        return [ToolCheck("rapl", True, f"{', '.join(z.name for z in zones)} on {reader.where}")]
-    except CaptureError as exc:
-        return [ToolCheck(str(source), False, exc.message, exc.hint)]
-    finally:
-        reader.close()
-
-
-def discover_sysfs(root: Path) -> list[ToolCheck]:
-    """doctor: the hwmon power sensors and RAPL zones of this machine."""
-    from aidge_deploy.power.hwmon import find_hwmon
-    from aidge_deploy.power.rapl import find_rapl_zones
-
-    reader = LocalSysfs(root)
-    found: list[ToolCheck] = []
-    try:
-        found += [
-            ToolCheck(f"hwmon:{c.name}", True, c.describe()) for c in find_hwmon(reader, None)
-        ]
-    except CaptureError as exc:
-        found.append(ToolCheck("hwmon", False, exc.message, exc.hint))
-    try:
-        zones = find_rapl_zones(reader)
-        found.append(ToolCheck("rapl", True, ", ".join(z.name for z in zones)))
-    except CaptureError as exc:
-        found.append(ToolCheck("rapl", False, exc.message, exc.hint))
-    return found
-
-
 __all__ = [
     "LocalSysfs",
     "SshSysfs",
     "SysfsReader",
-    "discover_sysfs",
     "make_reader",
-    "sysfs_checks",
-    "sysfs_monitor",
 ]

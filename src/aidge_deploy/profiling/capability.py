@@ -1,20 +1,25 @@
-"""The mixin a deploy target adopts to be profiled with counters.
+"""Counter sources: the mixin a deploy target adopts to be profiled with counters.
 
-A counter-capable target says which counting domain it has (Linux perf, the Armv8-M PMU
-programmed by its firmware, or the QEMU plugin), how many slot-taking counters fit in one
-pass, what it can count right now (and why not the rest), and how to run one pass: a
-complete run of the program with that pass's counters, reduced to per-layer values when
-the target can attribute them to layers, else whole-run figures.
+A counter source (``CounterCapableTarget``) says which counting domain it has (Linux perf,
+the Armv8-M PMU programmed by its firmware, or the QEMU plugin), how many slot-taking
+counters fit in one pass, what it can count right now (and why not the rest), how to run
+one pass (a complete run of the program with that pass's counters, reduced to per-layer
+values when the target can attribute them to layers, else whole-run figures), where it
+counts and what it needs on this machine. Sources are registered by name in one
+``extensions.Registry`` (entry points ``aidge_deploy.counters``); a target counts with the
+source it inherits from.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
+from aidge_deploy.extensions import GROUPS, Registry
 from aidge_deploy.profiling.counters import CounterDomain, select_counters
+from aidge_deploy.readiness import ToolCheck
 from aidge_deploy.registry import registered_targets
 
 if TYPE_CHECKING:
@@ -29,6 +34,15 @@ class CounterCapableTarget(ABC):
     counter_domain: ClassVar[CounterDomain]
     #: hardware slots per pass (counters with ``slots == 0`` do not use any)
     max_counters_per_pass: ClassVar[int]
+    #: where the counting happens, for people (``doctor``, the docs)
+    counts_where: ClassVar[str] = ""
+    #: what a run needs that only the run can provide (on the board, a device)
+    counter_run_needs: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def counter_needs(cls) -> list[ToolCheck]:
+        """What counting needs on this machine (``doctor``; Preflight of a run with counters)."""
+        return []
 
     @abstractmethod
     def available_counters(self) -> Mapping[str, str | None]:
@@ -44,6 +58,44 @@ class CounterCapableTarget(ABC):
         emulator refused in this run go to ``PassResult.unavailable`` with the reason.
         Raises ``ExecutionError`` when the program itself fails.
         """
+
+
+_S = TypeVar("_S", bound=type[CounterCapableTarget])
+
+
+def _adopt(name: str, loaded: object) -> type[CounterCapableTarget]:
+    if not (isinstance(loaded, type) and issubclass(loaded, CounterCapableTarget)):
+        raise ConfigError(
+            f"Counter source {name!r} names {loaded!r}, not a CounterCapableTarget class",
+            hint="Point the aidge_deploy.counters entry point at a CounterCapableTarget mixin.",
+        )
+    return loaded
+
+
+#: counter sources by name (entry points ``aidge_deploy.counters``)
+COUNTER_SOURCES: Registry[type[CounterCapableTarget]] = Registry(
+    "counter source", GROUPS["counters"], _adopt
+)
+
+
+def register_counter_source(name: str) -> Callable[[_S], _S]:
+    """Class decorator: register a ``CounterCapableTarget`` mixin as the source ``name``."""
+
+    def decorator(cls: _S) -> _S:
+        COUNTER_SOURCES.register(name, _adopt(name, cls))
+        return cls
+
+    return decorator
+
+
+def counter_source_of(target_cls: type) -> str | None:
+    """The name of the counter source ``target_cls`` counts with (None: it counts nothing)."""
+    sources = COUNTER_SOURCES.all()
+    for base in target_cls.__mro__:
+        for name, source in sources.items():
+            if base is source:
+                return name
+    return None
 
 
 def check_counter_request(
@@ -68,4 +120,10 @@ def check_counter_request(
     select_counters(counters, target_cls.counter_domain)
 
 
-__all__ = ["CounterCapableTarget", "check_counter_request"]
+__all__ = [
+    "COUNTER_SOURCES",
+    "CounterCapableTarget",
+    "check_counter_request",
+    "counter_source_of",
+    "register_counter_source",
+]

@@ -16,6 +16,7 @@ unless built with ``AIDGE_ENABLE_OPENMP``). ``exclude_kernel`` is on, as
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,8 +36,32 @@ from aidge_deploy.profiling.native import (
     parse_probe,
     perf_run_argv,
 )
+from aidge_deploy.readiness import ToolCheck
 
 _PROBE_TIMEOUT_S = 30.0
+
+
+#: the kernel's policy on perf_event_open for users without CAP_PERFMON
+PARANOID_PATH = Path("/proc/sys/kernel/perf_event_paranoid")
+
+
+def perf_permission_check() -> ToolCheck:
+    """Whether this process may count its children's user-space events: root, or
+    ``perf_event_paranoid`` <= 2 (3, a Debian addition, refuses every unprivileged user)."""
+    try:
+        level = int(PARANOID_PATH.read_text().strip())
+    except (OSError, ValueError):
+        return ToolCheck(
+            "perf_event_open", False, f"{PARANOID_PATH} unreadable: no perf_event support",
+            "Run on a Linux kernel built with perf events (CONFIG_PERF_EVENTS).",
+        )  # fmt: skip
+    if os.geteuid() == 0 or level <= 2:
+        who = "root" if os.geteuid() == 0 else "this user"
+        return ToolCheck("perf_event_open", True, f"perf_event_paranoid = {level} ({who})")
+    return ToolCheck(
+        "perf_event_open", False, f"perf_event_paranoid = {level}: unprivileged counting refused",
+        "sudo sysctl kernel.perf_event_paranoid=2 (or grant CAP_PERFMON).",
+    )  # fmt: skip
 
 
 def linux_perf_counters() -> tuple[Counter, ...]:

@@ -9,7 +9,7 @@ flasher's own options (``flash_options``) are its to read and check.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from aidge_deploy.boards.baremetal.base import BareMetalTarget
 from aidge_deploy.connections.serial_capture import SerialChannel
@@ -69,6 +69,25 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
     def preflight(self) -> list[ToolCheck]:
         """The firmware's build tools, and what the flash method needs on this machine."""
         return [*super().preflight(), *self.flasher_class().needs()]
+
+    def run_needs(self) -> list[str]:
+        needs = [
+            "the board on its debug probe (--probe-unique-id when several are plugged in)",
+            "--serial-port of the board's UART",
+        ]
+        if self.flash_method == "pyocd" and self.pyocd_part is None:
+            needs.append(
+                "pyOCD's name of the part (--pyocd-target; a CMSIS pack for parts it lacks)"
+            )
+        if self.flash_method == "gdb-remote":
+            needs.append("a GDB server you started for the probe (--flash-option host/port)")
+        return needs
+
+    @classmethod
+    def variants(cls) -> dict[str, dict[str, Any]]:
+        from aidge_deploy.flash.registry import FLASHERS
+
+        return {f"--flash-method {name}": {"flash_method": name} for name in FLASHERS.names()}
 
     def check_config(self) -> None:
         for key, option in _FORMER_EXTRA.items():

@@ -15,10 +15,17 @@ from typing import TYPE_CHECKING, ClassVar
 from aidge_deploy.artifact import hydrate_runtime
 from aidge_deploy.connections.local_process import describe_exit
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.capability import CounterCapableTarget, register_counter_source
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
-from aidge_deploy.profiling.perf_linux import pass_figures, probe_available, run_with_counters
+from aidge_deploy.profiling.perf_linux import (
+    pass_figures,
+    perf_permission_check,
+    probe_available,
+    run_with_counters,
+)
+from aidge_deploy.readiness import ToolCheck
+from aidge_deploy.toolcache import c_compiler_check
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
@@ -46,6 +53,7 @@ def executed_inferences(ctx: DeployContext, config: DeployConfig) -> tuple[int, 
     )
 
 
+@register_counter_source("linux-perf")
 class HostPerfCounters(CounterCapableTarget):
     """``CounterCapableTarget`` for targets that run the program as a local process."""
 
@@ -53,6 +61,14 @@ class HostPerfCounters(CounterCapableTarget):
     #: general-purpose PMU counters before the kernel multiplexes (x86 cores have 4 per
     #: hyper-thread, Cortex-A7x 6); more still works, multiplexed and reported as such
     max_counters_per_pass: ClassVar[int] = 4
+    counts_where: ClassVar[str] = (
+        "this machine's kernel (perf_event_open through the perf_run launcher), whole "
+        "program run / executed inferences"
+    )
+
+    @classmethod
+    def counter_needs(cls) -> list[ToolCheck]:
+        return [c_compiler_check("the perf_run launcher"), perf_permission_check()]
 
     config: DeployConfig
 

@@ -7,7 +7,7 @@ export mounted, never copied into the image) — see ``boards.host.docker``.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
@@ -42,6 +42,18 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
             apt_program_check("c++", "g++"),
             apt_program_check("make", "make"),
         ]
+
+    def run_needs(self) -> list[str]:
+        if self.config.docker_image:
+            return [
+                "a running Docker daemon with the image (--docker-image; --docker-pull to pull it)",
+                "cmake and a C++ compiler in the image, or on this machine",
+            ]
+        return []
+
+    @classmethod
+    def variants(cls) -> dict[str, dict[str, Any]]:
+        return {"": {}, "--docker-image IMAGE": {"docker_image": "IMAGE"}}
 
     # --- Docker build location (boards.host.docker): with docker_image set, build and run
     # --- happen inside that image; these three hooks are the whole delegation.

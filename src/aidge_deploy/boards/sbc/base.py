@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import shlex
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from aidge_deploy.boards.container import (
     BuildLocation,
@@ -73,6 +73,22 @@ class SbcSshTarget(
 
     def builds_remotely(self) -> bool:
         return not self.config.cross_compile
+
+    def run_needs(self) -> list[str]:
+        needs = [
+            "the board's address: --ssh-host (with --ssh-user; a key by --ssh-key-path or an "
+            "SSH agent)",
+            "the board's host key in known_hosts, or --ssh-trust-on-first-use",
+        ]
+        if self.uses_container:
+            needs.append("docker on the board and the image (--docker-image)")
+        if not self.config.cross_compile:
+            needs.append("cmake and a C++ compiler on the board (or in the image)")
+        return needs
+
+    @classmethod
+    def variants(cls) -> dict[str, dict[str, Any]]:
+        return {"": {}, "--cross-compile": {"cross_compile": True}}
 
     def preflight(self) -> list[ToolCheck]:
         checks: list[ToolCheck] = []

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.host.counters import executed_inferences
 from aidge_deploy.boards.sbc.run_steps import SbcRunSteps
-from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.capability import CounterCapableTarget, register_counter_source
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.perf_linux import pass_figures
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from aidge_deploy.results import BuildResult, DeployContext
 
 
+@register_counter_source("linux-perf-board")
 class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
     """``CounterCapableTarget`` of the SSH boards (mixed into ``SbcSshTarget``): a counter
     pass is one more run of the program on the board (``SbcRunSteps.run_program``)."""
@@ -31,6 +32,14 @@ class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
     counter_domain: ClassVar[CounterDomain] = CounterDomain.LINUX_PERF
     #: Cortex-A7x cores have 6 programmable counters; 4 keeps a pass un-multiplexed on most
     max_counters_per_pass: ClassVar[int] = 4
+    counts_where: ClassVar[str] = (
+        "the board's kernel, through the perf_run launcher built on the board (or cross-built "
+        "here), whole program run / executed inferences"
+    )
+    counter_run_needs: ClassVar[tuple[str, ...]] = (
+        "a C compiler on the board for the launcher (or --cross-compile)",
+        "perf_event_open allowed on the board (perf_event_paranoid <= 2)",
+    )
 
     config: DeployConfig
 

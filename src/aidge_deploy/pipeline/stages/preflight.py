@@ -11,7 +11,8 @@ from aidge_deploy.artifact import check_target
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import PreflightError
 from aidge_deploy.pipeline.context import PipelineContext
-from aidge_deploy.profiling.capability import check_counter_request
+from aidge_deploy.profiling.capability import CounterCapableTarget, check_counter_request
+from aidge_deploy.readiness import ToolCheck, missing, missing_text
 from aidge_deploy.registry import (
     DeployTarget,
     RemoteBackend,
@@ -33,29 +34,26 @@ def check_deploy_config(config: DeployConfig, target: str) -> DeployTarget | Rem
     cls = get_deploy_target_class(target, config.backend_kind)
     if issubclass(cls, DeployTarget):  # a remote backend checks them where they are counted
         check_counter_request(config.counters, cls, target, config.backend_kind)
+        if config.counters and issubclass(cls, CounterCapableTarget):
+            _require(cls.counter_needs(), f"Counting on {target}/{config.backend_kind}")
     if config.power is not None:
         from aidge_deploy.power.monitors import preflight_checks
 
-        bad = [c for c in preflight_checks(config, cls) if not c.ok]
-        if bad:
-            raise PreflightError(
-                f"Power monitor {config.power} is not usable: "
-                + "; ".join(f"{c.name}: {c.detail}" for c in bad),
-                hint="; ".join(c.hint for c in bad if c.hint) or "Run `aidge-deploy doctor`.",
-            )
+        _require(preflight_checks(config, cls), f"Power monitor {config.power}")
     instance = get_deploy_target(target, config.backend_kind, config)
     instance.check_config()
     if config.report_dir is not None:
         check_report_dir(config.report_dir, overwrite=config.report_overwrite)
-    missing = [c for c in instance.preflight() if not c.ok]
-    if missing:
-        first = missing[0]
-        names = ", ".join(c.name for c in missing)
-        raise PreflightError(
-            f"Missing what target {target}/{config.backend_kind} needs: {names} ({first.detail})",
-            hint="; ".join(c.hint for c in missing if c.hint) or "Run `aidge-deploy doctor`.",
-        )
+    _require(instance.preflight(), f"Target {target}/{config.backend_kind}")
     return instance
+
+
+def _require(checks: list[ToolCheck], what: str) -> None:
+    """``PreflightError`` naming what is missing and how to get it, in the words of
+    ``doctor``'s row for it (``readiness.missing_text``)."""
+    if missing(checks):
+        absent, how = missing_text(checks)
+        raise PreflightError(f"{what} is missing {absent}", hint=how)
 
 
 class PreflightStage:

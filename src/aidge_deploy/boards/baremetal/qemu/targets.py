@@ -33,7 +33,7 @@ from aidge_deploy.connections.serial_capture import CaptureResult
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.binary import MemoryCapacity
-from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.capability import CounterCapableTarget, register_counter_source
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
@@ -41,6 +41,7 @@ from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
 from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
+from aidge_deploy.toolcache import c_compiler_check
 from aidge_qemu_descriptors import (
     QemuBoard,
     RegionKind,
@@ -60,6 +61,7 @@ __all__ = [
 ]
 
 
+@register_counter_source("emulated-pmu")
 class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, QemuPowerVariant):
     """Build with the board's BSP, flash into QEMU over RSP, capture its UART."""
 
@@ -75,6 +77,15 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     counter_domain: ClassVar[CounterDomain] = CounterDomain.EMULATED
     #: the plugin counts every emulated event in one run
     max_counters_per_pass: ClassVar[int] = 4
+    counts_where: ClassVar[str] = (
+        "the aidge_pmu QEMU TCG plugin (emulated instructions, loads, stores, taken "
+        "branches), per layer"
+    )
+
+    @classmethod
+    def counter_needs(cls) -> list[ToolCheck]:
+        return [c_compiler_check("the emulated-PMU QEMU plugin")]
+
     #: the BSP's counter is a 64-bit SysTick-derived count, converted to instructions: the
     #: 32-bit DWT wrap rule does not apply to it
     cycle_counter_bits: ClassVar[int | None] = None

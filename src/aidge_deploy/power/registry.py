@@ -1,0 +1,166 @@
+"""The power-monitor registry: ``--power NAME[:ARG]`` -> the kind of monitor that reads it.
+
+(``config`` below is a ``DeployConfig``, typed ``Any``: ``config`` checks ``--power`` with
+``parse_power_source`` when it is built, so this module cannot name its type.)
+
+One ``extensions.Registry`` (entry-point group ``aidge_deploy.power_monitors``), the shape of
+every extension point. A ``MonitorKind`` says how ``--power`` spells it (its argument), what
+it reads and with which provenance, what this machine needs for it (``doctor``), what a run
+needs (Preflight, before anything is built), and opens a ``PowerMonitor`` for a run. Each
+kind's module is imported only when a run or ``doctor`` asks for it (the Joulescope packages
+are heavy and optional).
+"""
+
+from __future__ import annotations
+
+import difflib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from aidge_deploy.errors import ConfigError
+from aidge_deploy.extensions import GROUPS, Registry
+from aidge_deploy.power.source import BUILT_IN, PowerSource, PowerSourceKind
+from aidge_deploy.readiness import ToolCheck
+
+if TYPE_CHECKING:
+    from aidge_deploy.power.protocol import PowerMonitor
+
+
+class MonitorKind(ABC):
+    """One kind of power monitor, as ``--power`` names it."""
+
+    name: ClassVar[str]
+    #: what follows ``NAME:`` (``SERIAL``, ``FILE``, ``NAME``); None: nothing may follow
+    argument: ClassVar[str | None] = None
+    argument_required: ClassVar[bool] = False
+    #: what it reads, for people (docs, doctor)
+    reads: ClassVar[str] = ""
+    #: the provenance of its figures (``silicon``, ``host``, ``estimated``...), for people
+    provenance: ClassVar[str] = ""
+    #: a run must execute a gated window on a ``PowerCapableTarget`` (False: a capture
+    #: recorded elsewhere is analysed, whatever the target can run)
+    runs_a_window: ClassVar[bool] = True
+
+    @classmethod
+    def syntax(cls) -> str:
+        if cls.argument is None:
+            return cls.name
+        return (
+            f"{cls.name}:{cls.argument}"
+            if cls.argument_required
+            else f"{cls.name}[:{cls.argument}]"
+        )
+
+    @classmethod
+    def on_this_machine(cls) -> list[ToolCheck]:
+        """What ``doctor`` lists: whether one such monitor is usable here, or what is missing."""
+        return []
+
+    @classmethod
+    def preflight(cls, source: PowerSource, config: Any, target_cls: type) -> list[ToolCheck]:
+        """What a run with ``source`` on ``target_cls`` needs, checked before anything is
+        built (``ConfigError`` for a combination no run can measure)."""
+        return cls.on_this_machine()
+
+    @classmethod
+    @abstractmethod
+    def create(cls, source: PowerSource, config: Any, target: Any) -> PowerMonitor:
+        """The monitor of one run on ``target`` (a ``DeployTarget`` instance)."""
+
+
+_K = TypeVar("_K", bound=type[MonitorKind])
+
+
+def _adopt(name: str, loaded: object) -> type[MonitorKind]:
+    if not (isinstance(loaded, type) and issubclass(loaded, MonitorKind)):
+        raise ConfigError(
+            f"Power monitor {name!r} names {loaded!r}, not a MonitorKind class",
+            hint="Point the aidge_deploy.power_monitors entry point at a MonitorKind subclass.",
+        )
+    if getattr(loaded, "name", name) != name:
+        raise ConfigError(
+            f"Power monitor class {loaded.__qualname__} is named {loaded.name!r}, its entry "
+            f"point {name!r}",
+            hint="The entry point's name and the class's name attribute must agree.",
+        )
+    loaded.name = name
+    return loaded
+
+
+POWER_MONITORS: Registry[type[MonitorKind]] = Registry(
+    "power monitor", GROUPS["power_monitors"], _adopt
+)
+
+
+def register_power_monitor(name: str) -> Callable[[_K], _K]:
+    """Class decorator: register a ``MonitorKind`` under the ``--power`` name ``name``."""
+
+    def decorator(cls: _K) -> _K:
+        POWER_MONITORS.register(name, _adopt(name, cls))
+        return cls
+
+    return decorator
+
+
+def monitor_kind(name: str) -> type[MonitorKind]:
+    """The kind ``--power`` calls ``name``; ``ConfigError`` with a did-you-mean otherwise."""
+    found = POWER_MONITORS.find(name)
+    if found is None:
+        names = POWER_MONITORS.names()
+        close = difflib.get_close_matches(name, names, n=1)
+        guess = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"Unknown power source {name!r}.{guess}", hint=f"Use one of: {source_help()}."
+        )
+    return found
+
+
+def source_help() -> str:
+    """Every ``--power`` spelling: ``joulescope[:SERIAL], jls:FILE, ...``."""
+    return ", ".join(kind.syntax() for kind in POWER_MONITORS.all().values())
+
+
+def parse_power_source(value: str | PowerSource) -> PowerSource:
+    """``"jls:cap.jls"`` -> ``PowerSource(JLS, "cap.jls")``; ``ConfigError`` with a hint if bad.
+
+    Only the spelling is checked (the kind is registered, its argument is given or not as it
+    takes one); whether the monitor is really there is Preflight's job."""
+    if isinstance(value, PowerSource):
+        return value
+    text = str(value).strip()
+    name, sep, argument = text.partition(":")
+    name = name.strip().lower()
+    spec = monitor_kind(name)
+    kind: str = PowerSourceKind(name) if name in BUILT_IN else name
+    arg_name, required = spec.argument, spec.argument_required
+    label = str(kind)
+    argument = argument.strip()
+    if sep and not argument:
+        raise ConfigError(
+            f"Power source {text!r} has an empty argument after ':'",
+            hint=f"Write {label}:{arg_name}" + ("" if required else f" or just {label}")
+            if arg_name
+            else f"Write just {label}.",
+        )
+    if arg_name is None and argument:
+        raise ConfigError(
+            f"Power source {label!r} takes no argument (got {argument!r})",
+            hint=f"Write just {label}.",
+        )
+    if required and not argument:
+        raise ConfigError(
+            f"Power source {label!r} needs a {arg_name}",
+            hint=f"Write {label}:{arg_name}, e.g. {label}:capture.jls.",
+        )
+    return PowerSource(kind, argument or None)
+
+
+__all__ = [
+    "POWER_MONITORS",
+    "MonitorKind",
+    "monitor_kind",
+    "parse_power_source",
+    "register_power_monitor",
+    "source_help",
+]
