@@ -21,8 +21,11 @@ from typer.testing import CliRunner
 
 import modelzoo
 from aidge_deploy.cli.main import app
+from aidge_deploy.history import HistoryStore
 from browser import screenshot
 from envparts import missing, needs
+from farmkit import ALICE, BOB, make_farm, needs_farm
+from farmweb import browser_login
 
 runner = CliRunner()
 needs_qemu = needs(
@@ -134,7 +137,7 @@ def test_history_marks_the_commit_of_the_slower_model(series: dict[str, Any]) ->
     assert res.exit_code == 0, res.output
     runs = json.loads(res.stdout)
     assert [r["commit"] for r in runs] == commits and {r["branch"] for r in runs} == {"main"}
-    assert {r["identity"]["name"] for r in runs} == {"model.onnx"}
+    assert {r["identity"]["name"] for r in runs} == {"model"}  # the model file's stem
     stepped = {r["commit"]: {s["metric"] for s in r["stepped"]} for r in runs if r["stepped"]}
     slow, back = commits[SLOW_COMMIT - 1], commits[SLOW_COMMIT]
     # the emulated count is exact: the slower commit, and the return, are the only steps
@@ -258,3 +261,63 @@ def test_git_status_stays_clean_after_validate_and_the_plugin(tmp_path: Path) ->
         proc = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert git(repo, "status", "--porcelain", "--ignored=no") == ""
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+@pytest.mark.browser
+@needs_qemu
+@needs_farm()
+def test_the_farm_records_its_jobs_and_charts_the_same_series(
+    series: dict[str, Any], tmp_path: Path, chromium: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same ten commits profiled on a farm board (``--backend api``): the farm records
+    each job in its own database, and its history page (model x board) shows the series the
+    local history holds, the slower commit marked; another user sees none of it."""
+    repo, commits = series["repo"], series["commits"]
+    with HistoryStore(series["history"]) as local:
+        expected = [r.figures["emulated_instructions"].value for r in local.records(name="model")]
+    farm = make_farm(tmp_path / "farm")
+    try:
+        farm.start_agent("host-a", {"an386-a": "mps2-an386"})
+        monkeypatch.setenv("AIDGE_DEPLOY_API_PASSWORD", ALICE[1])
+        via_farm = tmp_path / "via-farm.db"
+        monkeypatch.chdir(repo)
+        for sha in commits:
+            git(repo, "checkout", "-q", sha)
+            res = runner.invoke(
+                app,
+                [
+                    *("profile", "model.onnx", "--target", "mps2-an386", "--iterations", "2"),
+                    *("--backend", "api", "--api-url", f"{farm.url}/api"),
+                    *("--api-poll-interval", "0.3"),
+                    *("--api-username", ALICE[0], "--history", str(via_farm), "--json"),
+                ],
+            )
+            assert res.exit_code == 0, res.output
+        git(repo, "checkout", "-q", "main")
+        with HistoryStore(via_farm) as store:
+            runs = store.records()
+        assert [r.identity.board for r in runs] == ["an386-a"] * 10
+        assert [r.figures["emulated_instructions"].value for r in runs] == expected
+
+        page = browser_login(chromium, farm, ALICE, "/history")
+        row = page.locator("#series tr[data-model='model'][data-board='an386-a']")
+        assert row.count() == 1
+        row.locator("a").click()
+        page.wait_for_url("**/history/series**")
+        chart = page.locator('svg[data-chart$="::emulated_instructions"]')
+        points = chart.locator("circle.point")
+        assert [
+            float(points.nth(i).get_attribute("data-value") or 0) for i in range(10)
+        ] == expected
+        steps = [i for i in range(10) if "step" in (points.nth(i).get_attribute("class") or "")]
+        assert steps == [SLOW_COMMIT - 1, SLOW_COMMIT]
+        assert page.locator("#history-jobs tbody tr").count() == 10
+        screenshot(page, "farm_history_series")
+        page.context.close()
+        other = browser_login(chromium, farm, BOB, "/history")
+        assert other.locator("#series tr[data-model]").count() == 0
+        other.context.close()
+    finally:
+        farm.stop_all()

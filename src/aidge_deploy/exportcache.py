@@ -107,6 +107,16 @@ def cache_entry(request: ExportRequest, key: str) -> Path:
     return default_cache_root() / "exports" / name
 
 
+def entry_model_stem(name: str, target: str, dtype: str) -> str | None:
+    """The model's file stem in a cache entry's folder name (``cache_entry``), or None when
+    ``name`` is not one (an uploaded export keeps its folder's name: the farm names it so)."""
+    tail = f"-{target.lower()}-{dtype}-"
+    head, sep, key = name.rpartition(tail)
+    if not sep or len(key) != 16 or any(c not in "0123456789abcdef" for c in key):
+        return None
+    return head or None
+
+
 def _read_stamp(folder: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads((folder / STAMP_NAME).read_text(encoding="utf-8"))
@@ -222,4 +232,11 @@ def _log_line(log_path: Path | None, text: str) -> None:
         log.write(text)
 
 
-__all__ = ["CachedExport", "cache_entry", "export_key", "is_cached", "prepare_export"]
+__all__ = [
+    "CachedExport",
+    "cache_entry",
+    "entry_model_stem",
+    "export_key",
+    "is_cached",
+    "prepare_export",
+]

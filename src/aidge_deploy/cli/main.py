@@ -132,7 +132,7 @@ def profile(
         config_values=values,
         as_json=as_json,
         verbose=INVOCATION.verbose,
-        history=HistoryRequest.of(history, history_name or model.name, "profile"),
+        history=HistoryRequest.of(history, history_name or model.stem, "profile"),
     )
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from aidge_deploy.farm.db import Agent, Board, Export, Job, JobPhase, now
+from aidge_deploy.farm.jobhistory import record_job
 from aidge_deploy.farm.jobs import FarmRequestError, add_event, fail, load_config, set_state
 from aidge_deploy.farm.service import AgentDep, FarmState, StateDep
 from aidge_deploy.farm.states import STAGE_STATES, FailureKind, JobState
@@ -309,5 +310,7 @@ def finish(job_id: int, body: FinishRequest, who: AgentDep, state: StateDep) -> 
         token, board = job.token, job.board
         final = job.state
     state.dispatcher.release_later(token, board)
+    if final == JobState.DONE:
+        record_job(state, job_id)
     state.notifier.notify(f"job:{job_id}")
     return {"state": final, "already": False}

@@ -40,6 +40,7 @@ from aidge_deploy.farm.notify import Notifier
 from aidge_deploy.farm.settings import FarmSettings
 from aidge_deploy.farm.store import ExportStore, UploadTooLarge
 from aidge_deploy.farm.throttle import LoginThrottle
+from aidge_deploy.history.store import HistoryStore
 
 log = logging.getLogger("aidge_deploy.farm")
 
@@ -54,6 +55,8 @@ class FarmState:
         Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
         settings.jobs_dir.mkdir(parents=True, exist_ok=True)
         self.db = Database(settings.db_url)
+        # the jobs' results history, in the farm's own database (farm.jobhistory)
+        self.history = HistoryStore(self.db.engine)
         self.store = ExportStore(Path(settings.data_dir), settings.max_upload_bytes)
         self.notifier = Notifier()
         self.tokens = TokenCache()

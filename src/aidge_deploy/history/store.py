@@ -82,6 +82,8 @@ class RunRow(HistoryBase):
     comparability: Mapped[str] = mapped_column(Text)  # JSON of Comparability.as_dict()
     bundle: Mapped[str | None] = mapped_column(Text, nullable=True)
     bundle_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: what the recorder calls this run (``farm-job:42``, a campaign cell), for its links
+    ref: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
 
 
 class FigureRow(HistoryBase):
@@ -110,6 +112,7 @@ class HistoryRecord:
     figures: Mapping[str, Figure]
     bundle: Path | None = None
     bundle_run_id: str | None = None
+    ref: str | None = None
 
     @property
     def label(self) -> str:
@@ -189,6 +192,7 @@ class HistoryStore:
         vcs: VcsInfo | None = None,
         accepted: bool = True,
         project_dir: Path | None = None,
+        ref: str | None = None,
     ) -> HistoryRecord:
         """Record a run from its result bundle (a ``DeployResult`` that wrote one, or the
         bundle's folder).
@@ -215,6 +219,7 @@ class HistoryStore:
             accepted=accepted,
             bundle=Path(bundle).absolute(),
             bundle_run_id=facts.run_id,
+            ref=ref,
         )
 
     def add(
@@ -229,6 +234,7 @@ class HistoryStore:
         bundle: Path | None = None,
         bundle_run_id: str | None = None,
         recorded_at: float | None = None,
+        ref: str | None = None,
     ) -> HistoryRecord:
         """Record figures that are already at hand (no bundle needed)."""
         vcs = vcs or VcsInfo()
@@ -253,6 +259,7 @@ class HistoryStore:
             comparability=json.dumps(comparability.as_dict(), sort_keys=True),
             bundle=None if bundle is None else str(bundle),
             bundle_run_id=bundle_run_id,
+            ref=ref,
         )
         with self._session() as session:
             session.add(row)
@@ -295,11 +302,13 @@ class HistoryStore:
         before_id: int | None = None,
         limit: int | None = None,
         layers: bool = False,
+        refs: Sequence[str] | None = None,
     ) -> list[HistoryRecord]:
         """Records matching every filter given, oldest first (``limit``: the newest ones).
 
-        ``name`` and ``commit`` match a prefix (``commit="3f2a"``); per-layer figures are
-        read only with ``layers=True``.
+        ``name`` and ``commit`` match a prefix (``commit="3f2a"``); ``refs`` keeps the
+        records with one of those references; per-layer figures are read only with
+        ``layers=True``.
         """
         query = select(RunRow)
         if identity is not None:
@@ -318,6 +327,8 @@ class HistoryStore:
             query = query.where(RunRow.commit.startswith(commit, autoescape=True))
         if accepted_only:
             query = query.where(RunRow.accepted.is_(True))
+        if refs is not None:
+            query = query.where(RunRow.ref.in_(list(refs)))
         if before_id is not None:
             query = query.where(RunRow.id < before_id)
         query = query.order_by(RunRow.id.desc())
@@ -464,4 +475,5 @@ def _record(row: RunRow, found: Mapping[str, Figure]) -> HistoryRecord:
         figures=dict(found),
         bundle=None if row.bundle is None else Path(row.bundle),
         bundle_run_id=row.bundle_run_id,
+        ref=row.ref,
     )

@@ -40,11 +40,11 @@ def _is_api(request: Request) -> bool:
 
 
 def mount_web(app: FastAPI) -> None:
-    from aidge_deploy.farm.web import admin, compare, jobpage, login, pages, submit
+    from aidge_deploy.farm.web import admin, compare, history, jobpage, login, pages, submit
     from aidge_deploy.farm.web.session import LoginRequired
     from aidge_deploy.farm.web.templating import STATIC_DIR, render
 
-    for module in (login, pages, jobpage, submit, compare, admin):
+    for module in (login, pages, jobpage, submit, compare, history, admin):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
