@@ -122,5 +122,5 @@ def test_emulated_profile_cli_bundle(tiny_cnn: Path, tmp_path: Path) -> None:
     # the firmware's instruction count and the plugin's are one quantity: charted once
     assert 'data-key="emulated_instructions"' in page and 'data-key="emu-instructions"' in page
     assert page.count('data-quantity="instructions"') == 1
-    assert "estimated at 25 MHz, CPI = 1" in page
+    assert "estimated (M4 timing model) at 25 MHz" in page
     screenshot(tmp_path, bundle / "report.html", "report_emulated_counters.png")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
 from aidge_deploy.errors import ConfigError
+from aidge_deploy.profiling.timing import TimingMode
 
 if TYPE_CHECKING:
     from aidge_core.export_utils.config import BenchmarkConfig, ValidationConfig
@@ -154,6 +155,9 @@ class DeployConfig:
     #: of a smaller PMU, e.g. to check a multi-pass profile on an emulated board first
     max_counters_per_pass: int | None = None
     aggregation: Aggregation = Aggregation.MEDIAN
+    #: an emulated board's time: its core's timing model ("model": estimated cycles ÷ the
+    #: core clock) or one cycle per instruction ("cpi1", the figure of older bundles)
+    timing: TimingMode = TimingMode.MODEL
     #: power monitor (``power.source``): joulescope[:SERIAL], jls:FILE, hwmon[:NAME], rapl,
     #: emulated or reference; None = no power run
     power: str | None = None
@@ -186,6 +190,14 @@ class DeployConfig:
             if value is not None and not isinstance(value, Path):
                 setattr(self, name, Path(value))
         self.aggregation = Aggregation(self.aggregation)
+        try:
+            self.timing = TimingMode(self.timing)
+        except ValueError:
+            raise ConfigError(
+                f"Unknown timing {self.timing!r}",
+                hint="--timing model (the core's timing model) or cpi1 (one cycle per "
+                "instruction).",
+            ) from None
         if self.power is not None:
             from aidge_deploy.power.registry import parse_power_source
 

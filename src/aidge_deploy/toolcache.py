@@ -50,7 +50,8 @@ def compile_cached(
     cache_root: Path | None = None,
     timeout_s: float = 120.0,
 ) -> Path:
-    """Compile ``sources[0]`` (the others are hashed headers) unless already cached."""
+    """Compile and link the ``.c`` files of ``sources`` (the others are hashed headers)
+    into one output, unless that exact set of sources, compiler and flags is cached."""
     digest = hashlib.sha256()
     for src in sources:
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
@@ -66,7 +67,15 @@ def compile_cached(
     try:
         includes = sorted({f"-I{src.parent}" for src in sources})
         proc = run_captured(
-            [compiler, *flags, *includes, "-o", str(tmp), str(sources[0])], timeout_s=timeout_s
+            [
+                compiler,
+                *flags,
+                *includes,
+                "-o",
+                str(tmp),
+                *(str(s) for s in sources if s.suffix == ".c"),
+            ],
+            timeout_s=timeout_s,
         )
         if proc.returncode != 0:
             raise BuildError(

@@ -37,6 +37,7 @@ __all__ = [
     "QemuBoard",
     "RegionKind",
     "UartKind",
+    "WaitStateRegion",
     "get_board",
     "icount_shift_for",
     "list_boards",
@@ -87,6 +88,18 @@ class MemoryRegion:
 
 
 @dataclass(frozen=True)
+class WaitStateRegion:
+    """A memory region the core reads with wait states (the board's memory timing), as the
+    emulated PMU's timing model prices them; ``source`` says where the figure comes from."""
+
+    name: str
+    origin: int
+    size: int
+    wait_states: int
+    source: str
+
+
+@dataclass(frozen=True)
 class ModelMemory:
     """One memory of a board's hardware model, as ``aidge_core.hw_model`` declares it.
 
@@ -128,6 +141,8 @@ class QemuBoard:
     elf_name: str
     qemu_min_version: str = "7.2"
     baudrate: int = 115200
+    #: regions read with wait states at ``cpu_hz`` (none: zero-wait SRAM / TCM everywhere)
+    wait_states: tuple[WaitStateRegion, ...] = ()
 
     @property
     def expected_artifact(self) -> str:
@@ -238,6 +253,17 @@ def _netduinoplus2() -> QemuBoard:
             MemoryRegion("RAM", 0x2000_0000, 192 * KIB, RegionKind.RAM, "data, bss, stack"),
         ),
         elf_name="aidge_netduinoplus2.elf",
+        wait_states=(
+            WaitStateRegion(
+                "FLASH",
+                0x0800_0000,
+                1 * MIB,
+                5,
+                "STM32F405 reference manual (RM0090) 3.5.1, Table 10: 5 wait states for "
+                "HCLK 150-168 MHz at 2.7-3.6 V; the ART accelerator's prefetch and caches "
+                "are not modelled",
+            ),
+        ),
     )
 
 

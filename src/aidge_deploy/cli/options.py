@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
+from aidge_deploy.profiling.timing import help_text as timing_help
+
 _PANEL = "Connection"
 _FARM = "Board farm (--backend api)"
 SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -51,6 +53,17 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
     ),
     "counters": (
         Annotated[str | None, typer.Option(help="Comma-separated counters or group presets.")],
+        None,
+    ),
+    "timing": (
+        Annotated[
+            str | None,
+            typer.Option(
+                "--timing",
+                help=timing_help(),
+                metavar="model|cpi1",
+            ),
+        ],
         None,
     ),
     "max_counters_per_pass": (

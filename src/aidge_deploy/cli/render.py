@@ -230,12 +230,25 @@ def _headline(result: DeployResult) -> None:
     """The run's headline figures, each with its provenance (instructions first on an
     emulated board: the count is the primary figure, the time an estimate from it)."""
     cycles = result.metric(str(result.metrics.get("cycles_name") or "cycles"))
-    for metric in (cycles, result.metric("latency"), result.metric("mlperf_latency")):
+    figures = (
+        cycles,
+        result.metric("estimated_cycles"),
+        result.metric("latency"),
+        result.metric("mlperf_latency"),
+    )
+    for metric in figures:
         if metric is None:
             continue
         console.print(
             f"[bold]{metric.name.replace('_', ' ')}[/bold]: {shown_figure(metric)} "
             f"[dim]({metric.description}; {metric.provenance.value})[/dim]",
+            highlight=False,
+        )
+    model = result.metrics.get("timing_model")
+    if model and model.get("assumptions") and not model.get("unavailable"):
+        console.print(
+            f"[dim]{model['model']}: its assumptions are in the report and in "
+            "`aidge-deploy profile --help` (--timing)[/dim]",
             highlight=False,
         )
 

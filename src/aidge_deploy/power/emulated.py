@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aidge_deploy import stats
+from aidge_deploy.boards.baremetal.qemu.estimate import model_plugin_options
 from aidge_deploy.boards.baremetal.qemu.pmu import CYCLES_SYMBOL as CYCLES
 from aidge_deploy.boards.baremetal.qemu.pmu import FORWARD_SYMBOL, per_forward_layer_rows
 from aidge_deploy.elf import ElfReadError, read_elf
@@ -43,8 +44,10 @@ from aidge_deploy.profiling.qemu_plugin import (
     plugin_path,
     read_trace,
 )
+from aidge_deploy.profiling.timing import TimingMode
 from aidge_deploy.profiling.validity import IssueCode
 from aidge_deploy.results import Provenance
+from aidge_qemu_descriptors import get_board
 
 GATE_OPEN = "aidge_power_gate_open"
 GATE_CLOSE = "aidge_power_gate_close"
@@ -72,10 +75,16 @@ def gate_symbols(elf: Path) -> dict[str, int]:
 class EmulatedEnergyMonitor(PowerMonitor):
     """The energy model of one emulated board, gated by the plugin's boundaries."""
 
-    def __init__(self, source: PowerSource, board: str, cpu_hz: int) -> None:
+    def __init__(
+        self, source: PowerSource, board: str, cpu_hz: int, timing: TimingMode = TimingMode.MODEL
+    ) -> None:
         super().__init__(source)
         self.model: EnergyModel = energy_model_for(board)
         self.cpu_hz = cpu_hz
+        #: the deploy run's time base (its core's timing model, or CPI = 1): the window's
+        #: cycles are priced on the same one
+        self.timing = TimingMode(timing)
+        self.board_name = board
         self._trace_path: Path | None = None
         self._args: tuple[str, ...] = ()
         self._layers: tuple[str, ...] = ()
@@ -116,7 +125,8 @@ class EmulatedEnergyMonitor(PowerMonitor):
             boundaries.append(syms[CYCLES])
         request.work_dir.mkdir(parents=True, exist_ok=True)
         self._trace_path = request.work_dir / "power.trace"
-        self._args = tuple(plugin_option(plugin_path(), boundaries, self._trace_path))
+        timing = model_plugin_options(get_board(self.board_name), self.timing)
+        self._args = tuple(plugin_option(plugin_path(), boundaries, self._trace_path, **timing))
         self._layers = request.layer_names
         self._inferences = request.inferences
 

@@ -246,7 +246,7 @@ class EmulatedMonitorKind(MonitorKind):
                 hint="Use it with --target mps2-an386, mps3-an547 or netduinoplus2; on other "
                 "targets measure with joulescope, hwmon or rapl.",
             )
-        return EmulatedEnergyMonitor(source, board.name, board.cpu_hz)
+        return EmulatedEnergyMonitor(source, board.name, board.cpu_hz, timing=config.timing)
 
 
 @register_power_monitor("reference")

@@ -1,16 +1,19 @@
 """The emulated PMU: build the aidge_pmu QEMU plugin on first use, and read its snapshots.
 
 QEMU models no cycle counter and no PMU; the TCG plugin ``plugin/aidge_pmu.c`` counts
-guest instructions, loads, stores and taken branches deterministically and snapshots them
-each time execution reaches a *boundary* address (on the emulated boards, the BSP's
-cycle-counter read function called around each layer). Debian ships no plugin header, so
-the plugin declares the QEMU 7.2 v1 API itself and is compiled here with the machine's C
-compiler into the cache (``<cache>/tools/``), once per source version.
+guest instructions, loads, stores and taken branches deterministically, estimates cycles with
+the core's timing model when given one (``profiling.timing``; the decoder and the rules are
+``plugin/thumb_decode.c`` and ``plugin/timing_model.c``), and snapshots the counts each time
+execution reaches a *boundary* address (on the emulated boards, the BSP's cycle-counter reads
+around each layer and each timed inference). Debian ships no plugin header, so the plugin
+declares the QEMU 7.2 v1 API itself and is compiled here with the machine's C compiler into
+the cache (``<cache>/tools/``), once per source version.
 
 Plugin interface (see the C file's header for the exact semantics of each counter):
-``qemu-system-arm ... -plugin <so>,boundary=0x<addr>[,boundary=...],out=<file>``; the file
-holds ``S <seq> <boundary> <instructions> <loads> <stores> <branches_taken>`` per snapshot
-(counts of everything executed *before* the boundary instruction) and a final ``T`` total.
+``qemu-system-arm ... -plugin <so>,boundary=0x<addr>[,boundary=...],out=<file>[,timing=<table>]
+[,ws=<start>:<size>:<n>][,mem=off]``; the file holds ``S <seq> <boundary> <instructions>
+<loads> <stores> <branches_taken> <estimated_cycles>`` per snapshot (counts of everything
+executed *before* the boundary instruction) and a final ``T`` total.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from aidge_deploy.errors import CaptureError, ConfigError
 from aidge_deploy.toolcache import compile_cached, find_c_compiler
 
 #: counter order in the plugin's records
-PLUGIN_COUNTERS = ("instructions", "loads", "stores", "branches_taken")
+PLUGIN_COUNTERS = ("instructions", "loads", "stores", "branches_taken", "estimated_cycles")
 #: plugin counter -> catalogue counter (domain ``emulated``)
 CATALOGUE_NAMES = MappingProxyType(
     {
@@ -36,9 +39,16 @@ CATALOGUE_NAMES = MappingProxyType(
         "branches_taken": "emu-branches-taken",
     }
 )
-_SOURCES = ("aidge_pmu.c", "qemu_plugin_api.h")
+_SOURCES = (
+    "aidge_pmu.c",
+    "thumb_decode.c",
+    "timing_model.c",
+    "qemu_plugin_api.h",
+    "thumb_decode.h",
+    "timing_model.h",
+)
 _CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall")
-_HEADER = "# aidge_pmu 1 "
+_HEADER = "# aidge_pmu 2 "
 
 
 def _source_dir() -> Path:
@@ -59,20 +69,48 @@ def plugin_path(cache_root: Path | None = None, compiler: str | None = None) -> 
     )
 
 
-def plugin_option(plugin: Path, boundaries: Sequence[int], out: Path) -> list[str]:
-    """``["-plugin", "<so>,boundary=0x...,out=<file>"]`` for the QEMU command line."""
+@dataclass(frozen=True)
+class WaitStates:
+    """A memory region whose reads cost wait states (the board's memory timing)."""
+
+    start: int
+    size: int
+    wait_states: int
+
+
+def plugin_option(
+    plugin: Path,
+    boundaries: Sequence[int],
+    out: Path,
+    *,
+    timing: Path | None = None,
+    wait_states: Sequence[WaitStates] = (),
+    count_memory: bool = True,
+) -> list[str]:
+    """``["-plugin", "<so>,boundary=0x...,out=<file>[,timing=...]"]`` for the QEMU command
+    line: ``timing`` is the core's cost table (``profiling.timing.plugin_table_path``),
+    ``wait_states`` the board's slow regions, ``count_memory=False`` leaves the load and store
+    counters out (no memory callback unless a region needs one: a faster run)."""
     if len(boundaries) > 16:
         raise ConfigError(
             f"{len(boundaries)} boundary addresses; the plugin takes at most 16",
             hint="Snapshot at fewer addresses.",
         )
-    for path in (plugin, out):
-        if "," in str(path):
+    if len(wait_states) > 8:
+        raise ConfigError(f"{len(wait_states)} wait-state regions; the plugin takes at most 8",
+                          hint="Merge the board's regions.")  # fmt: skip
+    for path in (plugin, out, timing):
+        if path is not None and "," in str(path):
             raise ConfigError(
                 f"QEMU cannot take a plugin path with a comma: {path}",
                 hint="Use a work directory without commas in its path.",
             )
     parts = [str(plugin), *(f"boundary={addr:#x}" for addr in boundaries), f"out={out}"]
+    if timing is not None:
+        parts.append(f"timing={timing}")
+    parts += [f"ws={r.start:#x}:{r.size:#x}:{r.wait_states}" for r in wait_states]
+    if not count_memory:
+        parts.append("mem=off")
     return ["-plugin", ",".join(parts)]
 
 
@@ -85,7 +123,7 @@ class Snapshot:
     counts: Mapping[str, int]
 
     def minus(self, earlier: Snapshot) -> dict[str, int]:
-        return {k: self.counts[k] - earlier.counts[k] for k in PLUGIN_COUNTERS}
+        return {k: v - earlier.counts[k] for k, v in self.counts.items()}
 
 
 @dataclass(frozen=True)
@@ -96,19 +134,28 @@ class PluginTrace:
     snapshots: tuple[Snapshot, ...]
     #: counts at QEMU exit; None when QEMU was killed before its exit handlers ran
     total: Mapping[str, int] | None
+    #: the core whose timing model estimated the cycles; None: no model (the column is 0)
+    timing_model: str | None = None
 
     def intervals(self) -> tuple[dict[str, int], ...]:
         """Counts between consecutive snapshots (what ran from one boundary to the next)."""
         return tuple(b.minus(a) for a, b in itertools.pairwise(self.snapshots))
 
 
-def _counts(fields: Sequence[str], line_number: int, path: Path) -> Mapping[str, int]:
+def _counts(
+    fields: Sequence[str], line_number: int, path: Path, modelled: bool
+) -> Mapping[str, int]:
+    """The record's counts by name; ``estimated_cycles`` only when a timing model ran (its
+    column is 0 otherwise: a figure that does not exist, never a zero)."""
     if len(fields) != len(PLUGIN_COUNTERS):
         raise CaptureError(
             f"{path}:{line_number}: expected {len(PLUGIN_COUNTERS)} counts, got {len(fields)}",
             hint="The plugin file is truncated or from another plugin version.",
         )
-    return MappingProxyType(dict(zip(PLUGIN_COUNTERS, (int(f) for f in fields), strict=True)))
+    counts = dict(zip(PLUGIN_COUNTERS, (int(f) for f in fields), strict=True))
+    if not modelled:
+        del counts["estimated_cycles"]
+    return MappingProxyType(counts)
 
 
 def read_trace(path: Path) -> PluginTrace:
@@ -127,19 +174,26 @@ def read_trace(path: Path) -> PluginTrace:
     boundaries: list[int] = []
     snapshots: list[Snapshot] = []
     total: Mapping[str, int] | None = None
+    model: str | None = None
     for number, line in enumerate(lines[1:], start=2):
         fields = line.split()
         if not fields:
             continue
         try:
-            if fields[0] == "B":
+            if fields[0] == "M":
+                model = None if fields[1] == "none" else fields[1]
+            elif fields[0] == "B":
                 boundaries.append(int(fields[2], 16))
             elif fields[0] == "S":
                 snapshots.append(
-                    Snapshot(int(fields[1]), int(fields[2]), _counts(fields[3:], number, path))
+                    Snapshot(
+                        int(fields[1]),
+                        int(fields[2]),
+                        _counts(fields[3:], number, path, model is not None),
+                    )
                 )
             elif fields[0] == "T":
-                total = _counts(fields[1:], number, path)
+                total = _counts(fields[1:], number, path, model is not None)
             else:
                 raise ValueError(fields[0])
         except (ValueError, IndexError) as exc:
@@ -147,7 +201,7 @@ def read_trace(path: Path) -> PluginTrace:
                 f"{path}:{number}: malformed record {line!r}",
                 hint="The plugin file is corrupt or from another plugin version.",
             ) from exc
-    return PluginTrace(tuple(boundaries), tuple(snapshots), total)
+    return PluginTrace(tuple(boundaries), tuple(snapshots), total, model)
 
 
 __all__ = [
@@ -155,6 +209,7 @@ __all__ = [
     "PLUGIN_COUNTERS",
     "PluginTrace",
     "Snapshot",
+    "WaitStates",
     "plugin_option",
     "plugin_path",
     "read_trace",

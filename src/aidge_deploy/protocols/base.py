@@ -17,6 +17,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from aidge_deploy.exportspec import Manifest
+    from aidge_deploy.profiling.timing import EstimatedCycles
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class ProtocolResult:
     mlperf: MlperfResult | None = None
     #: side-channel notices (aidge_cmp, SAVE_OUTPUTS, board diagnostics), in order
     notices: tuple[str, ...] = field(default_factory=tuple)
+    #: cycles a timing model estimated for the same run (an emulated board's PMU plugin),
+    #: beside what the program printed; set by the target, not by the parser
+    estimated: EstimatedCycles | None = None
 
 
 @runtime_checkable

@@ -162,7 +162,17 @@ def _comparability(summary: Mapping[str, Any], metadata: Mapping[str, Any]) -> d
         "aidge_deploy": metadata["tool"]["version"],
         "toolchain": metadata["toolchain"],
         "power_source": (summary.get("power") or {}).get("source"),
+        "time_model": time_model_of(summary),
     }
+
+
+def time_model_of(summary: Mapping[str, Any]) -> str | None:
+    """What an emulated board's times are estimated with: its core's timing model, or
+    "CPI = 1" (``--timing cpi1``, and every bundle from before the models); None elsewhere."""
+    model = summary.get("timing_model") or {}
+    if model.get("model") and not model.get("unavailable"):
+        return str(model["model"])
+    return "CPI = 1" if summary.get("provenance") == "emulated" else None
 
 
 def power_raw_files(result: DeployResult) -> list[tuple[str, Path]]:

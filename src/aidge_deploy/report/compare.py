@@ -46,10 +46,20 @@ DIMENSIONS: Mapping[str, tuple[DimensionKind, str]] = {
     "aidge_deploy": (DimensionKind.INFORMATIVE, "aidge-deploy version"),
     "toolchain": (DimensionKind.INFORMATIVE, "toolchain versions"),
     "power_source": (DimensionKind.INFORMATIVE, "power monitor (--power)"),
+    "time_model": (DimensionKind.INFORMATIVE, "emulated time model (--timing)"),
 }
 
 #: figures of the power run: compared only when both bundles used the same power monitor
 POWER_KEYS = ("power_*", "energy_*", f"{LAYER_PREFIX}*/energy")
+#: an emulated board's times and modelled cycles: compared only when both bundles estimated
+#: them with the same model (a timing model's time against CPI = 1 is no regression)
+TIME_KEYS = (
+    "latency*",
+    "mlperf_latency",
+    "estimated_cycles",
+    f"{LAYER_PREFIX}*/time",
+    f"{LAYER_PREFIX}*/estimated_cycles",
+)
 
 #: headline metrics shown as totals, in this order (the cycle metric is added by name)
 TOTAL_KEYS = (
@@ -302,9 +312,17 @@ def _differences(base: BundleManifest, cand: BundleManifest) -> tuple[DimensionD
     diffs = []
     for name, (kind, label) in DIMENSIONS.items():
         b, c = base.comparability.get(name), cand.comparability.get(name)
+        if name == "time_model":  # bundles from before the models: emulated at CPI = 1
+            b, c = _time_model(base, b), _time_model(cand, c)
         if b != c:
             diffs.append(DimensionDiff(name, kind, label, b, c))
     return tuple(diffs)
+
+
+def _time_model(bundle: BundleManifest, value: Any) -> Any:
+    if value is None and bundle.comparability.get("provenance") == "emulated":
+        return "CPI = 1"
+    return value
 
 
 def _delta(key: str, fb: Figure | None, fc: Figure | None) -> MetricDelta:
@@ -467,6 +485,7 @@ def evaluate_figures(
     keys = list(dict.fromkeys([*figures_base, *figures_cand]))
     checks: list[Check] = []
     power_diff = next((d for d in differences if d.name == "power_source"), None)
+    time_diff = next((d for d in differences if d.name == "time_model"), None)
     for rule in thresholds.rules:
         matched = [k for k in keys if fnmatch.fnmatchcase(k, rule.pattern)]
         if not matched:
@@ -484,6 +503,18 @@ def evaluate_figures(
                         Verdict.WARN,
                         f"{key}: not compared, the power monitors differ "
                         f"({power_diff.base} vs {power_diff.cand})",
+                    )
+                )
+                continue
+            if time_diff is not None and any(fnmatch.fnmatchcase(key, p) for p in TIME_KEYS):
+                checks.append(
+                    Check(
+                        key,
+                        rule.pattern,
+                        Verdict.WARN,
+                        f"{key}: not compared, the times come from different models "
+                        f"({time_diff.base} vs {time_diff.cand}; --timing cpi1 reproduces "
+                        "the older figure)",
                     )
                 )
                 continue

@@ -107,6 +107,7 @@ def _cards(summary: Mapping[str, Any]) -> str:
         heads.reverse()  # the instruction count is an emulated run's primary figure
     order = [
         *heads,
+        ("estimated_cycles", "Estimated cycles / inference"),
         ("mlperf_latency", "MLPerf latency"),
         ("accuracy", "Accuracy"),
         ("flash_bytes", "Flash"),
@@ -136,6 +137,32 @@ def _cards(summary: Mapping[str, Any]) -> str:
     if not cards:
         return '<p class="muted">This run reported no headline figure.</p>'
     return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _timing_model(summary: Mapping[str, Any]) -> str:
+    """Which timing model estimated the cycles, what it assumes and leaves out (said once)."""
+    model = summary.get("timing_model")
+    if not model:
+        return ""
+    name = escape(str(model.get("model")))
+    if model.get("unavailable"):
+        return (
+            f'<section data-timing-model="unavailable"><h2>Estimated cycles</h2><p>'
+            f"{_chip('estimated')}The {name} did not run: "
+            f"{escape(str(model['unavailable']))}. Times are one cycle per instruction.</p>"
+            "</section>"
+        )
+    items = "".join(f"<li>{escape(str(a))}</li>" for a in model.get("assumptions") or [])
+    left = "".join(f"<li>{escape(str(a))}</li>" for a in model.get("leaves_out") or [])
+    return (
+        f'<section data-timing-model="{escape(str(model.get("core")))}"><h2>Estimated cycles: '
+        f"{name}</h2><p>{_chip('estimated')}Estimated cycles are the output of the {name}: "
+        "each instruction the emulator ran, priced from its core's published timing "
+        f"(the data file cites the table and row of every number). They are estimates, "
+        f"not measurements; instructions stay beside them.</p><h3>Assumptions</h3>"
+        f"<ul>{items}</ul><h3>What it leaves out (and which way the estimate errs)</h3>"
+        f"<ul>{left}</ul></section>"
+    )
 
 
 def _counters(summary: Mapping[str, Any]) -> str:
@@ -367,6 +394,7 @@ def render_html(
         f"{escape(str(summary.get('protocol')))} · {escape(str(summary['timestamp']))}</div></header>"
         f"<main>{_legend(summary)}{banner}"
         f"<section>{_cards(summary)}</section>"
+        f"{_timing_model(summary)}"
         f"<section>{_validity(summary)}</section>"
         f"<section>{layers_section(summary)}</section>"
         + (f"<section>{counters}</section>" if (counters := _counters(summary)) else "")

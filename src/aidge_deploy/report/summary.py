@@ -245,6 +245,7 @@ def build_summary(
         "provenance": result_provenance(result).value,
         "timing": _timing_block(result),
         "cycles_name": cycles_name(result),
+        "timing_model": result.metrics.get("timing_model"),
         "aggregation": method.value,
         "identity": dict(identity),
         "metrics": _headline_metrics(result),

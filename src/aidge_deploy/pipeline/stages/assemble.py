@@ -24,6 +24,7 @@ from aidge_deploy.profiling.aggregate import Aggregate, aggregate_samples
 from aidge_deploy.profiling.binary import BinaryInfo
 from aidge_deploy.profiling.model_analysis import LayerAnalysis, analyze_export
 from aidge_deploy.profiling.passes import CounterProfile, fold_counter_profile
+from aidge_deploy.profiling.timing import ESTIMATED_CYCLES
 from aidge_deploy.protocols.base import ProtocolResult
 from aidge_deploy.quantisation import OutputQuantisation, is_quantised, read_quantisation
 from aidge_deploy.registry import DeployTarget
@@ -99,6 +100,33 @@ def _cycle_metric(
     return metric, agg
 
 
+def _estimated_metric(
+    parsed: ProtocolResult, method: Aggregation
+) -> tuple[Metric | None, Aggregate | None]:
+    """The timing model's cycles per inference (an emulated board's), reduced as latency is."""
+    estimated = parsed.estimated
+    if estimated is None:
+        return None, None
+    if not estimated.samples:
+        reason = estimated.unavailable or "no timed inference"
+        what = f"cycles per inference, {estimated.provenance_label}"
+        return Metric(ESTIMATED_CYCLES, None, "cycles", Provenance.ESTIMATED, what, reason), None
+    agg = aggregate_samples(estimated.samples, method)
+    rejected = None if agg.value is not None else f"every sample was rejected ({agg.describe()})"
+    return (
+        Metric(
+            ESTIMATED_CYCLES,
+            agg.value,
+            "cycles",
+            Provenance.ESTIMATED,
+            f"estimated cycles per inference, {agg.describe()}; {estimated.provenance_label}",
+            rejected,
+            resolution=1.0,
+        ),
+        agg,
+    )
+
+
 def _static_metrics(peaks: tuple[int, ...], analysis: tuple[LayerAnalysis, ...]) -> list[Metric]:
     out: list[Metric] = []
     if peaks:
@@ -163,6 +191,8 @@ def _layers(
         counters: dict[str, float] = {}
         if parsed.layer_cycles and name in parsed.layer_cycles:
             counters[cycle_name] = target.convert_cycles(parsed.layer_cycles[name])
+        if parsed.estimated is not None and name in parsed.estimated.layers:
+            counters[ESTIMATED_CYCLES] = parsed.estimated.layers[name]
         time_ms = times.layer_times_ms.get(name) if times.layer_times_ms else None
         layers.append(LayerFigure(name=name, time_ms=time_ms, counters=counters))
     return tuple(layers)
@@ -230,6 +260,9 @@ def assemble_result(
     )
     latency_metrics, latency_agg = _latency_metrics(times, method)
     cycle_metric, cycle_agg = _cycle_metric(target, parsed, method)
+    estimated_metric, estimated_agg = _estimated_metric(parsed, method)
+    estimated = parsed.estimated
+    modelled = estimated is not None and bool(estimated.samples)
     analysis = analyze_export(artifact)
     counter_bits: dict[str, int | None] = {cycle_name: target.cycle_counter_bits}
     if profile is not None:
@@ -242,13 +275,18 @@ def assemble_result(
         "counter_bits": counter_bits,
         # the counters the run was asked for, in request order (measured or unavailable)
         "counters": list(profile.requested) if profile is not None else [],
-        "counter_units": dict(profile.units) if profile is not None else {},
+        "counter_units": {
+            **(dict(profile.units) if profile is not None else {}),
+            **({ESTIMATED_CYCLES: "cycles"} if modelled else {}),
+        },
         "counter_quantities": {
             cycle_name: cycle_unit,  # cycles or instructions
             **(dict(profile.quantities) if profile is not None else {}),
+            **({ESTIMATED_CYCLES: "cycles"} if modelled else {}),
         },
         "counter_provenance": {
             cycle_name: target.counter_provenance.value,
+            **({ESTIMATED_CYCLES: Provenance.ESTIMATED.value} if modelled else {}),
             **(
                 dict.fromkeys(profile.requested, profile.provenance.value)
                 if profile is not None
@@ -262,9 +300,24 @@ def assemble_result(
         else [],
         "aggregates": {
             name: agg.as_dict()
-            for name, agg in ((LATENCY, latency_agg), (cycle_name, cycle_agg))
+            for name, agg in (
+                (LATENCY, latency_agg),
+                (cycle_name, cycle_agg),
+                (ESTIMATED_CYCLES, estimated_agg),
+            )
             if agg is not None
         },
+        # the timing model behind the estimated cycles (emulated boards), its assumptions
+        "estimated_cycles": list(estimated.samples) if modelled and estimated else None,
+        "timing_model": {
+            "model": estimated.model,
+            "core": estimated.core,
+            "assumptions": list(estimated.assumptions),
+            "leaves_out": list(estimated.leaves_out),
+            "unavailable": estimated.unavailable,
+        }
+        if estimated is not None
+        else None,
         "layer_timings": dict(times.layer_times_ms) if times.layer_times_ms else None,
         "layer_cycles": layer_cycles,
         "provenance": target.counter_provenance.value,
@@ -311,6 +364,8 @@ def assemble_result(
     measurements: list[Metric] = [*latency_metrics]
     if cycle_metric is not None:
         measurements.append(cycle_metric)
+    if estimated_metric is not None:
+        measurements.append(estimated_metric)
     mlperf = _mlperf_metric(target, parsed, times)
     if mlperf is not None:
         measurements.append(mlperf)

@@ -85,6 +85,9 @@ uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
 struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
+/* v1: the instruction's bytes, valid during the translation callback (QEMU 8.2+ copies
+ * them out with a different signature; 7.2 returns a pointer) */
+const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
 void qemu_plugin_outs(const char *string);
 
 #endif

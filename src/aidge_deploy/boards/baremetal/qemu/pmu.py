@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from aidge_deploy import stats
 from aidge_deploy.config import Aggregation
 from aidge_deploy.elf import ElfReadError, read_elf
 from aidge_deploy.errors import CaptureError, ConfigError, DeployError
@@ -30,22 +31,37 @@ from aidge_deploy.profiling.aggregate import aggregate_samples
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult, pass_result_from_samples
 from aidge_deploy.profiling.qemu_plugin import CATALOGUE_NAMES, PluginTrace, plugin_path
+from aidge_deploy.profiling.timing import EstimatedCycles, TimingModel
 
 FORWARD_SYMBOL = re.compile(r"^(model_forward|_Z\d+model_forward\w*)$")
 CYCLES_SYMBOL = "aidge_qemu_cycles"
+#: the read around each timed inference of the boards' benchmark entry (aidge_qemu_boards.entry)
+SAMPLE_SYMBOL = "aidge_qemu_sample_cycles"
+#: boundary indices of ``PmuSymbols.boundaries``
+FORWARD, LAYER_READ, SAMPLE_READ = range(3)
 
 
 @dataclass(frozen=True)
 class PmuSymbols:
-    """Where the plugin snapshots its counters: ``model_forward`` and the BSP's cycle read."""
+    """Where the plugin snapshots its counters: ``model_forward``, the BSP's cycle read
+    around each layer, and its read around each timed inference."""
 
     forward: int
     #: the cycle read; None when the firmware was built without per-layer profiling
     cycles: int | None
+    #: the per-inference read; None before the boards had their own benchmark entry
+    sample: int | None = None
 
     @property
     def boundaries(self) -> list[int]:
-        return [self.forward] + ([self.cycles] if self.cycles is not None else [])
+        """Forward, layer read, sample read (absent ones left out, the others keep their
+        index only when the ones before exist: see ``trace_reads``)."""
+        out = [self.forward]
+        if self.cycles is not None:
+            out.append(self.cycles)
+            if self.sample is not None:
+                out.append(self.sample)
+        return out
 
     @classmethod
     def of(cls, firmware: Path) -> PmuSymbols:
@@ -59,12 +75,13 @@ class PmuSymbols:
             ) from exc
         forward = next((f.address for f in elf.functions() if FORWARD_SYMBOL.match(f.name)), None)
         cycles = next((f.address for f in elf.functions() if f.name == CYCLES_SYMBOL), None)
+        sample = next((f.address for f in elf.functions() if f.name == SAMPLE_SYMBOL), None)
         if forward is None:
             raise ConfigError(
                 f"{firmware.name} has no model_forward symbol",
                 hint="Emulated counters need an Aidge export's firmware.",
             )
-        return cls(forward, cycles)
+        return cls(forward, cycles, sample)
 
 
 def emulated_counter_availability() -> dict[str, str | None]:
@@ -88,9 +105,9 @@ def per_forward_layer_rows(
     """
     forwards: list[list[Mapping[str, int]]] = []
     for snap in trace.snapshots:
-        if snap.boundary == 0:
+        if snap.boundary == FORWARD:
             forwards.append([])
-        elif forwards:
+        elif snap.boundary == LAYER_READ and forwards:
             forwards[-1].append(snap.counts)
     rows: list[list[dict[str, float]]] = [[] for _ in range(n_layers)]
     for number, reads in enumerate(forwards[skip_forwards:], start=skip_forwards):
@@ -137,7 +154,7 @@ def pass_result_from_trace(
         )
         return replace(result_pass, basis=f"{result_pass.basis}; {emulator}")
     # no per-layer profiling in this build: whole forwards only
-    starts = [s for s in trace.snapshots if s.boundary == 0][warmup:]
+    starts = [s for s in trace.snapshots if s.boundary == FORWARD][warmup:]
     per_forward = [b.minus(a) for a, b in itertools.pairwise(starts)]
     if not per_forward:
         return PassResult(
@@ -160,4 +177,47 @@ def pass_result_from_trace(
         unavailable=unavailable,
         basis="per inference, forward entry to next forward entry (loop overhead included), "
         f"{described}; {emulator}",
+    )
+
+
+def estimated_cycles_of(
+    trace: PluginTrace,
+    symbols: PmuSymbols,
+    model: TimingModel,
+    *,
+    layer_names: Sequence[str],
+    warmup: int,
+    iterations: int,
+) -> EstimatedCycles:
+    """The timing model's cycles of one run: each timed inference between the two reads
+    that bracket it (what the firmware's own cycles bracket), and each layer per call, the
+    mean over the timed inferences (the firmware's own per-layer reduction)."""
+    reads = [s for s in trace.snapshots if s.boundary == SAMPLE_READ]
+    if symbols.sample is None or len(reads) != 2 * iterations:
+        raise CaptureError(
+            f"the firmware read its per-inference counter {len(reads)} times for {iterations} "
+            "timed inferences",
+            hint="Re-export the model: the firmware predates the emulated boards' benchmark "
+            "entry, or it did not finish.",
+        )
+    samples = tuple(
+        float(b.counts["estimated_cycles"] - a.counts["estimated_cycles"])
+        for a, b in zip(reads[0::2], reads[1::2], strict=True)
+    )
+    layers: dict[str, float] = {}
+    if symbols.cycles is not None and layer_names:
+        rows = per_forward_layer_rows(
+            trace, len(layer_names), warmup, {"estimated_cycles": "estimated_cycles"}
+        )
+        for name, per_forward in zip(layer_names, rows, strict=True):
+            values = [row["estimated_cycles"] for row in per_forward]
+            if values:
+                layers[name] = stats.mean(values)
+    return EstimatedCycles(
+        model=model.label,
+        core=model.core,
+        samples=samples,
+        layers=layers,
+        assumptions=model.assumptions,
+        leaves_out=model.leaves_out,
     )

@@ -22,6 +22,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from aidge_deploy.boards.baremetal.base import BareMetalTarget
+from aidge_deploy.boards.baremetal.qemu.estimate import (
+    TimingRun,
+    estimated_run_times,
+    plan_timing_run,
+)
 from aidge_deploy.boards.baremetal.qemu.pmu import (
     PmuSymbols,
     emulated_counter_availability,
@@ -37,9 +42,10 @@ from aidge_deploy.profiling.capability import CounterCapableTarget, register_cou
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
+from aidge_deploy.profiling.timing import EstimatedCycles, TimingMode
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
-from aidge_deploy.results import BuildResult, DeployContext, Provenance
+from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
 from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
 from aidge_deploy.toolcache import c_compiler_check
 from aidge_qemu_descriptors import (
@@ -97,6 +103,9 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         super().__init__(config)
         self._session: FirmwareSession | None = None
         self.flash_report: FlashReport | None = None
+        #: the deploy run's timing model (estimate.py): loaded into QEMU with the firmware
+        self._timing_run: TimingRun | None = None
+        self._timing_unavailable: EstimatedCycles | None = None
 
     @property
     def board(self) -> QemuBoard:
@@ -118,6 +127,19 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         )
 
     def run_times(self, parsed: ProtocolResult, app_config: Mapping[str, Any] | None) -> RunTimes:
+        """Times are the timing model's estimated cycles ÷ the core clock when the run has
+        them (``parsed.estimated``), else emulated instructions ÷ the core clock (CPI = 1).
+        Both are estimates, labelled with what they assume."""
+        estimated = parsed.estimated
+        if estimated is not None and estimated.samples:
+            return estimated_run_times(
+                estimated, self.core_clock_hz, self.board.ticks_per_instruction
+            )
+        return self._cpi1_run_times(parsed, app_config)
+
+    def _cpi1_run_times(
+        self, parsed: ProtocolResult, app_config: Mapping[str, Any] | None
+    ) -> RunTimes:
         """Times are emulated instructions ÷ the board's core clock (CPI = 1), estimated.
 
         The firmware's own timer runs on QEMU's virtual clock, where one instruction lasts
@@ -176,8 +198,28 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         return [*super().preflight(), apt_program_check("qemu-system-arm", "qemu-system-arm")]
 
     def flash(self, ctx: DeployContext, build: BuildResult) -> None:
-        """Start the board halted, open its UART, write + verify the ELF, set SP/PC/xPSR."""
-        self._boot(ctx, build)
+        """Start the board halted, open its UART, write + verify the ELF, set SP/PC/xPSR;
+        with the core's timing model loaded into QEMU when the run is a benchmark."""
+        manifest = ctx.artifact.manifest
+        self._timing_run, self._timing_unavailable = plan_timing_run(
+            self.board,
+            TimingMode(self.config.timing),
+            manifest.application,
+            manifest.application_config,
+            build.artifact_path,
+            ctx.log_dir,
+        )
+        self._boot(ctx, build, self._timing_run.plugin_args if self._timing_run else ())
+
+    def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
+        """The protocol's result, with the timing model's estimate of the same run."""
+        parsed = super().parse_output(ctx, execution)
+        app = ctx.artifact.manifest.application_config
+        if self._timing_run is not None:
+            return dataclasses.replace(parsed, estimated=self._timing_run.estimate(parsed, app))
+        if self._timing_unavailable is not None:
+            return dataclasses.replace(parsed, estimated=self._timing_unavailable)
+        return parsed
 
     def _boot(self, ctx: DeployContext, build: BuildResult, extra_args: Sequence[str] = ()) -> None:
         self._release()  # one run of the board at a time
