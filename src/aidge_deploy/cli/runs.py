@@ -150,9 +150,7 @@ class HistoryRequest:
         from aidge_deploy.history.store import HistoryStore
 
         with HistoryStore(self.location) as store:
-            record = store.record(
-                result, self.name, board=result.farm_board, source=self.source
-            )
+            record = store.record(result, self.name, board=result.farm_board, source=self.source)
         where = f" at {record.vcs.short}" if record.vcs.commit else ""
         err_console.print(
             f"[dim]Recorded in {self.location} as {record.identity.describe()}{where}[/dim]",
