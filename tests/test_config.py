@@ -163,3 +163,62 @@ def test_password_never_in_repr_or_snapshot() -> None:
     assert "hunter2-token" not in repr(cfg)
     assert "hunter2-token" not in str(cfg.snapshot())
     assert cfg.snapshot()["api_password"] == "***"
+
+
+# -- fields of the exporters' CLI: honoured, or refused with the reason --------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"run_command": "taskset -c 2 ./run_export"}, "run_command 'taskset -c 2 ./run_export' is not supported"),
+        ({"heterogeneous_deploy": True}, "heterogeneous_deploy is not supported"),
+        ({"apss_linux": True, "heterogeneous_deploy": True}, "apss_linux is not supported"),
+        ({"sbc_board_name": "pi-lab"}, "names an SSH board, and backend 'local' reaches none"),
+    ],
+)  # fmt: skip
+def test_fields_that_cannot_be_honoured_are_refused_with_the_reason(
+    values: dict[str, object], expected: str
+) -> None:
+    config = DeployConfig(target="host", **values)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as info:
+        config.check_values()
+    assert expected in info.value.message and info.value.hint
+
+
+def test_fields_the_published_cli_fills_by_default_are_accepted() -> None:
+    """``ConnectionConfig`` fills apss_yocto_root from AIDGE_ALIF_APSS_YOCTO_ROOT and leaves
+    run_command unset: used only by apss_linux (refused), as the exporter does."""
+    args = SimpleNamespace(apss_yocto_root="/opt/yocto", run_command=None, apss_linux=False)
+    config = DeployConfig.from_connection_config(args, target="host")
+    assert config.apss_yocto_root == "/opt/yocto"
+    config.check_values()
+    ssh = DeployConfig(
+        target="raspberrypi", backend="ssh", ssh_host="10.0.0.5", sbc_board_name="pi"
+    )
+    ssh.check_values()
+    from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
+
+    assert ssh_settings_from_config(ssh).label == "pi (10.0.0.5)"
+
+
+@pytest.mark.slow
+def test_a_heterogeneous_export_is_refused_in_preflight(
+    export_factory: object, tmp_path: Path
+) -> None:
+    import json
+    import shutil
+
+    from aidge_deploy.artifact import EXPORT_MANIFEST_NAME
+
+    export = tmp_path / "export"
+    shutil.copytree(export_factory("benchmark").path, export)  # type: ignore[operator]
+    manifest_path = export / EXPORT_MANIFEST_NAME
+    manifest = json.loads(manifest_path.read_text())
+    manifest["application_config"]["heterogeneous_deploy"] = True
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError) as info:
+        aidge_deploy.deploy(export, DeployConfig(), work_dir=tmp_path / "run")
+    assert (
+        info.value.stage == "Preflight" and "heterogeneous (two-core) export" in info.value.message
+    )

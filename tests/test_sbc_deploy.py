@@ -158,12 +158,21 @@ def test_guide_example_2_ssh_docker_benchmark(
 def test_ssh_outputs_identical_to_host_and_peak_rss_from_the_board(
     ssh_board: SshBoard, rpi_output: Any, host_outputs: list[np.ndarray], tmp_path: Path
 ) -> None:
-    result = aidge_deploy.deploy(rpi_output, board_config(ssh_board), work_dir=tmp_path / "run")
+    messages, progress = progress_log()
+    result = aidge_deploy.deploy(
+        rpi_output,
+        board_config(ssh_board, sbc_board_name="pi-lab-3"),
+        work_dir=tmp_path / "run",
+        progress=progress,
+    )
     assert_identical(result, host_outputs)
     assert result.execution is not None and result.execution.peak_rss_bytes
     assert peak_rss_metric(result) == result.execution.peak_rss_bytes
     record = (tmp_path / "run" / "remote.json").read_text()
     assert '"build_location": "board"' in record
+    # the board's logical name (a lab file's) names it in messages and in its record
+    assert '"board_name": "pi-lab-3"' in record
+    assert any(m.startswith("Prepare: connecting to pi-lab-3 (") for m in messages), messages
     assert "/tools/perf_run-" in record  # the launcher lives on the board
     assert result.build is not None and str(result.build.artifact_path).startswith(
         f"/home/{ssh_board.user}" if ssh_board.user != "root" else "/root"

@@ -246,7 +246,6 @@ class RuntimeSettings:
     given_benchmark: BenchmarkConfig | None
     given_validation: ValidationConfig | None
     tinyml: bool
-    heterogeneous: bool
     nb_iterations: int
     nb_warmup: int
     profiling: bool
@@ -292,7 +291,8 @@ class RuntimeSettings:
 
 
 def hydrate_runtime(config: DeployConfig, manifest: Manifest) -> RuntimeSettings:
-    """Fill benchmark / validation / TinyML / heterogeneous settings from the manifest.
+    """Fill benchmark / validation / TinyML settings from the manifest (a heterogeneous
+    export is refused in Preflight).
 
     Explicit sub-configs win. The firmware's real behaviour is what the manifest says it
     was generated with, so the expected number of iterations always comes from there.
@@ -312,8 +312,6 @@ def hydrate_runtime(config: DeployConfig, manifest: Manifest) -> RuntimeSettings
         given_benchmark=config.benchmark,
         given_validation=validation,
         tinyml=bool(app.get("tinymlbenchmark", Application.tinymlbenchmark)),
-        heterogeneous=bool(app.get("heterogeneous_deploy", Application.heterogeneous_deploy))
-        or config.heterogeneous_deploy,
         nb_iterations=int(app.get("nb_iterations", Application.nb_iterations)),
         nb_warmup=int(app.get("nb_warmup", Application.nb_warmup)),
         profiling=bool(app.get("profiling", manifest.profiling)),

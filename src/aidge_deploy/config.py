@@ -111,6 +111,8 @@ class DeployConfig:
     ssh_trust_on_first_use: bool = False
     ssh_connect_timeout: float = 10.0
     sbc_max_runtime_seconds: float | None = None
+    #: the logical name of the SSH board (a lab file's board name): it names the board in
+    #: messages and in its run record (``remote.json``); only for ssh / ssh_docker
     sbc_board_name: str | None = None
     #: build on the host with a cross toolchain and upload only the binary (ssh backend)
     cross_compile: bool = False
@@ -126,6 +128,9 @@ class DeployConfig:
     # Flashing & Docker
     docker_image: str | None = None
     docker_pull: bool = False
+    #: the published SSH runners' shell command that runs the program on the board; refused
+    #: (``check_values``): aidge-deploy runs the built program itself, under a timeout and
+    #: its peak-RSS and counter launcher, which a command of the user's would bypass
     run_command: str | None = None
     flash_method: str | None = None
     #: options of the flash method's own (``--flash-option KEY=VALUE``): each flasher
@@ -135,9 +140,13 @@ class DeployConfig:
     probe_unique_id: str | None = None
     pyocd_target: str | None = None
 
-    # Heterogeneous (Alif) execution, carried for the exporters' CLI surface
+    # Heterogeneous (Alif ake7) execution: the exporters' CLI surface. Building and flashing
+    # both M55 cores (and the Cortex-A32 Linux image) is not done here: True is refused
+    # (``check_values``), so a one-core deploy of a two-core export never passes silently.
     heterogeneous_deploy: bool = False
     apss_linux: bool = False
+    #: where the APSS Linux build lives; read only by ``apss_linux`` deployments (refused),
+    #: as in the published exporter, whose CLI fills it from AIDGE_ALIF_APSS_YOCTO_ROOT
     apss_yocto_root: str | None = None
 
     # Sub-configurations (the aidge_core dataclasses)
@@ -308,6 +317,7 @@ class DeployConfig:
                     f"{option or name} must be an integer of at least {low}, got {value!r}",
                     hint=f"e.g. {option or name}{' ' if option else '='}{max(low, 4)}",
                 )
+        self._check_unsupported()
         if self.build_dir is not None and self.build_dir.exists() and not self.build_dir.is_dir():
             raise ConfigError(
                 f"--build-dir {self.build_dir} is a file, not a folder",
@@ -322,6 +332,32 @@ class DeployConfig:
             raise ConfigError(
                 f"--ssh-port must be a TCP port (1-65535), got {self.ssh_port!r}",
                 hint="e.g. --ssh-port 22",
+            )
+
+    def _check_unsupported(self) -> None:
+        """Fields of the exporters' CLI that this deploy cannot honour: refused, with why."""
+        if self.run_command:
+            raise ConfigError(
+                f"run_command {self.run_command!r} is not supported: aidge-deploy runs the "
+                "export's program itself, under a timeout and the launcher that measures its "
+                "peak RSS and counters, which a command of your own would bypass",
+                hint="Drop run_command; put what it did in the export or the Docker image "
+                "(--docker-image) the program runs in.",
+            )
+        if self.heterogeneous_deploy or self.apss_linux:
+            option = "apss_linux" if self.apss_linux else "heterogeneous_deploy"
+            raise ConfigError(
+                f"{option} is not supported: aidge-deploy builds and flashes one program on "
+                "one core; a heterogeneous (two-core, or APSS Linux) ake7 deployment would run "
+                "only part of it",
+                hint="Export and deploy for one core (heterogeneous_deploy=False, "
+                "apss_linux=False).",
+            )
+        if self.sbc_board_name and self.backend_kind not in ("ssh", "ssh_docker"):
+            raise ConfigError(
+                f"sbc_board_name {self.sbc_board_name!r} names an SSH board, and backend "
+                f"{self.backend_kind!r} reaches none",
+                hint="Use it with --backend ssh or ssh_docker (a farm board is api_board_name).",
             )
 
     @property

@@ -79,7 +79,8 @@ class AsyncSshConnection:
             return self.settings.label
         user = self._conn.get_extra_info("username") or self.settings.user or "?"
         peer = self._conn.get_extra_info("peername") or (self.settings.host, self.settings.port)
-        return f"{user}@{peer[0]}:{peer[1]}"
+        address = f"{user}@{peer[0]}:{peer[1]}"
+        return f"{self.settings.name} ({address})" if self.settings.name else address
 
     async def connect(self) -> None:
         """Open the connection if it is not open (idempotent)."""

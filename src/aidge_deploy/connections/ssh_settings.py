@@ -47,6 +47,8 @@ class SshSettings:
     keepalive_interval_s: float = 15.0
     keepalive_count_max: int = 3
     kill_after_s: float = 5.0
+    #: the board's logical name (``sbc_board_name``, a lab file's board), for messages
+    name: str | None = None
 
     def __post_init__(self) -> None:
         if not self.host or any(c.isspace() for c in self.host):
@@ -69,10 +71,12 @@ class SshSettings:
 
     @property
     def label(self) -> str:
-        """``user@host:port`` as given (before ssh_config), for messages."""
+        """``user@host:port`` as given (before ssh_config), for messages; after the board's
+        name when it has one: ``pi-lab (pi@192.168.1.50)``."""
         user = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port is not None else ""
-        return f"{user}{self.host}{port}"
+        address = f"{user}{self.host}{port}"
+        return f"{self.name} ({address})" if self.name else address
 
     def resolved_known_hosts(self) -> Path:
         """The known_hosts file checked (and appended to on trust-on-first-use)."""

@@ -107,6 +107,7 @@ class SbcSession:
         layout = self.layout
         record = {
             "board": self.conn.target,
+            "board_name": self.config.sbc_board_name,
             "backend": self.backend_name,
             "build_location": self._location.value,
             "docker_image": self.config.docker_image if self.uses_container else None,

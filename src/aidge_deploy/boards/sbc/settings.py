@@ -27,6 +27,7 @@ def ssh_settings_from_config(config: DeployConfig) -> SshSettings:
         )
     values: dict[str, object] = {
         "host": config.ssh_host,
+        "name": config.sbc_board_name,
         "port": config.ssh_port,
         "user": config.ssh_user,
         "key_path": config.ssh_key_path,

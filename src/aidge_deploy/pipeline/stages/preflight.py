@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aidge_deploy.artifact import check_target
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.errors import PreflightError
+from aidge_deploy.errors import ConfigError, PreflightError
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.profiling.capability import CounterCapableTarget, check_counter_request
 from aidge_deploy.readiness import ToolCheck, missing, missing_text
@@ -65,4 +65,12 @@ class PreflightStage:
     def run(self, ctx: PipelineContext) -> None:
         manifest = ctx.artifact.manifest
         target = check_target(ctx.config, manifest, ctx.artifact.manifest_path)
+        app = manifest.application_config or {}
+        if app.get("heterogeneous_deploy") or app.get("apss_linux"):
+            raise ConfigError(
+                f"{ctx.artifact.path} is a heterogeneous (two-core) export, and aidge-deploy "
+                "builds and flashes one program on one core: it would run only part of it",
+                hint="Export for one core (ExportApplication(heterogeneous_deploy=False, "
+                "apss_linux=False)).",
+            )
         check_deploy_config(ctx.config, target)
