@@ -115,12 +115,20 @@ def test_the_window_is_the_pulse_consistent_with_n_times_the_latency() -> None:
     [
         (_gate(5_000), IssueCode.POWER_GATE_MISSING, "never opened"),
         (_gate(5_000, (0, 3_000)), IssueCode.POWER_GATE_MISSING, "already high"),
+        (np.ones(5_000), IssueCode.POWER_GATE_MISSING, "already high .* never fell"),
         (_gate(5_000, (2_000, 5_000)), IssueCode.POWER_GATE_UNCLOSED, "never closed"),
         # a fall two samples before the end: too soon to tell it from a dropout
         (_gate(5_000, (2_000, 4_998)), IssueCode.POWER_GATE_UNCLOSED, "never closed"),
         (np.arange(2_500_000) % 2, IssueCode.POWER_GATE_AMBIGUOUS, "noise, not a gate"),
     ],
-    ids=["never-opens", "already-high", "never-closes", "closes-at-the-end", "noise"],
+    ids=[
+        "never-opens",
+        "already-high",
+        "always-high",
+        "never-closes",
+        "closes-at-the-end",
+        "noise",
+    ],
 )
 def test_gate_failures_have_their_own_codes(gate: np.ndarray, code: IssueCode, match: str) -> None:
     with pytest.raises(PowerCaptureError, match=match) as info:

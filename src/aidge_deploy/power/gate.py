@@ -296,7 +296,7 @@ def find_window(
             "(--inferences / --power-inferences) and that the capture is of this run.",
             report,
         )
-    if unclosed is not None:
+    if unclosed is not None and not (started_high and unclosed == 0):
         raise _failure(
             IssueCode.POWER_GATE_UNCLOSED,
             f"{src}: the gate opened at {unclosed / rate:.6g} s and never closed before the "
@@ -308,7 +308,9 @@ def find_window(
     if started_high:
         raise _failure(
             IssueCode.POWER_GATE_MISSING,
-            f"{src}: the gate was already high when the capture started ({found})",
+            f"{src}: the gate was already high when the capture started"
+            + (" and never fell" if unclosed == 0 else "")
+            + f" ({found})",
             "Start the capture before the target opens its gate (arm first), or check the "
             "gate wiring's polarity.",
             report,
