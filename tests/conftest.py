@@ -15,7 +15,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import modelzoo  # after the sys.path entry above
 
-pytest_plugins = ["envparts", "boards", "testfw", "farmkit", "pytester", "browser", "proctree"]
+pytest_plugins = [
+    "envparts",
+    "boards",
+    "testfw",
+    "farmkit",
+    "pytester",
+    "browser",
+    "proctree",
+    "pgkit",
+]
 
 
 @pytest.fixture(scope="session", autouse=True)

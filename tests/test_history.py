@@ -3,6 +3,7 @@ git and CI variables, the regression gate and step detection over a series."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -185,3 +186,25 @@ def test_steps_of_exact_and_measured_series() -> None:
     assert regression.steps([1.0, 1.3, 0.8], "host") == []  # spread unknown: nothing marked
     judged = regression.judge([1.0, 1.1, 0.9, 1.0], 1.02, "silicon", resolution=0.1)
     assert judged is not None and not judged.stepped and judged.reference == 1.0
+
+
+def test_a_postgresql_url_is_a_history_too(postgres: str, host_bundle: Path) -> None:
+    """The same store on a real PostgreSQL server (the ``postgres`` extra): recorded by one
+    connection, read back and judged by another, and listed by the CLI."""
+    from typer.testing import CliRunner
+
+    from aidge_deploy.cli.main import app
+
+    ident = RunIdentity("t::test", "mps2-an386")
+    with HistoryStore(postgres) as store:
+        store.record(host_bundle, "t::host", source="test", vcs=VcsInfo("c" * 40, "main"))
+        store.add(ident, {"x": _fig(10, "instructions", "emulated")}, COMP, source="test")
+    with HistoryStore(postgres) as store:
+        (host,) = store.records(name="t::host")
+        assert host.figures["latency"].unit == "ms" and host.vcs.branch == "main"
+        rules = parse_thresholds({"schema_version": 1, "metrics": {"x": {"direction": "smaller"}}})
+        worse = {"x": _fig(11, "instructions", "emulated")}
+        assert check_regression(store, ident, COMP, worse, rules).status is GateStatus.FAIL
+    res = CliRunner().invoke(app, ["history", "list", "--history", postgres, "--json"])
+    assert res.exit_code == 0, res.output
+    assert [r["identity"]["name"] for r in json.loads(res.stdout)] == ["t::host", "t::test"]
