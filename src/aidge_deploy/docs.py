@@ -211,7 +211,8 @@ def power_page() -> str:
         + detector
         + "\n## Energy models of the emulated boards\n\n"
         + "Energy = nJ per cycle x cycles of the time base the emulated durations use too "
-        "(instructions at CPI = 1 until the plugin estimates cycles) + nJ per event x events.\n\n"
+        "(the core's timing model's estimated cycles; instructions at CPI = 1 with --timing cpi1) "
+        "+ nJ per event x events.\n\n"
         + _table(
             [
                 "board",
