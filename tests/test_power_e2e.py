@@ -387,6 +387,7 @@ def test_an_invalid_power_run_exits_5_and_keeps_its_results(tiny_cnn: Path, tmp_
 
 
 @pytest.mark.ssh
+@pytest.mark.browser
 def test_a_capture_of_a_board_run_is_analysed_for_the_n_it_holds(
     ssh_board: Any, export_factory: Any, tmp_path: Path
 ) -> None:
@@ -454,6 +455,20 @@ def test_a_capture_of_a_board_run_is_analysed_for_the_n_it_holds(
     assert (bundle / "logs" / "power" / "board_window.jls").read_bytes() == capture.read_bytes()
     html = (bundle / "report.html").read_text()
     assert "Power" in html and "Gate detection (gpi[0])" in html and "data-edges='2'" in html
+    # rendered by Chromium, as a user opens it: the gate detection with the figures
+    page = (bundle / "report.html").as_uri()
+    dom = _chromium(tmp_path, "--dump-dom", page)
+    assert dom.returncode == 0 and 'class="gate-detection"' in dom.stdout, dom.stderr[-2000:]
+    # the window holds far more than 50 inferences of this board: said next to the figure
+    assert "the energy per inference includes everything it held" in dom.stdout
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = _chromium(
+        tmp_path,
+        f"--screenshot={ARTIFACTS / 'power_capture_report.png'}",
+        "--window-size=1280,4000",
+        page,
+    )
+    assert shot.returncode == 0
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["comparability"]["power_source"] == f"jls:{capture}"
     # twice is refused: the bundle holds power figures now

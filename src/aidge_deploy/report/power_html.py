@@ -164,6 +164,9 @@ def power_section(summary: Mapping[str, Any], badge: Any) -> str:
         f"</p>"
         + (f"<p class='muted'>Monitor: {ident}</p>" if ident else "")
         + f"<table class='power-figures'>{''.join(rows)}</table>"
+        + "".join(
+            f"<p class='muted power-note'>{escape(str(n))}</p>" for n in power.get("notes") or []
+        )
         + _issues(power)
         + (_trace_svg(trace) if trace else "<p class='muted'>No power trace.</p>")
         + _gate_detection(power.get("gate_detection"))
