@@ -4,8 +4,6 @@ git and CI variables, the regression gate and step detection over a series."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from aidge_deploy.history import (
 from aidge_deploy.history.gate import GateStatus, check_regression
 from aidge_deploy.report.compare import Figure, parse_thresholds
 from aidge_deploy.testing import DEFAULT_THRESHOLDS
+from gitrepo import git, new_project
 
 GCC_12 = {"c++": "c++ (Debian 12.2.0-14) 12.2.0", "cmake": "cmake version 3.25.1"}
 
@@ -35,23 +34,12 @@ def host_bundle(export_factory: Any, tmp_path_factory: pytest.TempPathFactory) -
     return bundle
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }
-    return subprocess.run(
-        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def test_a_run_is_recorded_from_its_bundle(host_bundle: Path, tmp_path: Path) -> None:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+def test_a_run_is_recorded_from_its_bundle(
+    host_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GITHUB_ACTIONS", "GITLAB_CI"):  # the project's git, not this CI's
+        monkeypatch.delenv(name, raising=False)
+    repo = new_project(tmp_path / "project")
     (repo / "model.txt").write_text("v1")
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "first")

@@ -26,6 +26,7 @@ from browser import screenshot
 from envparts import missing, needs
 from farmkit import ALICE, BOB, make_farm, needs_farm
 from farmweb import browser_login
+from gitrepo import git, new_project
 
 runner = CliRunner()
 needs_qemu = needs(
@@ -73,28 +74,8 @@ GAB_SCHEMA = {
     },
 }
 SLOW_COMMIT = 6
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }
-    for key in ("GITHUB_ACTIONS", "GITLAB_CI"):  # the project's own git, not this CI's
-        env.pop(key, None)
-    return subprocess.run(
-        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def new_project(root: Path) -> Path:
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    (root / ".gitignore").write_text("__pycache__/\n")
-    return root
+#: a CI system's variables name the commit of the CI's checkout, not of the test's project
+CI_SYSTEMS = ("GITHUB_ACTIONS", "GITLAB_CI")
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +89,9 @@ def series(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     commits = []
     cwd = Path.cwd()
     os.chdir(repo)
+    ci = pytest.MonkeyPatch()
+    for name in CI_SYSTEMS:  # the project's commits come from its git, not this CI's
+        ci.delenv(name, raising=False)
     try:
         for n in range(1, 11):
             modelzoo.lenet(repo / "model.onnx", hidden=64 if n == SLOW_COMMIT else 16)
@@ -125,6 +109,7 @@ def series(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             assert res.exit_code == 0, res.output
     finally:
         os.chdir(cwd)
+        ci.undo()
     return {"repo": repo, "history": history, "commits": commits}
 
 
@@ -277,6 +262,8 @@ def test_the_farm_records_its_jobs_and_charts_the_same_series(
     repo, commits = series["repo"], series["commits"]
     with HistoryStore(series["history"]) as local:
         expected = [r.figures["emulated_instructions"].value for r in local.records(name="model")]
+    for name in CI_SYSTEMS:
+        monkeypatch.delenv(name, raising=False)
     farm = make_farm(tmp_path / "farm")
     try:
         farm.start_agent("host-a", {"an386-a": "mps2-an386"})
@@ -321,3 +308,39 @@ def test_the_farm_records_its_jobs_and_charts_the_same_series(
         other.context.close()
     finally:
         farm.stop_all()
+
+
+@pytest.mark.slow
+def test_run_and_validate_record_into_the_history_too(tmp_path: Path, export_factory: Any) -> None:
+    history = tmp_path / "results.db"
+    export = Path(export_factory("benchmark").path)
+    res = runner.invoke(app, ["run", str(export), "--history", str(history), "--json"])
+    assert res.exit_code == 0, res.output
+    model = modelzoo.two_head_mlp(tmp_path / "m.onnx")
+    args = ["validate", str(model), "--targets", "host", "--history", str(history), "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    with HistoryStore(history) as store:
+        run, check = store.records()
+    assert (run.source, run.identity.name, run.identity.kind) == ("run", export.name, "benchmark")
+    assert run.figures["latency"].provenance == "host" and run.bundle is not None
+    assert (check.source, check.identity.kind) == ("validate", "output")
+    assert check.identity.name == "validate m.onnx"
+    bad = runner.invoke(app, ["run", str(export), "--history", str(tmp_path)])
+    assert bad.exit_code == 2 and "is a folder, not a database file" in " ".join(bad.output.split())
+
+
+def test_an_export_failure_says_what_failed() -> None:
+    """Not always "unsupported operators": a file that could not be written, an operator,
+    or else the exporter's own words, and where its whole output is."""
+    from aidge_deploy.modelexport import ExportRequest, _export_error
+
+    request = ExportRequest(model=Path("lenet.onnx"), target="host", out_dir=Path("/ro/x"))
+    log = Path("/cache/runs/r/export.log")
+    write = _export_error(request, PermissionError(13, "Permission denied"), "", log)
+    assert "could not write a file of the export" in write.hint and str(log) in write.hint
+    op = _export_error(request, RuntimeError("No implementation for operator Foo"), "", None)
+    assert "operator of the model is not supported" in op.hint
+    other = _export_error(request, ValueError("bad dims"), "last words", None)
+    assert "The exporter failed (ValueError)" in other.hint and "last words" in other.hint
+    assert "operator" not in other.hint

@@ -6,6 +6,7 @@ target's run (by process tree, as for ``profile``)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -278,3 +279,5 @@ def test_a_signal_stops_every_target_and_leaves_no_process(
     stderr = interrupt(proc, sig, watch)
     assert_nothing_left(watch)
     assert "Traceback" not in stderr
+    builds = Path(os.environ["AIDGE_DEPLOY_CACHE_DIR"]) / "builds"
+    assert not list(builds.glob(".tmp-*")), "a private build folder was left behind"

@@ -141,20 +141,12 @@ def list_runs(
 
 
 def _as_dict(record: Any, steps: list[Any]) -> dict[str, Any]:
-    ident = record.identity
     return {
         "id": record.id,
         "recorded_at": record.recorded_at,
         "source": record.source,
         "accepted": record.accepted,
-        "identity": {
-            "name": ident.name,
-            "target": ident.target,
-            "board": ident.board,
-            "kind": ident.kind,
-            "dtype": ident.dtype,
-            "iterations": ident.iterations,
-        },
+        "identity": record.identity.as_dict(),
         "commit": record.vcs.commit,
         "branch": record.vcs.branch,
         "ci": record.vcs.ci,

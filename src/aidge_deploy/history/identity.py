@@ -90,6 +90,28 @@ class RunIdentity:
         runs = f" × {self.iterations}" if self.iterations is not None else ""
         return f"{self.name} on {self.where}, {self.kind} {self.dtype}{runs}"
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "target": self.target,
+            "board": self.board,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "iterations": self.iterations,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> RunIdentity:
+        iterations = doc.get("iterations")
+        return cls(
+            str(doc["name"]),
+            str(doc["target"]),
+            doc.get("board") or None,
+            str(doc.get("kind") or "benchmark"),
+            str(doc.get("dtype") or "float32"),
+            None if iterations is None else int(iterations),
+        )
+
     def differences(self, other: RunIdentity) -> list[str]:
         """How ``other`` (a later run of the same test and target) differs in its kind."""
         out = []
@@ -218,15 +240,13 @@ def bundle_facts(bundle: Path) -> BundleFacts:
         kind=kind,
         dtype=dtype_of(inputs[0].get("dtype") if inputs else None),
         iterations=None if iterations is None else int(iterations),
-        comparability=Comparability(
-            provenance=str(comp.get("provenance") or summary.get("provenance") or ""),
-            aidge_version=comp.get("aidge_core"),
-            toolchain=dict(comp.get("toolchain") or {}),
-            aidge_deploy_version=comp.get("aidge_deploy"),
-            backend=comp.get("backend"),
-            protocol=comp.get("protocol"),
-            model_hash=comp.get("model_hash"),
-            export_hash=comp.get("export_hash"),
-            power_source=comp.get("power_source"),
+        comparability=Comparability.from_dict(
+            {
+                **comp,
+                "provenance": comp.get("provenance") or summary.get("provenance"),
+                # the bundle manifest's names for two of the facts
+                "aidge_version": comp.get("aidge_core"),
+                "aidge_deploy_version": comp.get("aidge_deploy"),
+            }
         ),
     )

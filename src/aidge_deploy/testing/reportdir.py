@@ -46,16 +46,8 @@ class IndexedRun:
     accepted: bool = True
 
     def as_dict(self, root: Path) -> dict[str, Any]:
-        ident = self.identity
         return {
-            "identity": {
-                "name": ident.name,
-                "target": ident.target,
-                "board": ident.board,
-                "kind": ident.kind,
-                "dtype": ident.dtype,
-                "iterations": ident.iterations,
-            },
+            "identity": self.identity.as_dict(),
             "test": self.test,
             "bundle": os.path.relpath(self.bundle, root),
             "accepted": self.accepted,
@@ -95,19 +87,11 @@ def read_indexes(folder: Path, *, exclude: Path | None = None) -> list[tuple[Pat
         if not isinstance(doc, dict) or doc.get("schema") != INDEX_SCHEMA:
             continue
         for run in doc.get("runs") or []:
-            ident = run["identity"]
             found.append(
                 (
                     index.parent,
                     IndexedRun(
-                        RunIdentity(
-                            str(ident["name"]),
-                            str(ident["target"]),
-                            ident.get("board"),
-                            str(ident.get("kind") or "benchmark"),
-                            str(ident.get("dtype") or "float32"),
-                            ident.get("iterations"),
-                        ),
+                        RunIdentity.from_dict(run["identity"]),
                         str(run.get("test") or ""),
                         index.parent / str(run["bundle"]),
                         bool(run.get("accepted", True)),
