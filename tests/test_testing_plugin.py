@@ -379,6 +379,10 @@ def test_t(aidge_target):
     assert "--aidge-target 'mps2-an368' is neither a target nor a board of the lab" in err
     assert "did you mean mps2-an386" in err
     assert "passed" not in result.stdout.str() and "skipped" not in result.stdout.str()
+    # so does a baseline folder that does not exist (a typo would skip every comparison)
+    missing = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--aidge-baseline=nope/")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--aidge-baseline nope is not a folder" in " ".join(missing.stderr.str().split())
 
 
 SESSION_TESTS = """

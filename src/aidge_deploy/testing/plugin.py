@@ -120,6 +120,18 @@ def _check_options(config: pytest.Config) -> None:
             from aidge_deploy.history.store import HistoryStore
 
             HistoryStore(history).close()  # created (or opened) once, up front
+        baseline, report_dir = (
+            config.getoption("aidge_baseline"),
+            config.getoption("aidge_report_dir"),
+        )
+        if baseline is not None and not Path(baseline).is_dir() and baseline != report_dir:
+            from aidge_deploy.errors import ConfigError
+
+            raise ConfigError(
+                f"--aidge-baseline {baseline} is not a folder",
+                hint="Pass an earlier --aidge-report-dir (it may be this session's own "
+                "--aidge-report-dir, even before its first session).",
+            )
         thresholds = config.getoption("aidge_thresholds")
         if thresholds is not None:
             from aidge_deploy.report.compare import load_thresholds
