@@ -29,9 +29,20 @@ import aidge_deploy
 from aidge_deploy.boards.baremetal.qemu.estimate import wait_states_of
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import ConfigError
+from aidge_deploy.history.identity import Comparability
 from aidge_deploy.metrics import Provenance
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
 from aidge_deploy.profiling.timing import CORES, load_model, plugin_table_path
+from aidge_deploy.report.compare import (
+    DimensionDiff,
+    DimensionKind,
+    Direction,
+    Figure,
+    ThresholdRule,
+    Thresholds,
+    Verdict,
+    evaluate_figures,
+)
 from aidge_qemu_descriptors import get_board
 from browser import screenshot
 from envparts import missing
@@ -414,3 +425,33 @@ def test_report_shows_estimated_cycles_with_label_and_assumptions(
         screenshot(page, "report_estimated_cycles")
     finally:
         page.close()
+
+
+def test_times_of_different_models_are_never_compared() -> None:
+    """A timing model's time against one cycle per instruction is no regression: the history
+    gate blocks the comparison and ``compare`` leaves the time figures out (with a warning),
+    while a bundle from before the models still compares with ``--timing cpi1``."""
+    before = Comparability("emulated", "0.10.1")  # recorded before the models: CPI = 1
+    cpi1 = Comparability("emulated", "0.10.1", time_model="CPI = 1")
+    model = Comparability("emulated", "0.10.1", time_model="M4 timing model")
+    assert before.blocking_differences(cpi1) == []
+    assert before.blocking_differences(model) == ["time model CPI = 1 → M4 timing model"]
+    assert Comparability("host", "1").blocking_differences(Comparability("host", "1")) == []
+    diff = DimensionDiff(
+        "time_model", DimensionKind.INFORMATIVE, "time model", "CPI = 1", "M4 timing model"
+    )
+    rule = ThresholdRule("*", Direction.SMALLER, max_regression_pct=1.0)
+    base = {
+        "latency": Figure(0.6, "ms", "estimated", 4e-5),
+        "emulated_instructions": Figure(100, "instructions", "emulated"),
+    }
+    cand = {
+        "latency": Figure(1.0, "ms", "estimated", 4e-5),
+        "emulated_instructions": Figure(100, "instructions", "emulated"),
+    }
+    evaluation = evaluate_figures(base, cand, Thresholds((rule,)), differences=[diff])
+    by_key = {c.key: c for c in evaluation.checks}
+    assert (
+        by_key["latency"].status is Verdict.WARN and "different models" in by_key["latency"].message
+    )
+    assert by_key["emulated_instructions"].status is Verdict.PASS

@@ -147,6 +147,15 @@ class Comparability:
     model_hash: str | None = None
     export_hash: str | None = None
     power_source: str | None = None
+    #: what an emulated board's times are estimated with: its core's timing model, or
+    #: "CPI = 1" (``--timing cpi1``, and every run from before the models)
+    time_model: str | None = None
+
+    @property
+    def times_from(self) -> str | None:
+        if self.time_model is None and self.provenance == "emulated":
+            return "CPI = 1"
+        return self.time_model
 
     def blocking_differences(self, later: Comparability) -> list[str]:
         """Why ``later`` cannot be compared with this result (empty: it can).
@@ -159,6 +168,8 @@ class Comparability:
             out.append(f"provenance {self.provenance} → {later.provenance}")
         if self.aidge_version != later.aidge_version:
             out.append(f"Aidge {self.aidge_version} → {later.aidge_version}")
+        if self.times_from != later.times_from:  # a timing model's time against CPI = 1
+            out.append(f"time model {self.times_from} → {later.times_from}")
         for tool in sorted(set(self.toolchain) | set(later.toolchain)):
             if tool in _BUILD_DRIVERS:
                 continue
@@ -178,6 +189,7 @@ class Comparability:
             "model_hash": self.model_hash,
             "export_hash": self.export_hash,
             "power_source": self.power_source,
+            "time_model": self.time_model,
         }
 
     @classmethod
@@ -192,6 +204,7 @@ class Comparability:
             model_hash=doc.get("model_hash"),
             export_hash=doc.get("export_hash"),
             power_source=doc.get("power_source"),
+            time_model=doc.get("time_model"),
         )
 
 
