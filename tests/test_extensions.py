@@ -26,21 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _registries() -> dict[str, Registry[object]]:
-    from aidge_deploy.flash.registry import FLASHERS
-    from aidge_deploy.power.registry import POWER_MONITORS
-    from aidge_deploy.profiling.capability import COUNTER_SOURCES
-    from aidge_deploy.protocols.registry import PROTOCOLS
-    from aidge_deploy.registry import REMOTE_BACKENDS, TARGETS
+    from aidge_deploy.checkup import registries
 
-    found: dict[str, Registry[object]] = {
-        "targets": TARGETS,  # type: ignore[dict-item]
-        "protocols": PROTOCOLS,  # type: ignore[dict-item]
-        "flashers": FLASHERS,  # type: ignore[dict-item]
-        "power_monitors": POWER_MONITORS,  # type: ignore[dict-item]
-        "counters": COUNTER_SOURCES,  # type: ignore[dict-item]
-        "remote_backends": REMOTE_BACKENDS,  # type: ignore[dict-item]
-    }
-    assert set(found) == set(GROUPS), "every extension point is checked"
+    groups = {group: kind for kind, group in GROUPS.items()}
+    found = {groups[registry.group]: registry for registry in registries()}
+    assert set(found) == set(GROUPS), "every extension point has its registry"
     return found
 
 

@@ -293,9 +293,11 @@ def test_static_figures_are_static_and_a_program_image_is_not_flash() -> None:
 
 
 def test_every_registered_target_declares_what_its_figures_are() -> None:
-    from aidge_deploy.registry import registered_targets
+    from aidge_deploy.registry import DeployTarget, registered_targets
 
     for (name, backend), cls in registered_targets().items():
+        if not issubclass(cls, DeployTarget):
+            continue  # a remote backend (the farm): its result says what the board measured
         assert isinstance(cls.timing_provenance, Provenance), (name, backend)
         assert isinstance(cls.counter_provenance, Provenance), (name, backend)
     qemu = get_deploy_target("mps2-an386", "local")

@@ -17,6 +17,7 @@ from aidge_deploy.profiling.validity import (
     ValidityStatus,
     assess,
 )
+from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.results import DeployResult, LayerFigure, Metric, Provenance, TimingSeries
 from aidge_deploy.timing import TimingInfo, protocol_timing
 
@@ -41,7 +42,7 @@ def _result(
     bits = None if emulated else 32
     if timing is None and provenance != Provenance.EMULATED:
         timing = protocol_timing(
-            protocol,
+            get_protocol(protocol).timer,
             provenance,
             timings,
             app or {"nb_iterations": 5},
@@ -132,12 +133,16 @@ def test_a_one_and_a_half_ms_layer_from_a_1ms_timer_is_flagged() -> None:
 
 
 def test_the_sample_step_is_detected_when_finer_than_the_protocol_says() -> None:
-    nominal = protocol_timing(UART, Provenance.SILICON, [0.6, 0.5, 0.7], {"nb_iterations": 5})
+    nominal = protocol_timing(
+        get_protocol(UART).timer, Provenance.SILICON, [0.6, 0.5, 0.7], {"nb_iterations": 5}
+    )
     assert nominal is not None and nominal.resolution_ms == pytest.approx(0.1)
     assert not nominal.detected
-    finer = protocol_timing(UART, Provenance.SILICON, [0.55, 0.6, 0.65], {"nb_iterations": 5})
+    finer = protocol_timing(
+        get_protocol(UART).timer, Provenance.SILICON, [0.55, 0.6, 0.65], {"nb_iterations": 5}
+    )
     assert finer is not None and finer.detected and finer.resolution_ms == pytest.approx(0.05)
-    host = protocol_timing(HOST, Provenance.HOST, HOST_TIMINGS, {})
+    host = protocol_timing(get_protocol(HOST).timer, Provenance.HOST, HOST_TIMINGS, {})
     assert host is not None and host.resolution_ms == 1e-6
 
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import importlib.metadata
 from dataclasses import dataclass
+from typing import Any
 
+from aidge_deploy.extensions import Registry
 from aidge_deploy.readiness import ToolCheck, missing_text
 
 #: the Aidge packages an export needs (``profile``)
@@ -63,6 +65,8 @@ class Checkup:
     flashers: tuple[Readiness, ...]
     counters: tuple[Readiness, ...]
     monitors: tuple[Readiness, ...]
+    #: the registered output protocols (they need nothing of this machine)
+    protocols: tuple[str, ...]
     #: entry points that failed to load: (kind, name, error)
     broken: tuple[tuple[str, str, str], ...]
 
@@ -189,27 +193,33 @@ def monitor_readiness() -> tuple[Readiness, ...]:
     )
 
 
-def checkup() -> Checkup:
-    """The whole report (imports every registered thing, and Aidge for the hardware models)."""
+def registries() -> tuple[Registry[Any], ...]:
+    """Every extension point's registry, in the order the reports list them."""
     from aidge_deploy.flash.registry import FLASHERS
-    from aidge_deploy.modelexport import load_plugins
     from aidge_deploy.power.registry import POWER_MONITORS
     from aidge_deploy.profiling.capability import COUNTER_SOURCES
     from aidge_deploy.protocols.registry import PROTOCOLS
     from aidge_deploy.registry import REMOTE_BACKENDS, TARGETS
 
+    return (TARGETS, REMOTE_BACKENDS, PROTOCOLS, FLASHERS, COUNTER_SOURCES, POWER_MONITORS)
+
+
+def checkup() -> Checkup:
+    """The whole report (imports every registered thing, and Aidge for the hardware models)."""
+    from aidge_deploy.modelexport import load_plugins
+    from aidge_deploy.protocols.registry import PROTOCOLS
+
     load_plugins()
-    PROTOCOLS.all()  # a plug-in's parser that fails to load is reported with the others
+    protocols = tuple(PROTOCOLS.all())
     packages = tuple(_package_check(p) for p in AIDGE_PACKAGES)
     targets, exports = target_readiness(), export_readiness()
     flashers, counters, monitors = flasher_readiness(), counter_readiness(), monitor_readiness()
-    registries = (TARGETS, REMOTE_BACKENDS, PROTOCOLS, FLASHERS, COUNTER_SOURCES, POWER_MONITORS)
     broken = tuple(
         (registry.kind, name, error)
-        for registry in registries
+        for registry in registries()
         for name, error in registry.failures.items()
     )
-    return Checkup(packages, targets, exports, flashers, counters, monitors, broken)
+    return Checkup(packages, targets, exports, flashers, counters, monitors, protocols, broken)
 
 
-__all__ = ["Checkup", "Readiness", "checkup"]
+__all__ = ["Checkup", "Readiness", "checkup", "registries"]

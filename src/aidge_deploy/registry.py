@@ -106,10 +106,11 @@ class DeployTarget(ABC):
         Real targets report the program's own readings, with the step of the protocol's
         timer; an emulated board overrides this to report instructions ÷ core clock.
         """
+        from aidge_deploy.protocols.registry import get_protocol
         from aidge_deploy.timing import RunTimes, protocol_timing
 
         info = protocol_timing(
-            parsed.protocol,
+            get_protocol(parsed.protocol).timer,
             self.timing_provenance,
             parsed.timings_ms,
             app_config,

@@ -12,6 +12,9 @@ step depends on the program that printed the figure, i.e. on the output protocol
   ``std::chrono::steady_clock`` intervals to 6 decimals of a millisecond (1 ns);
 * MLPerf Tiny prints two microsecond timestamps around N inferences.
 
+Each protocol declares its timer (``OutputProtocol.timer``, one of those below for the
+built-in ones): a plug-in's protocol says what its program's clock is the same way.
+
 The nominal step is checked against the samples themselves (the greatest common step of
 the printed values): a firmware whose tick is not what the protocol says is reported with
 the step it really has. Emulated boards replace all of this by instructions ÷ core clock
@@ -30,7 +33,9 @@ from typing import Any
 from aidge_deploy.metrics import Provenance
 
 __all__ = [
-    "PROTOCOL_TIMERS",
+    "MLPERF_LAP_US",
+    "STEADY_CLOCK",
+    "UART_TICK",
     "ProtocolTimer",
     "RunTimes",
     "TimingInfo",
@@ -57,19 +62,16 @@ class ProtocolTimer:
     layer_tick_ms: float | None = None
 
 
-_UART_TICK = ProtocolTimer(
+#: the Cortex-M benchmark firmware's timer (each protocol declares its own: ``timer``)
+UART_TICK = ProtocolTimer(
     "HAL_GetTick() (1 ms SysTick tick)", 1.0, 3, averages_forwards=True, layer_tick_ms=1.0
 )
-
-#: the timer of each protocol that prints times
-PROTOCOL_TIMERS: Mapping[str, ProtocolTimer] = {
-    "aidge-uart-benchmark/v1": _UART_TICK,
-    "aidge-uart-validation/v1": _UART_TICK,
-    "aidge-stdout-benchmark/v1": ProtocolTimer(
-        "std::chrono::steady_clock, printed to 1 ns", 1e-6, 6, layer_tick_ms=1e-6
-    ),
-    "mlperf-tiny-uart/v1": ProtocolTimer("m-lap-us timestamps (1 µs)", 1e-3, 3),
-}
+#: the host and Linux boards' benchmark programs' timer
+STEADY_CLOCK = ProtocolTimer(
+    "std::chrono::steady_clock, printed to 1 ns", 1e-6, 6, layer_tick_ms=1e-6
+)
+#: the MLPerf Tiny firmware's timestamps
+MLPERF_LAP_US = ProtocolTimer("m-lap-us timestamps (1 µs)", 1e-3, 3)
 
 
 @dataclass(frozen=True)
@@ -160,19 +162,19 @@ def forwards_per_sample(app_config: Mapping[str, Any] | None) -> int:
 
 
 def protocol_timing(
-    protocol: str | None,
+    timer: ProtocolTimer | None,
     provenance: Provenance,
     samples: Sequence[float] | None,
     app_config: Mapping[str, Any] | None,
     *,
     has_layer_times: bool = False,
 ) -> TimingInfo | None:
-    """The timing of a run whose times are the program's own readings (not converted).
+    """The timing of a run whose times are the program's own readings (not converted), by
+    the timer of its output protocol (``OutputProtocol.timer``).
 
     None when the protocol prints no times. The sample step is the protocol's nominal one
     unless the samples show a finer grid (then the detected step, ``detected=True``).
     """
-    timer = PROTOCOL_TIMERS.get(protocol or "")
     if timer is None:
         return None
     nominal = timer.tick_ms

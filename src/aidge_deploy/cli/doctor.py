@@ -35,6 +35,10 @@ def doctor() -> None:
         "Deploy targets: TARGETS /BACKEND \\[options] (`aidge-deploy targets` says what they are)",
         report.targets,
     )
+    console.print(
+        "[dim]Output protocols (need nothing here): " + ", ".join(report.protocols) + "[/dim]",
+        highlight=False,
+    )
     if report.exports:
         _readiness("Exporting for a board (profile): its BSP", report.exports)
     _readiness("Flashers (--flash-method; probe boards)", report.flashers, optional=True)

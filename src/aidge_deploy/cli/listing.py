@@ -49,6 +49,60 @@ def print_targets() -> None:
     for (backend, description), names in sorted(ways.items()):
         mechanics.add_row(backend, description, ", ".join(names))
     console.print(mechanics)
+    console.print(_extensions())
+    _failures()
+
+
+def _failures() -> None:
+    """Entry points of installed plug-ins that failed to load: said, not hidden."""
+    from aidge_deploy.flash.registry import FLASHERS
+    from aidge_deploy.power.registry import POWER_MONITORS
+    from aidge_deploy.profiling.capability import COUNTER_SOURCES
+    from aidge_deploy.protocols.registry import PROTOCOLS
+    from aidge_deploy.registry import REMOTE_BACKENDS, TARGETS
+
+    for registry in (
+        TARGETS,
+        REMOTE_BACKENDS,
+        PROTOCOLS,
+        FLASHERS,
+        COUNTER_SOURCES,
+        POWER_MONITORS,
+    ):
+        for name, error in registry.failures.items():
+            console.print(
+                f"[yellow]The {registry.kind} {name!r} failed to load:[/yellow] {error}",
+                highlight=False,
+            )
+
+
+def _extensions() -> Table:
+    """The other registries, one row each thing: what a manifest, --flash-method,
+    --counters and --power can name (built in or from an installed plug-in)."""
+    from aidge_deploy.flash.registry import FLASHERS
+    from aidge_deploy.power.registry import POWER_MONITORS
+    from aidge_deploy.profiling.capability import COUNTER_SOURCES
+    from aidge_deploy.protocols.registry import PROTOCOLS
+
+    table = Table(
+        title="Protocols, flashers, counter sources, power monitors", title_justify="left"
+    )
+    table.add_column("extension", no_wrap=True, style="bold")
+    table.add_column("name", no_wrap=True)
+    table.add_column("what it is", overflow="fold")
+    for name, protocol in PROTOCOLS.all().items():
+        table.add_row("protocol", name, _first_line(type(protocol).__doc__))
+    for name, flasher in FLASHERS.all().items():
+        table.add_row("flasher", name, _first_line(flasher.__doc__))
+    for name, source in COUNTER_SOURCES.all().items():
+        table.add_row("counters", name, f"{source.counter_domain.value}: {source.counts_where}")
+    for kind in POWER_MONITORS.all().values():
+        table.add_row("power", kind.syntax(), f"{kind.provenance}: {kind.reads}")
+    return table
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
 
 
 __all__ = ["print_targets"]

@@ -18,6 +18,7 @@ import numpy as np
 if TYPE_CHECKING:
     from aidge_deploy.exportspec import Manifest
     from aidge_deploy.profiling.timing import EstimatedCycles
+    from aidge_deploy.timing import ProtocolTimer
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ class OutputProtocol(Protocol):
     interactive: bool
     #: the line that means "the program is done" when it does not exit by itself
     end_markers: tuple[str, ...]
+    #: the clock behind the times the program prints (None: it prints no times)
+    timer: ProtocolTimer | None
 
     def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         """Parse a complete capture. Raises ``ProtocolError`` on malformed input."""

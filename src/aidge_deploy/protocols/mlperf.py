@@ -36,6 +36,7 @@ from aidge_deploy.protocols.manifest_facts import (
 )
 from aidge_deploy.protocols.numbers import parse_float_list
 from aidge_deploy.protocols.registry import register_protocol
+from aidge_deploy.timing import MLPERF_LAP_US, ProtocolTimer
 
 if TYPE_CHECKING:
     from aidge_deploy.exportspec import Manifest
@@ -405,6 +406,7 @@ class MlperfTinyUartV1:
 
     name = MLPERF_TINY_UART_V1
     interactive = True
+    timer: ProtocolTimer | None = MLPERF_LAP_US
     #: the session is complete once the results of the driven ``infer`` are printed
     end_markers: tuple[str, ...] = ("m-results-",)
 

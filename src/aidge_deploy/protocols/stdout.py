@@ -29,6 +29,7 @@ from aidge_deploy.protocols.manifest_facts import (
 )
 from aidge_deploy.protocols.numbers import parse_float_token, parse_int_token
 from aidge_deploy.protocols.registry import register_protocol
+from aidge_deploy.timing import STEADY_CLOCK, ProtocolTimer
 
 if TYPE_CHECKING:
     from aidge_deploy.exportspec import Manifest
@@ -47,6 +48,7 @@ class _NonInteractive:
     name: str
     interactive = False
     end_markers: tuple[str, ...] = ()
+    timer: ProtocolTimer | None = None
 
     def drive(self, channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
         raise ProtocolError(
@@ -281,6 +283,7 @@ class StdoutBenchmarkV1(_NonInteractive):
     """Host timings in ms (steady_clock), optional per-layer averages."""
 
     name = STDOUT_BENCHMARK_V1
+    timer = STEADY_CLOCK
 
     def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_stdout_benchmark_v1(text, manifest)

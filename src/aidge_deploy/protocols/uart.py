@@ -44,6 +44,7 @@ from aidge_deploy.protocols.uart_validation import (
     VALIDATION_DONE,
     drive_validation,
 )
+from aidge_deploy.timing import UART_TICK, ProtocolTimer
 
 if TYPE_CHECKING:
     from aidge_deploy.exportspec import Manifest
@@ -455,6 +456,7 @@ class _UartNonInteractive:
     name: str
     interactive = False
     end_markers: tuple[str, ...] = ("END DEMO",)
+    timer: ProtocolTimer | None = None
 
     def drive(self, channel: Channel, manifest: Manifest, request: SessionRequest) -> str:
         raise ProtocolError(
@@ -478,6 +480,7 @@ class UartBenchmarkV1(_UartNonInteractive):
     """``inference_time`` (ms, no unit), and with profiling cycles and per-layer lines."""
 
     name = UART_BENCHMARK_V1
+    timer = UART_TICK
 
     def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
         return parse_uart_benchmark_v1(text, manifest)
@@ -489,6 +492,7 @@ class UartValidationV1:
 
     name = UART_VALIDATION_V1
     interactive = True
+    timer: ProtocolTimer | None = UART_TICK
     end_markers: tuple[str, ...] = (BENCHMARK_DONE,)
 
     def parse(self, text: str, manifest: Manifest) -> ProtocolResult:
