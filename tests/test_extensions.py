@@ -94,13 +94,20 @@ def test_a_lookup_imports_only_the_module_it_names(
 ) -> None:
     probe = (
         "import sys\n"
-        "from aidge_deploy.registry import get_deploy_target_class\n"
+        "from aidge_deploy import extensions\n"
+        "from aidge_deploy.protocols.registry import get_protocol\n"
+        "from aidge_deploy.registry import get_deploy_target_class, remote_backend\n"
         f"get_deploy_target_class({target!r}, 'local')\n"
-        "print(' '.join(sorted(sys.modules)))\n"
+        "assert remote_backend('local') is None\n"
+        "get_protocol('aidge-stdout-benchmark/v1')\n"
+        "scans = extensions._all_entry_points.cache_info().currsize\n"
+        "print(' '.join(sorted(sys.modules)), f'SCANS={scans}')\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=300, check=True)  # fmt: skip
     modules = set(done.stdout.split())
+    # our own entry points answer a built-in lookup: no scan of every installed distribution
+    assert "SCANS=0" in modules
     assert imported in modules
     loaded = [m for m in modules if m.startswith(not_imported)]
     assert loaded == [], f"a {target} lookup imported {loaded}"

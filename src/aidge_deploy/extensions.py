@@ -140,13 +140,16 @@ class Registry[T]:
         """Every name, registered or declared, without loading anything."""
         return sorted(set(self._items) | set(self.declared()))
 
-    def find(self, name: str) -> T | None:
+    def find(self, name: str, *, everywhere: bool = True) -> T | None:
         """The thing called ``name``: registered, else loaded from its entry point (ours
-        first, then any distribution's); None when nothing has that name."""
+        first, then, with ``everywhere``, any distribution's: a scan of every installed
+        distribution, once a process); None when nothing has that name."""
         item = self._items.get(name)
         if item is not None:
             return item
-        declared = self.declared(everywhere=False).get(name) or self.declared().get(name)
+        declared = self.declared(everywhere=False).get(name)
+        if declared is None and everywhere:
+            declared = self.declared().get(name)
         if declared is None:
             return None
         return self._load(declared)

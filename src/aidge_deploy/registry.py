@@ -322,8 +322,15 @@ def remote_backend(backend: str) -> type[RemoteBackend] | None:
     """The ``RemoteBackend`` registered under ``backend``, or None (a local-pipeline backend).
 
     Only the entry point of that name is loaded: an ``api`` deploy imports no board module.
+    A backend of our own targets (``local``, ``ssh``...) is answered without scanning every
+    installed distribution for a plug-in's remote backend of that name.
     """
-    return REMOTE_BACKENDS.find(backend.lower())
+    name = backend.lower()
+    found = REMOTE_BACKENDS.find(name, everywhere=False)
+    if found is not None:
+        return found
+    own = {key.partition("/")[2] for key in TARGETS.declared(everywhere=False)}
+    return None if name in own else REMOTE_BACKENDS.find(name)
 
 
 def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
