@@ -94,3 +94,21 @@ def test_a_file_that_is_not_an_elf_is_a_typed_error_everywhere(tmp_path: Path) -
     assert info.value.missing
     with pytest.raises(FlashError, match="does not exist"):
         load_elf(missing)
+
+
+@needs_qemu
+def test_an_unchanged_file_is_parsed_once_and_a_rewritten_one_again(
+    firmware: Callable[[str, object], Path], tmp_path: Path
+) -> None:
+    """One deploy reads its firmware three times (memory report, flasher, timing model's
+    boundaries): the image is kept while the file is unchanged, never once it is rewritten."""
+    elf_path = tmp_path / "firmware.elf"
+    elf_path.write_bytes(firmware("mps2-an386", Variant.DEMO).read_bytes())
+    plain = read_elf(elf_path)
+    assert read_elf(elf_path) is plain
+    full = read_elf(elf_path, segment_data=True, symbols=True)  # more than was read: again
+    assert full.symbol("main") is not None and full.segments[0].data is not None
+    assert read_elf(elf_path) is full  # a superset serves a smaller request
+    elf_path.write_bytes(b"\x00" * 64)  # same path, rewritten
+    with pytest.raises(ElfReadError):
+        read_elf(elf_path)

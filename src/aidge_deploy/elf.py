@@ -152,12 +152,42 @@ def _symbols(elf: ELFFile, table: SymbolTableSection) -> tuple[ElfSymbol, ...]:
     return tuple(out)
 
 
+#: the last images read, by file identity (path, inode, mtime, size): one deploy reads its
+#: firmware three times (the memory check, the flasher, the emulated PMU's boundaries)
+_READ: dict[tuple[str, int, int, int, int], tuple[ElfImage, bool, bool]] = {}
+_READ_KEPT = 8
+
+
 def read_elf(path: Path, *, segment_data: bool = False, symbols: bool = False) -> ElfImage:
     """Read ``path``; ``segment_data`` loads the bytes of each ``PT_LOAD`` segment and
     ``symbols`` the symbol table (both cost time on large host programs, so only on demand).
 
+    An image already read (same file, unchanged: inode, mtime and size) is not parsed again;
+    it may then carry more than was asked (segment data, symbols read for another caller).
     Raises ``ElfReadError`` when the file is missing, unreadable or not an ELF.
     """
+    try:
+        st = path.stat()
+    except FileNotFoundError as exc:
+        raise ElfReadError(path, "does not exist", missing=True) from exc
+    except OSError as exc:
+        raise ElfReadError(path, f"not a readable ELF file ({exc})") from exc
+    key = (str(path), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    kept = _READ.get(key)
+    if kept is not None:
+        image, has_data, has_symbols = kept
+        if (has_data or not segment_data) and (has_symbols or not symbols):
+            return image
+        segment_data, symbols = segment_data or has_data, symbols or has_symbols
+    image = _read_elf(path, segment_data=segment_data, symbols=symbols)
+    _READ.pop(key, None)
+    _READ[key] = (image, segment_data, symbols)
+    while len(_READ) > _READ_KEPT:
+        _READ.pop(next(iter(_READ)))
+    return image
+
+
+def _read_elf(path: Path, *, segment_data: bool, symbols: bool) -> ElfImage:
     try:
         with path.open("rb") as handle:
             elf = ELFFile(handle)
