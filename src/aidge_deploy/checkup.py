@@ -18,16 +18,6 @@ from typing import Any
 from aidge_deploy.extensions import Registry
 from aidge_deploy.readiness import ToolCheck, missing_text
 
-#: the Aidge packages an export needs (``profile``)
-AIDGE_PACKAGES = (
-    "aidge-core",
-    "aidge-onnx",
-    "aidge-backend-cpu",
-    "aidge-export-cpp",
-    "aidge-export-arm-cortexm",
-    "aidge-quantization",
-)
-
 
 @dataclass(frozen=True)
 class Readiness:
@@ -211,7 +201,9 @@ def checkup() -> Checkup:
 
     load_plugins()
     protocols = tuple(PROTOCOLS.all())
-    packages = tuple(_package_check(p) for p in AIDGE_PACKAGES)
+    from aidge_deploy.report.metadata import PACKAGES
+
+    packages = tuple(_package_check(p) for p in PACKAGES if p != "aidge-deploy")
     targets, exports = target_readiness(), export_readiness()
     flashers, counters, monitors = flasher_readiness(), counter_readiness(), monitor_readiness()
     broken = tuple(

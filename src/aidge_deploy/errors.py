@@ -154,15 +154,8 @@ class InternalError(DeployError):
     the traceback in a log file (``bugreport.keep_traceback``) whose path it prints.
     """
 
-    def __init__(
-        self,
-        message: str,
-        hint: str | None = None,
-        *,
-        log_path: Path | None = None,
-        stage: str | None = None,
-    ) -> None:
-        super().__init__(message, hint or REPORT_HINT, log_path=log_path, stage=stage)
+    def __init__(self, message: str, hint: str | None = None, **where: Any) -> None:
+        super().__init__(message, hint or REPORT_HINT, **where)
 
 
 class PipelineError(InternalError):

@@ -23,6 +23,7 @@ import importlib.metadata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from aidge_deploy.errors import ConfigError
 
@@ -93,6 +94,41 @@ class Registry[T]:
         self._items: dict[str, T] = {}
         #: entry points that failed to load, by name: what ``doctor`` reports
         self.failures: dict[str, str] = {}
+
+    @classmethod
+    def of_subclasses(
+        cls, kind: str, group: str, base: type, *, named: bool = False
+    ) -> Registry[Any]:
+        """A registry of subclasses of ``base``; with ``named``, a class's ``name`` attribute
+        is the name it is registered under (set, or checked when the class sets it)."""
+
+        def adopt(name: str, loaded: object) -> type:
+            if not (isinstance(loaded, type) and issubclass(loaded, base)):
+                raise ConfigError(
+                    f"The {kind} {name!r} names {loaded!r}, not a {base.__name__} class",
+                    hint=f"Point the {group} entry point at a {base.__name__} subclass.",
+                )
+            if named:
+                own = getattr(loaded, "name", name)
+                if own != name:
+                    raise ConfigError(
+                        f"The {kind} class {loaded.__qualname__} is named {own!r}, its entry "
+                        f"point {name!r}",
+                        hint="The entry point's name and the class's name attribute must agree.",
+                    )
+                setattr(loaded, "name", name)  # noqa: B010 - a ClassVar of the subclass
+            return loaded
+
+        return Registry(kind, group, adopt)
+
+    def registering[C](self, name: str) -> Callable[[C], C]:
+        """Class decorator: register the class under ``name``, checked as an entry point's."""
+
+        def decorator(item: C) -> C:
+            self.register(name, self._adopt(name, item))
+            return item
+
+        return decorator
 
     # -- registration ----------------------------------------------------------------------
 

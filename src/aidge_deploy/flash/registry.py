@@ -107,32 +107,14 @@ class Flasher(ABC):
 _F = TypeVar("_F", bound=type)
 
 
-def _adopt(name: str, loaded: object) -> type[Flasher]:
-    if not (isinstance(loaded, type) and issubclass(loaded, Flasher)):
-        raise ConfigError(
-            f"Flasher {name!r} names {loaded!r}, not a Flasher class",
-            hint="Point the aidge_deploy.flashers entry point at a Flasher subclass.",
-        )
-    if getattr(loaded, "name", name) != name:
-        raise ConfigError(
-            f"Flasher class {loaded.__qualname__} is named {loaded.name!r}, its entry point {name!r}",
-            hint="The entry point's name and the class's name attribute must agree.",
-        )
-    loaded.name = name
-    return loaded
-
-
-FLASHERS: Registry[type[Flasher]] = Registry("flasher", GROUPS["flashers"], _adopt)
+FLASHERS: Registry[type[Flasher]] = Registry.of_subclasses(
+    "flasher", GROUPS["flashers"], Flasher, named=True
+)
 
 
 def register_flasher(name: str) -> Callable[[_F], _F]:
     """Class decorator: register a flasher class under ``name``."""
-
-    def decorator(cls: _F) -> _F:
-        FLASHERS.register(name, _adopt(name, cls))
-        return cls
-
-    return decorator
+    return FLASHERS.registering(name)
 
 
 def flasher_names() -> tuple[str, ...]:

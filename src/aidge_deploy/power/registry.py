@@ -72,35 +72,14 @@ class MonitorKind(ABC):
 _K = TypeVar("_K", bound=type[MonitorKind])
 
 
-def _adopt(name: str, loaded: object) -> type[MonitorKind]:
-    if not (isinstance(loaded, type) and issubclass(loaded, MonitorKind)):
-        raise ConfigError(
-            f"Power monitor {name!r} names {loaded!r}, not a MonitorKind class",
-            hint="Point the aidge_deploy.power_monitors entry point at a MonitorKind subclass.",
-        )
-    if getattr(loaded, "name", name) != name:
-        raise ConfigError(
-            f"Power monitor class {loaded.__qualname__} is named {loaded.name!r}, its entry "
-            f"point {name!r}",
-            hint="The entry point's name and the class's name attribute must agree.",
-        )
-    loaded.name = name
-    return loaded
-
-
-POWER_MONITORS: Registry[type[MonitorKind]] = Registry(
-    "power monitor", GROUPS["power_monitors"], _adopt
+POWER_MONITORS: Registry[type[MonitorKind]] = Registry.of_subclasses(
+    "power monitor", GROUPS["power_monitors"], MonitorKind, named=True
 )
 
 
 def register_power_monitor(name: str) -> Callable[[_K], _K]:
     """Class decorator: register a ``MonitorKind`` under the ``--power`` name ``name``."""
-
-    def decorator(cls: _K) -> _K:
-        POWER_MONITORS.register(name, _adopt(name, cls))
-        return cls
-
-    return decorator
+    return POWER_MONITORS.registering(name)
 
 
 def monitor_kind(name: str) -> type[MonitorKind]:

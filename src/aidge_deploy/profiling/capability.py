@@ -63,29 +63,15 @@ class CounterCapableTarget(ABC):
 _S = TypeVar("_S", bound=type[CounterCapableTarget])
 
 
-def _adopt(name: str, loaded: object) -> type[CounterCapableTarget]:
-    if not (isinstance(loaded, type) and issubclass(loaded, CounterCapableTarget)):
-        raise ConfigError(
-            f"Counter source {name!r} names {loaded!r}, not a CounterCapableTarget class",
-            hint="Point the aidge_deploy.counters entry point at a CounterCapableTarget mixin.",
-        )
-    return loaded
-
-
 #: counter sources by name (entry points ``aidge_deploy.counters``)
-COUNTER_SOURCES: Registry[type[CounterCapableTarget]] = Registry(
-    "counter source", GROUPS["counters"], _adopt
+COUNTER_SOURCES: Registry[type[CounterCapableTarget]] = Registry.of_subclasses(
+    "counter source", GROUPS["counters"], CounterCapableTarget
 )
 
 
 def register_counter_source(name: str) -> Callable[[_S], _S]:
     """Class decorator: register a ``CounterCapableTarget`` mixin as the source ``name``."""
-
-    def decorator(cls: _S) -> _S:
-        COUNTER_SOURCES.register(name, _adopt(name, cls))
-        return cls
-
-    return decorator
+    return COUNTER_SOURCES.registering(name)
 
 
 def counter_source_of(target_cls: type) -> str | None:
