@@ -241,7 +241,7 @@ def client_process(
             c.login(*ALICE)
             export = c.upload_export(archive, name="tiny_cnn")
             mine = [
-                int(c.submit(export["id"], board=None, target="mps2-an386", config={})["id"])
+                c.submit(export.id, board=None, target="mps2-an386", config={}).id
                 for _ in range(n_jobs)
             ]
             part["ids"] = mine
@@ -406,14 +406,15 @@ def main() -> int:
             up = c.upload_export(archive)
             for _ in range(2):
                 t0 = time.time()
-                job = c.submit(up["id"], board="an386-1", target=None, config={})
-                while (view := c.job(job["id"]))["state"] not in TERMINAL:
+                job = c.submit(up.id, board="an386-1", target=None, config={})
+                while not (view := c.job(job.id)).state.terminal:
                     time.sleep(0.05)
                 seen = time.time()
-                alone = (view["times"]["done"] - view["times"]["queued"]) - view["deploy_seconds"]
+                deploy_s = view.deploy_seconds or 0.0
+                alone = (view.times["done"] - view.times["queued"]) - deploy_s
                 alone_total = seen - t0
-                alone_deploy = view["deploy_seconds"]
-                alone_phases = phases(view, seen)
+                alone_deploy = deploy_s
+                alone_phases = phases(view.model_dump(mode="json"), seen)
         cpu = CpuMeter(farm)
         cpu.start()
         started = time.time()
@@ -422,12 +423,12 @@ def main() -> int:
         cpu.stop(load.cpu)
         with FarmClient(farm.url) as c:
             c.login(*ALICE)
-            jobs = [c.job(i) for i in load.ids]
+            jobs = [c.job(i).model_dump(mode="json") for i in load.ids]
             dup = 0
             wrong = 0
             for j in jobs:
-                events = c.events(j["id"])["events"]
-                states = Counter(e["state"] for e in events if e["kind"] == "state")
+                events = c.events(j["id"]).events
+                states = Counter(e.state for e in events if e.kind == "state")
                 if states["done"] > 1 or states["building"] > 1:
                     dup += 1
                 if j["state"] == "done":

@@ -112,6 +112,8 @@ class Farm:
     #: the service's database (default: SQLite in its data folder); given to the service
     #: in AIDGE_FARM_DATABASE_URL, as a URL with a password should be
     db_url: str | None = None
+    #: options every start of the service gets (``start_service`` adds its own)
+    service_args: list[str] = field(default_factory=list)
 
     # --- processes -------------------------------------------------------------------
 
@@ -198,6 +200,7 @@ class Farm:
                 self.coordinator,
                 "--agent-timeout",
                 str(self.agent_timeout),
+                *self.service_args,
                 *(extra or []),
             ],
             data,
@@ -305,8 +308,14 @@ def farm_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("farm")
 
 
-def make_farm(root: Path, agent_timeout: float = 6.0, db_url: str | None = None) -> Farm:
+def make_farm(
+    root: Path,
+    agent_timeout: float = 6.0,
+    db_url: str | None = None,
+    service_args: list[str] | None = None,
+) -> Farm:
     farm = Farm(root=root, agent_timeout=agent_timeout, db_url=db_url)
+    farm.service_args = list(service_args or [])
     farm.start_coordinator()
     farm.setup_users()
     farm.start_service()

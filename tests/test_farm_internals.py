@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,86 +151,88 @@ def test_a_runner_takes_its_jobs_mark_and_only_its_agent_ends_it() -> None:
             proc.wait(10)
 
 
-def test_queue_positions_of_a_list_are_each_jobs_own(db) -> None:  # type: ignore[no-untyped-def]
-    from sqlalchemy import select
-
-    from aidge_deploy.farm.auth import Principal, add_user
-    from aidge_deploy.farm.db import Export, Job
-    from aidge_deploy.farm.jobs import (
-        FarmRequestError,
-        QueuePositions,
-        job_status,
-        job_view,
-        queue_position,
-    )
-    from aidge_deploy.farm.states import Role
+def _jobs_db(db, user_name: str):  # type: ignore[no-untyped-def]
+    from aidge_deploy.farm.auth import add_user
+    from aidge_deploy.farm.db import ExportRecord
 
     with db.session() as s:
-        user = add_user(s, "dave", "dave-pass-1234")
-        s.add(Export(hash="0" * 64, size=1, target="t", application="a", protocol="p"))
-        s.flush()
+        user = add_user(s, user_name, f"{user_name}-pass-1234")
+        s.add(ExportRecord(hash="0" * 64, size=1, target="t", application="a", protocol="p"))
+        return user.id
+
+
+def test_job_views_of_a_list_are_each_jobs_own(db) -> None:  # type: ignore[no-untyped-def]
+    """A list of jobs shows each job as its own status request does (one rule, one
+    statement), and another user's job is "not found"."""
+    from aidge_deploy.farm.auth import Principal
+    from aidge_deploy.farm.db import Job
+    from aidge_deploy.farm.jobviews import job_status, list_job_views
+    from aidge_deploy.farm.refusals import FarmRequestError
+    from aidge_deploy.farm.states import Role
+
+    user_id = _jobs_db(db, "dave")
+    with db.session() as s:
         states = ["queued", "reserved", "queued", "done", "queued", "building", "reserved"]
         for i, st in enumerate(states * 3):
             target = "mps2-an386" if i % 3 else "mps3-an547"
-            s.add(Job(user_id=user.id, export_hash="0" * 64, target=target, state=st))
-    dave = Principal(user_id=user.id, name="dave", role=Role.USER)
-    other = Principal(user_id=user.id + 1000, name="frank", role=Role.USER)
-    with db.session() as s, db.reading() as conn:
-        queue = QueuePositions(s)
-        jobs = list(s.scalars(select(Job)))
-        waiting = [j for j in jobs if j.state in ("queued", "reserved")]
-        assert waiting and any(queue_position(s, j) > 0 for j in waiting)
-        for j in jobs:
-            view = job_view(s, j)
-            assert job_view(s, j, queue=queue) == view
-            # the status request's own read (one statement, no ORM) shows the same job,
-            # with its phases once it has ended; another user's job is "not found"
-            status = job_status(conn, dave, j.id)
-            assert status.pop("phases", None) == ({} if j.state == "done" else None)
+            s.add(Job(user_id=user_id, export_hash="0" * 64, target=target, state=st))
+    dave = Principal(user_id=user_id, name="dave", role=Role.USER)
+    other = Principal(user_id=user_id + 1000, name="frank", role=Role.USER)
+    with db.reading() as conn:
+        listed = list_job_views(conn, dave)
+        assert len(listed) == 21 and any((v.queue_position or 0) > 0 for v in listed)
+        for view in listed:
+            status = job_status(conn, dave, view.id)
+            assert status.phases == ({} if view.state == "done" else None)
+            status.phases = None
             assert status == view
             with pytest.raises(FarmRequestError) as refused:
-                job_status(conn, other, j.id)
+                job_status(conn, other, view.id)
             assert refused.value.status == 404
 
 
-def test_queue_position_counts_only_jobs_served_first_for_the_same_board(db) -> None:  # type: ignore[no-untyped-def]
-    """Ahead of a job: queued jobs of its target that labgrid serves first (higher priority,
-    or as high and older) and that may take its board — never those waiting for another
-    board, nor another target's."""
-    from aidge_deploy.farm.auth import Principal, add_user
-    from aidge_deploy.farm.db import Export, Job
-    from aidge_deploy.farm.jobs import QueuePositions, job_status, queue_position
+def test_queue_position_follows_labgrids_order(db) -> None:  # type: ignore[no-untyped-def]
+    """Ahead of a job: queued jobs of its target that labgrid serves first — a higher
+    priority, or as high and a reservation made earlier (a reservation made again goes to
+    the back; a job without one yet is behind all that have one) — and that may take its
+    board: never those waiting for another board, nor another target's."""
+    from aidge_deploy.farm.auth import Principal
+    from aidge_deploy.farm.db import Job, Reservation
+    from aidge_deploy.farm.jobviews import job_status
     from aidge_deploy.farm.states import Role
 
+    user_id = _jobs_db(db, "erin")
     with db.session() as s:
-        user = add_user(s, "erin", "erin-pass-1234")
-        s.add(Export(hash="0" * 64, size=1, target="t", application="a", protocol="p"))
-        s.flush()
+        clock = iter(range(100, 200))
 
-        def job(board: str | None, target: str = "mps2-an386", prio: float = 0.0, st: str = "queued") -> Job:  # fmt: skip
-            j = Job(user_id=user.id, export_hash="0" * 64, target=target, requested_board=board,
+        def job(board: str | None, target: str = "mps2-an386", prio: float = 0.0, st: str = "queued", reserved: bool = True) -> int:  # fmt: skip
+            j = Job(user_id=user_id, export_hash="0" * 64, target=target, requested_board=board,
                     priority=prio, state=st)  # fmt: skip
             s.add(j)
             s.flush()
-            return j
+            if reserved:
+                j.token = f"T{j.id}"
+                s.add(Reservation(token=j.token, job_id=j.id, prio=prio, created_at=next(clock)))
+            return int(j.id)
 
         job("an386-b")  # waits for another board
         job(None, target="mps3-an547")  # another target
         job("an386-a", st="building")  # not queued
         any1 = job(None)  # may take an386-a
         pinned = job("an386-a")
-        job("an386-a")  # younger, same priority: behind
+        job("an386-a")  # reserved later, same priority: behind
         urgent = job("an386-a", prio=10.0)  # younger but served first
         any2 = job(None)
         reserved = job("an386-a", st="reserved")
-        expected = {pinned.id: 2, any1.id: 2, urgent.id: 0, any2.id: 5, reserved.id: 0}
+        waiting = job(None, reserved=False)  # no reservation yet: behind every one
+        s.flush()
+        # any1's reservation was lost and made again: it goes to the back of its priority
+        s.get(Reservation, f"T{any1}").created_at = 500  # type: ignore[union-attr]
+        expected = {pinned: 1, any1: 5, urgent: 0, any2: 4, reserved: 0, waiting: 6}
     admin = Principal(user_id=None, name="root", role=Role.ADMIN)
-    with db.session() as s, db.reading() as conn:
-        queue = QueuePositions(s)
+    with db.reading() as conn:
         for job_id, ahead in expected.items():
-            row = s.get(Job, job_id)
-            assert queue_position(s, row) == ahead == queue.of(row), (job_id, ahead)
-            assert job_status(conn, admin, job_id)["queue_position"] == ahead, (job_id, ahead)
+            assert job_status(conn, admin, job_id).queue_position == ahead, (job_id, ahead)
 
 
 def test_farm_libraries_survive_a_pytester_run_in_the_same_worker(tmp_path: Path) -> None:
@@ -305,17 +308,17 @@ def test_a_long_poll_stops_when_its_client_is_gone(tmp_path: Path) -> None:
     from starlette.requests import Request
 
     from aidge_deploy.farm.auth import Principal, add_user
-    from aidge_deploy.farm.db import Export, Job, JobEvent
+    from aidge_deploy.farm.db import ExportRecord, Job, JobEvent
+    from aidge_deploy.farm.follow import follow_job
     from aidge_deploy.farm.notify import Notifier
-    from aidge_deploy.farm.routes_user import follow_job
-    from aidge_deploy.farm.service import FarmState
     from aidge_deploy.farm.settings import FarmSettings
+    from aidge_deploy.farm.state import FarmState
     from aidge_deploy.farm.states import Role
 
     state = FarmState(FarmSettings(data_dir=tmp_path, long_poll_max=3.0))
     with state.db.session() as s:
         user = add_user(s, "frank", "frank-pass-123")
-        s.add(Export(hash="0" * 64, size=1, target="t", application="a", protocol="p"))
+        s.add(ExportRecord(hash="0" * 64, size=1, target="t", application="a", protocol="p"))
         s.flush()
         job = Job(user_id=user.id, export_hash="0" * 64, target="mps2-an386", state="queued")
         s.add(job)
@@ -332,7 +335,7 @@ def test_a_long_poll_stops_when_its_client_is_gone(tmp_path: Path) -> None:
             waited.append(key)
             await super().wait(key, timeout)
 
-    async def poll(disconnected: bool) -> dict:  # type: ignore[type-arg]
+    async def poll(disconnected: bool) -> Any:
         state.notifier = Counting(slice_s=0.05)
         state.notifier.bind(asyncio.get_running_loop())
 
@@ -347,7 +350,7 @@ def test_a_long_poll_stops_when_its_client_is_gone(tmp_path: Path) -> None:
 
     try:
         page = asyncio.run(poll(disconnected=True))
-        assert page["events"] == [] and waited == []  # returned without waiting
+        assert page.events == [] and waited == []  # returned without waiting
         asyncio.run(poll(disconnected=False))
         assert waited and set(waited) == {f"job:{job_id}"}  # a client still there: it waits
     finally:

@@ -87,8 +87,9 @@ def _register_boards(farm: Farm, boards: dict[str, str]) -> httpx.Client:
 
 
 def test_no_admin_no_service(tmp_path: Path) -> None:
-    from aidge_deploy.farm.service import NoAdminError, create_app
+    from aidge_deploy.farm.service import create_app
     from aidge_deploy.farm.settings import FarmSettings
+    from aidge_deploy.farm.state import NoAdminError
 
     with pytest.raises(NoAdminError, match="no admin") as err:
         create_app(FarmSettings(data_dir=tmp_path))
@@ -369,14 +370,16 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
-def test_failed_logins_are_rate_limited(tmp_path: Path) -> None:
-    """Password guessing, through the API's token or the dashboard's login form (one
-    throttle): after the allowed failures for a name, or from an address, the next login
-    is refused with 429 and Retry-After — the right password too, unchecked — while other
-    users log in as usual and a successful login never counts."""
+def test_failed_logins_slow_that_address_for_that_user_and_lock_nobody_out(tmp_path: Path) -> None:
+    """10 wrong logins for a user from one address, through the API's token and the
+    dashboard's form (one throttle): that address is slowed down for that user — 429 and a
+    ``Retry-After`` that doubles with each failure, the right password not even checked
+    while it waits — while the right password from another address, another user from
+    the same address and an API token from anywhere still work. ``X-Forwarded-For`` is
+    believed only from a proxy named in the settings."""
     from starlette.testclient import TestClient
 
-    from aidge_deploy.farm.auth import add_user
+    from aidge_deploy.farm.auth import add_user, create_api_token
     from aidge_deploy.farm.db import Database
     from aidge_deploy.farm.service import create_app
     from aidge_deploy.farm.settings import FarmSettings, LoginLimits
@@ -387,36 +390,74 @@ def test_failed_logins_are_rate_limited(tmp_path: Path) -> None:
     with db.session() as s:
         for name, password in (ADMIN, ALICE, BOB):
             add_user(s, name, password, role=Role.ADMIN if name == ADMIN[0] else Role.USER)
+        api_token, _ = create_api_token(s, ALICE[0], "ci")
     db.dispose()
-    limits = LoginLimits(per_user=3, per_address=6, window_s=600)
-    app = create_app(FarmSettings(data_dir=tmp_path, login_limits=limits), start_dispatcher=False)
+    settings = FarmSettings(
+        data_dir=tmp_path,
+        login_limits=LoginLimits(free=3, base_s=10.0, max_s=600.0),
+        trusted_proxies=("10.0.0.254",),
+    )
+    app = create_app(settings, start_dispatcher=False)
+    now = [1000.0]
+    app.state.farm.logins._clock = lambda: now[0]  # the test's clock: no real waiting
 
-    def api_login(c: TestClient, user: str, password: str) -> Any:
-        return c.post("/api/token", json={"username": user, "password": password})
+    def api_login(c: TestClient, user: str, password: str, address: str) -> Any:
+        return c.post(
+            "/api/token",
+            json={"username": user, "password": password},
+            headers={"X-Forwarded-For": address},
+        )
 
-    def form_login(c: TestClient, user: str, password: str) -> Any:
+    def form_login(c: TestClient, user: str, password: str, address: str) -> Any:
         token = csrf(c.get("/login").text)
         data = {"username": user, "password": password, "csrf_token": token}
-        return c.post("/login", data=data, follow_redirects=False)
+        return c.post(
+            "/login", data=data, headers={"X-Forwarded-For": address}, follow_redirects=False
+        )
 
-    with TestClient(app) as c:
-        for _ in range(5):  # successes never count
-            assert api_login(c, *ALICE).status_code == 200
-        assert api_login(c, "alice", "guess-1").status_code == 401
-        assert form_login(c, "alice", "guess-2").status_code == 401
-        assert api_login(c, "alice", "guess-3").status_code == 401
-        for attempt in (api_login, form_login):
-            refused = attempt(c, *ALICE)  # the right password, not even checked
+    attacker = "192.0.2.1"
+    with TestClient(app, client=("10.0.0.254", 40000)) as proxy:
+        for _ in range(3):  # successes never count
+            assert api_login(proxy, *ALICE, attacker).status_code == 200
+        waits: list[int] = []
+        failures = 0
+        while failures < 10:  # the guesser waits out each delay, then guesses again
+            login = api_login if failures % 2 else form_login
+            wrong = login(proxy, ALICE[0], f"guess-{failures}", attacker)
+            if wrong.status_code == 429:
+                waits.append(int(wrong.headers["retry-after"]))
+                now[0] += waits[-1]
+                continue
+            assert wrong.status_code == 401, wrong.text
+            failures += 1
+        assert waits == [10, 20, 40, 80, 160, 320], waits  # none for 3, then doubling
+        for login in (api_login, form_login):
+            refused = login(proxy, *ALICE, attacker)  # the right password, not even checked
             assert refused.status_code == 429, refused.text
-            assert int(refused.headers["retry-after"]) > 0
-            assert "too many failed logins" in refused.text.lower()
-            assert ALICE[1] not in refused.text
-        assert api_login(c, *BOB).status_code == 200  # another name: untouched
-        # many names from one address: its limit (6 failures) is reached as well
-        for name in ("carol", "dave", "erin"):
-            assert api_login(c, name, "guess-x").status_code == 401
-        assert api_login(c, *BOB).status_code == 429
-        assert form_login(c, *ADMIN).status_code == 429
+            assert int(refused.headers["retry-after"]) == 600  # capped
+            assert "too many failed logins" in refused.text.lower() and ALICE[1] not in refused.text
+        # nobody else is locked out: the right password from another address, another
+        # user from the attacker's address, an API token from anywhere
+        assert api_login(proxy, *ALICE, "192.0.2.2").status_code == 200
+        assert form_login(proxy, *ALICE, "198.51.100.7").status_code == 303
+        assert api_login(proxy, *BOB, attacker).status_code == 200
+        with_token = {"Authorization": f"Bearer {api_token}", "X-Forwarded-For": attacker}
+        assert proxy.get("/api/boards", headers=with_token).status_code == 200
+        # once the wait is over, the right password works from there too (and clears it)
+        now[0] += 600
+        assert api_login(proxy, *ALICE, attacker).status_code == 200
+        assert api_login(proxy, ALICE[0], "guess-again", attacker).status_code == 401
+        assert api_login(proxy, *ALICE, attacker).status_code == 200
+    # a peer that is not a listed proxy cannot claim another address
+    with TestClient(app, client=("10.0.0.9", 40000)) as direct:
+        for attempt in range(4):
+            assert (
+                api_login(direct, BOB[0], f"guess-{attempt}", f"203.0.113.{attempt}").status_code
+                == 401
+            )
+        assert api_login(direct, *BOB, "203.0.113.99").status_code == 429  # all from 10.0.0.9
+    with TestClient(app, client=("10.0.0.254", 40000)) as proxy:
+        assert api_login(proxy, *BOB, "203.0.113.99").status_code == 200
 
 
 def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[no-untyped-def]

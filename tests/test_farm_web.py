@@ -33,7 +33,10 @@ BOARDS = {"an386-a": "mps2-an386", "an547-a": "mps3-an547"}
 
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
-    farm = make_farm(tmp_path_factory.mktemp("farm-web"))
+    # a TLS proxy in front, on loopback: its X-Forwarded-Proto and -For are believed
+    farm = make_farm(
+        tmp_path_factory.mktemp("farm-web"), service_args=["--trusted-proxy", "127.0.0.1"]
+    )
     agent = _register_boards(farm, BOARDS)
     farm.idle_agent = agent  # type: ignore[attr-defined]
     try:
@@ -129,7 +132,7 @@ def test_login_session_cookie_and_logout(farm: Farm, chromium: Any) -> None:
     assert r.status_code == 401
     context.close()
 
-    # Secure over https (a TLS proxy in front: X-Forwarded-Proto from loopback)
+    # Secure over https (the trusted TLS proxy in front: X-Forwarded-Proto from loopback)
     with httpx.Client(base_url=farm.url, headers={"X-Forwarded-Proto": "https"}) as c:
         form = c.get("/login")
         assert "secure" in form.headers["set-cookie"].lower()

@@ -73,7 +73,9 @@ def _db(data_dir: Path, database_url: str | None):  # type: ignore[no-untyped-de
 
     settings = FarmSettings(data_dir=_data(data_dir), database_url=database_url)
     if database_url is None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        from aidge_deploy.farm.settings import private_data_dir
+
+        private_data_dir(settings.data_dir)
     return Database(settings.db_url)
 
 
@@ -157,6 +159,110 @@ def agent_token(
         sys.stdout.write(token + "\n")
 
 
+token_app = typer.Typer(
+    help="Long-lived API tokens for CI (hashed at rest, revocable): AIDGE_DEPLOY_API_TOKEN.",
+    no_args_is_help=True,
+)
+app.add_typer(token_app, name="token")
+
+
+def parse_expiry(text: str) -> float | None:
+    """``90d``, ``12h``, ``30m``, ``3600s`` (or plain seconds) from now, or ``never``."""
+    import re
+    import time
+
+    value = text.strip().lower()
+    if value in ("never", "none"):
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", value)
+    if m is None or float(m.group(1)) <= 0:
+        raise DeployError(
+            f"--expires {text!r} is not a duration", hint="e.g. --expires 90d (or 12h, never)"
+        )
+    unit = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}[m.group(2)]
+    return time.time() + float(m.group(1)) * unit
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Option("--user", help="The user the token acts for.")],
+    expires: Annotated[str, typer.Option(help="Lifetime: 90d, 12h, 30m... or never.")] = "90d",
+    name: Annotated[str, typer.Option(help="What it is for (shown in lists).")] = "",
+    data_dir: DataDir = DEFAULT_DATA,
+    database_url: DatabaseUrl = None,
+    write: Annotated[
+        Path | None, typer.Option(help="Write the token to this file (mode 600).")
+    ] = None,
+) -> None:
+    """Create an API token for USER; it is printed once (or written to --write)."""
+    from aidge_deploy.farm.auth import create_api_token
+
+    try:
+        expires_at = parse_expiry(expires)
+        db = _db(data_dir, database_url)
+        with db.session() as s:
+            token, info = create_api_token(s, user, name, expires_at)
+        db.dispose()
+    except DeployError as exc:
+        _fail(exc)
+        return
+    if write is not None:
+        write_secret(write, token)
+        console.print(f"API token {info.id} of {user} written to {write}")
+    else:
+        sys.stdout.write(token + "\n")
+
+
+@token_app.command("list")
+def token_list(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's.")] = None,
+    data_dir: DataDir = DEFAULT_DATA,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """The API tokens (never the tokens themselves): id, user, name, expiry, state."""
+    import time
+
+    from aidge_deploy.farm.auth import list_api_tokens
+
+    db = _db(data_dir, database_url)
+    with db.session() as s:
+        tokens = list_api_tokens(s, user)
+    db.dispose()
+    now = time.time()
+    for t in tokens:
+        expiry = (
+            "never"
+            if t.expires_at is None
+            else time.strftime("%Y-%m-%d", time.gmtime(t.expires_at))
+        )
+        status = (
+            "revoked"
+            if t.revoked_at is not None
+            else "expired"
+            if t.expires_at is not None and t.expires_at < now
+            else "active"
+        )
+        console.print(f"{t.id}\t{t.user}\t{t.name or '-'}\texpires {expiry}\t{status}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: int, data_dir: DataDir = DEFAULT_DATA, database_url: DatabaseUrl = None
+) -> None:
+    """Revoke API token ID (the service refuses it within seconds: its cache lasts 5 s)."""
+    from aidge_deploy.farm.auth import revoke_api_token
+
+    try:
+        db = _db(data_dir, database_url)
+        with db.session() as s:
+            info = revoke_api_token(s, token_id)
+        db.dispose()
+    except DeployError as exc:
+        _fail(exc)
+        return
+    console.print(f"API token {info.id} of {info.user} revoked")
+
+
 def write_secret(path: Path, value: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -177,20 +283,49 @@ def serve(
     agent_timeout: Annotated[
         float, typer.Option(help="Seconds without heartbeat before an agent is lost.")
     ] = 15.0,
-    max_upload_mb: Annotated[int, typer.Option(help="Largest export upload.")] = 200,
+    max_upload_mb: Annotated[
+        int, typer.Option(min=1, help="Largest export upload (the archive, MiB).")
+    ] = 200,
+    max_export_mb: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Largest export once uncompressed (MiB), checked while reading it."
+        ),
+    ] = 1024,
+    max_export_members: Annotated[
+        int, typer.Option(min=1, help="Most files and folders in an uploaded export.")
+    ] = 20_000,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A reverse proxy (address or network) whose X-Forwarded-For is believed; "
+            "repeat it for several. Without one, the header is ignored."
+        ),
+    ] = None,
+    api_docs: Annotated[
+        bool, typer.Option(help="Serve the API's Swagger UI at /api/docs (from the package).")
+    ] = True,
 ) -> None:
     """Run the farm service (REST API under /api)."""
     from aidge_deploy.farm.server import serve as run_server
     from aidge_deploy.farm.settings import FarmSettings
 
-    settings = FarmSettings(
-        data_dir=_data(data_dir),
-        coordinator=coordinator,
-        database_url=database_url,
-        farm_name=farm_name,
-        agent_timeout=agent_timeout,
-        max_upload_bytes=max_upload_mb * 1024 * 1024,
-    )
+    try:
+        settings = FarmSettings(
+            data_dir=_data(data_dir),
+            coordinator=coordinator,
+            database_url=database_url,
+            farm_name=farm_name,
+            agent_timeout=agent_timeout,
+            max_upload_bytes=max_upload_mb * 1024 * 1024,
+            max_export_bytes=max_export_mb * 1024 * 1024,
+            max_export_members=max_export_members,
+            trusted_proxies=tuple(trusted_proxy or ()),
+            api_docs=api_docs,
+        )
+    except ValueError as exc:
+        _fail(DeployError(f"--trusted-proxy: {exc}", hint="e.g. --trusted-proxy 10.0.0.2"))
+        return
     try:
         run_server(settings, host=host, port=port)
     except DeployError as exc:
@@ -222,6 +357,18 @@ def agent(
             "and the service's (0: the agent's own).",
         ),
     ] = DEFAULT_JOB_NICE,
+    cache_mb: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Size budget of each of the agent's caches (built exports, builds), MiB; "
+            "the least recently used entries go first.",
+        ),
+    ] = 4096,
+    stop_grace: Annotated[
+        float,
+        typer.Option(min=0, help="On SIGTERM, seconds the running jobs may take to finish first."),
+    ] = 30.0,
 ) -> None:
     """Serve the boards of a lab file to a farm."""
     from aidge_deploy.farm.agent import AgentSettings, run_agent
@@ -235,6 +382,8 @@ def agent(
             work_dir=_data(work_dir),
             coordinator=coordinator,
             job_nice=job_nice,
+            cache_bytes=cache_mb * 1024 * 1024,
+            stop_grace=stop_grace,
         )
         run_agent(settings)
     except DeployError as exc:
@@ -263,12 +412,18 @@ def up(
     data_dir: DataDir = DEFAULT_DATA,
     host: Annotated[str, typer.Option(help="Address the service listens on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Service port (0: any free one).")] = 8000,
+    stop_grace: Annotated[
+        float,
+        typer.Option(min=0, help="On SIGTERM, seconds the running jobs may take to finish."),
+    ] = 30.0,
 ) -> None:
     """Coordinator + service + one local agent with the three emulated boards, all state
-    under --data-dir. SIGTERM or Ctrl-C stops every process it started."""
+    under --data-dir, supervised (a child that dies is started again). SIGTERM or Ctrl-C
+    stops every process it started; it exits non-zero only when a child cannot be kept
+    alive."""
     from aidge_deploy.farm.up import run_up
 
     try:
-        run_up(_data(data_dir), host=host, port=port)
+        run_up(_data(data_dir), host=host, port=port, stop_grace=stop_grace)
     except DeployError as exc:
         _fail(exc)

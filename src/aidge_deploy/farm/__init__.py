@@ -4,7 +4,8 @@
   ``store`` (content-addressed exports), ``auth`` (users, roles, expiring tokens);
 * ``coordinator`` — the labgrid link: places, reservations (the queue) and locks;
 * ``dispatch`` — the service's loop that follows reservations and agents' heartbeats;
-* ``agent``/``runner`` — the process on a board host and the child that runs one deploy;
+* ``agent`` — the process on a board host; ``forkserver`` starts each job's process,
+  ``jobprocess`` is what runs in it (one deploy);
 * ``client``/``remote`` — the HTTP client and the ``api`` backend (``deploy()`` hands it the
   whole deploy of an ``api`` config; registered for every target).
 

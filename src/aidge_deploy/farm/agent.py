@@ -4,8 +4,8 @@
 them labgrid places tagged with their target), heartbeats, long-polls for jobs the
 coordinator allocated to its places, and runs each job: lock the place (labgrid
 ``AcquirePlace`` for the job's reservation), claim it, fetch and check the export, run
-our own ``deploy()`` in a child process (``runner``, forked from a server that imported
-the deploy path once: ``runners``) with the board's lab options, stream its stage events,
+our own ``deploy()`` in a child process (``jobprocess``, forked from a server that
+imported the deploy path once: ``forkserver``) with the board's lab options, stream its stage events,
 free the board as soon as the deploy has ended — end every process of the job
 (``reaper``), cancel the reservation, unlock the place, in every case (failure, cancel,
 crash of the child) — so labgrid hands it to the next job while this one uploads result,
@@ -37,9 +37,25 @@ import httpx
 
 from aidge_deploy.defaults import DEFAULT_JOB_NICE
 from aidge_deploy.errors import ConfigError, DeployError
+from aidge_deploy.farm.agentcache import prune, touch
 from aidge_deploy.farm.archive import check_archive, extract_archive
+from aidge_deploy.farm.forkserver import Runner, Runners
+from aidge_deploy.farm.models import (
+    BoardSpec,
+    ClaimAnswer,
+    EventsAnswer,
+    EventsRequest,
+    FinishRequest,
+    Heartbeat,
+    HeartbeatAnswer,
+    JobOffer,
+    PollAnswer,
+    RegisterAnswer,
+    RegisterRequest,
+    StageEvent,
+)
 from aidge_deploy.farm.reaper import become_subreaper, end_job_processes
-from aidge_deploy.farm.runners import Runner, Runners
+from aidge_deploy.farm.states import JobState
 from aidge_deploy.lab import LabBoard, Reach, load_lab
 
 log = logging.getLogger("aidge_deploy.farm.agent")
@@ -47,8 +63,10 @@ T = TypeVar("T")
 
 #: how long a report to the service is retried while it is down (a restart)
 SERVICE_RETRY_S = 600.0
-#: built exports kept per agent (least recently used ones go first)
-BUILT_EXPORTS_KEPT = 20
+#: default size budget of each of the agent's caches (built exports, builds)
+CACHE_BYTES = 4 * 1024**3
+#: the memo files of exports' hashes the agent's jobs leave (one per job folder)
+HASHES_BYTES = 16 * 1024**2
 #: how often a running job's logs are sent to the service, so its page shows them growing (s)
 LOG_UPLOAD_INTERVAL = 1.0
 #: a job's progress events are sent together when they come within this many seconds
@@ -63,8 +81,12 @@ class AgentSettings:
     boards: tuple[LabBoard, ...]
     coordinator: str | None = None
     poll_wait: float = 20.0
-    #: CPU priority (nice value) of each job's runner and what it starts (``runner``)
+    #: CPU priority (nice value) of each job's runner and what it starts (``jobprocess``)
     job_nice: int = DEFAULT_JOB_NICE
+    #: size budget of each cache (built exports, builds), bytes
+    cache_bytes: int = CACHE_BYTES
+    #: on SIGTERM, how long running jobs may take to finish before they are stopped
+    stop_grace: float = 30.0
 
     @classmethod
     def from_lab(
@@ -76,6 +98,8 @@ class AgentSettings:
         work_dir: Path,
         coordinator: str | None = None,
         job_nice: int = DEFAULT_JOB_NICE,
+        cache_bytes: int = CACHE_BYTES,
+        stop_grace: float = 30.0,
     ) -> AgentSettings:
         lab = load_lab(lab_file)
         boards = tuple(b for b in lab.boards if b.reach is not Reach.FARM)
@@ -99,6 +123,8 @@ class AgentSettings:
             boards=boards,
             coordinator=coordinator,
             job_nice=job_nice,
+            cache_bytes=cache_bytes,
+            stop_grace=stop_grace,
         )
 
 
@@ -182,38 +208,41 @@ class Agent:
         self.runners = Runners(self.mark)
         #: set when a job ends: its board may take the job already offered for it
         self._freed = threading.Event()
+        self._cache_lock = threading.Lock()
 
     # --- life cycle ----------------------------------------------------------------------
 
     def register(self) -> None:
         from aidge_deploy import __version__ as version
 
-        body = {
-            "hostname": socket.gethostname(),
-            "version": str(version),
-            "boards": [
-                {
-                    "name": b.name,
-                    "target": b.target,
-                    "kind": "emu" if b.reach is Reach.EMULATED else "hw",
-                    "description": b.description,
-                }
+        body = RegisterRequest(
+            hostname=socket.gethostname(),
+            version=str(version),
+            boards=[
+                BoardSpec(
+                    name=b.name,
+                    target=b.target,
+                    kind="emu" if b.reach is Reach.EMULATED else "hw",
+                    description=b.description,
+                )
                 for b in self.settings.boards
             ],
-        }
-        r = self.service.call("POST", "/register", json=body)
+        )
+        r = self.service.call("POST", "/register", json=body.model_dump(mode="json"))
         if r.status_code != 200:
             raise ConfigError(f"the farm refused this agent: {_message(r)}", hint=_hint(r))
-        info = r.json()
-        self.heartbeat_interval = float(info.get("heartbeat_interval", 2.0))
-        address = self.settings.coordinator or info["coordinator"]
+        info = RegisterAnswer.model_validate(r.json())
+        self.heartbeat_interval = info.heartbeat_interval
+        address = self.settings.coordinator or info.coordinator
         if self.labgrid is None:
-            self.labgrid = LabgridThread(address, info.get("farm", "farm"))
+            self.labgrid = LabgridThread(address, info.farm)
         log.info("registered %d board(s); coordinator %s", len(self.boards), address)
 
     def run(self) -> None:
         become_subreaper()
         self.settings.work_dir.mkdir(parents=True, exist_ok=True)
+        # the jobs' build cache is the agent's own, kept within its budget
+        os.environ.setdefault("AIDGE_DEPLOY_CACHE_DIR", str(self.settings.work_dir / "cache"))
         self.runners.start_server()  # imports while the agent registers and waits
         self.register()
         beat = threading.Thread(target=self._heartbeats, daemon=True, name="heartbeat")
@@ -231,7 +260,7 @@ class Agent:
                     continue
                 if r.status_code != 200:
                     raise DeployError(f"farm poll refused: {_message(r)}", hint=_hint(r))
-                offers = r.json()["jobs"]
+                offers = PollAnswer.model_validate(r.json()).jobs
                 self._freed.clear()
                 started = [self._start(offer) for offer in offers]
                 if offers and not any(started):
@@ -241,11 +270,21 @@ class Agent:
             self.shutdown()
 
     def shutdown(self) -> None:
+        """Stop taking jobs; let the running ones finish for ``stop_grace`` seconds, then
+        stop them (they fail "the farm agent stopped"): each ends its processes and frees
+        its board either way."""
         self.stop.set()
+        deadline = time.monotonic() + self.settings.stop_grace
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self.running:
+                    break
+            self._freed.wait(0.2)
+            self._freed.clear()
         with self._lock:
             runs = list(self.running.values())
         for run in runs:
-            run.cancel("the agent is stopping")
+            run.interrupt("the farm agent stopped during the job")
         for run in runs:
             run.thread.join(30)
         self.service.stopping.set()
@@ -258,7 +297,8 @@ class Agent:
             with self._lock:
                 running = list(self.running)
             try:
-                r = self.service.call("POST", "/heartbeat", json={"running": running}, retry_s=5)
+                beat = Heartbeat(running=running).model_dump(mode="json")
+                r = self.service.call("POST", "/heartbeat", json=beat, retry_s=5)
             except DeployError:
                 continue
             if r.status_code == 409:
@@ -268,8 +308,8 @@ class Agent:
             if r.status_code != 200:
                 continue
             try:
-                data = r.json()
-                for job_id in set(data.get("cancel", [])) | set(data.get("stop", [])):
+                answer = HeartbeatAnswer.model_validate(r.json())
+                for job_id in {*answer.cancel, *answer.stop}:
                     with self._lock:
                         run = self.running.get(job_id)
                     if run is not None:
@@ -277,11 +317,11 @@ class Agent:
             except Exception:  # a lost heartbeat thread would make the whole agent "lost"
                 log.exception("heartbeat: acting on the service's answer failed")
 
-    def _start(self, offer: dict[str, Any]) -> bool:
-        job_id = int(offer["id"])
+    def _start(self, offer: JobOffer) -> bool:
+        job_id = offer.id
         with self._lock:
-            busy = any(r.board == offer["board"] and r.on_board for r in self.running.values())
-            board = self.boards.get(offer["board"])
+            busy = any(r.board == offer.board and r.on_board for r in self.running.values())
+            board = self.boards.get(offer.board)
             if job_id in self.running or busy or board is None:
                 return False
             run = JobRun(self, offer, board)
@@ -292,7 +332,30 @@ class Agent:
     def finished(self, job_id: int) -> None:
         with self._lock:
             self.running.pop(job_id, None)
+            exports = frozenset(r.offer.export for r in self.running.values())
+        self.prune_caches(exports)
         self._freed.set()
+
+    def prune_caches(self, in_use: frozenset[str] = frozenset()) -> None:
+        """Bring every cache back within its budget (least recently used entries first)."""
+        budget = self.settings.cache_bytes
+        cache_root = Path(
+            os.environ.get("AIDGE_DEPLOY_CACHE_DIR", self.settings.work_dir / "cache")
+        )
+        with self._cache_lock:
+            for folder, limit, keep in (
+                (self.built_exports, budget, in_use),
+                (cache_root / "builds", budget, frozenset()),
+                (cache_root / "hashes", HASHES_BYTES, frozenset()),
+            ):
+                pruned = prune(folder, limit, keep=keep)
+                if pruned.removed:
+                    log.info(
+                        "cache %s: %d entries removed, %d MiB kept",
+                        folder,
+                        len(pruned.removed),
+                        pruned.size // 2**20,
+                    )
 
     def board_freed(self) -> None:
         """A job has freed its board (its results may still be uploading)."""
@@ -302,20 +365,24 @@ class Agent:
 class JobRun:
     """One job on one board, in its own thread and folder."""
 
-    def __init__(self, agent: Agent, offer: dict[str, Any], board: LabBoard) -> None:
+    def __init__(self, agent: Agent, offer: JobOffer, board: LabBoard) -> None:
         self.agent = agent
         self.offer = offer
-        self.id = int(offer["id"])
+        self.id = offer.id
         self.board = board.name
         self.lab_board = board
-        self.token = str(offer["token"])
+        self.token = offer.token
         self.dir = agent.settings.work_dir / "jobs" / str(self.id)
         self.lease = 0
         self.proc: Runner | None = None
         self.cancelled = threading.Event()
         self.cancel_reason = ""
+        #: stopped by the agent itself (stopping), not by the job's owner
+        self.interrupted = False
+        #: the board was unlocked and the reservation cancelled here
+        self.released = False
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"job-{self.id}")
-        self._pending: list[dict[str, str]] = []
+        self._pending: list[StageEvent] = []
         self._run_ended = threading.Event()
         #: the job holds its board (from before the lock until ``_free_board``)
         self.on_board = True
@@ -329,6 +396,11 @@ class JobRun:
         t = time.monotonic()
         self.phases[name] = round(t - self._clock, 4)
         self._clock = t
+
+    def interrupt(self, reason: str) -> None:
+        """Stop the job because the agent stops: it fails with ``reason``."""
+        self.interrupted = True
+        self.cancel(reason)
 
     def cancel(self, reason: str) -> None:
         if self.cancelled.is_set():
@@ -352,10 +424,10 @@ class JobRun:
                 return
             self._phase("lock")
             r = self.agent.service.call("POST", f"/jobs/{self.id}/claim")
-            if r.status_code != 200:
+            if r.status_code != 200:  # cancelled meanwhile: the board is freed at once
                 log.warning("job %s: claim refused: %s", self.id, _message(r))
                 return
-            self.lease = int(r.json()["lease"])
+            self.lease = ClaimAnswer.model_validate(r.json()).lease
             self._phase("claim")
             self._run()
         except Exception:
@@ -382,11 +454,17 @@ class JobRun:
         if labgrid is not None and self._locked:
             # the reservation first: labgrid offers a place that has neither reservation
             # nor lock, so the unlock's scheduling pass gives the board to the next job
-            # (cancelled last, the board would wait for some later pass)
-            with contextlib.suppress(Exception):
+            # (cancelled last, the board would wait for some later pass); unlocked only
+            # while the place still holds this job's reservation or none (every farm
+            # process locks as one labgrid user: never the next job's lock)
+            try:
+                unlock = labgrid.link.may_release(self.board, self.token)
                 labgrid.call(lambda: labgrid.link.cancel(self.token))
-            with contextlib.suppress(Exception):
-                labgrid.call(lambda: labgrid.link.release(self.board))
+                if unlock:
+                    labgrid.call(lambda: labgrid.link.release(self.board))
+                self.released = True
+            except Exception as exc:  # the service frees it when the job ends
+                log.warning("job %s: freeing %s: %s", self.id, self.board, exc)
         self.on_board = False
         self._phase("release")
         self.agent.board_freed()
@@ -401,13 +479,16 @@ class JobRun:
             "run_dir": str(self.dir / "run"),
             "report_dir": str(self.dir / "bundle"),
             "options": _jsonable(self.lab_board.deploy_options()),
-            "config": self.offer.get("config") or {},
+            "config": self.offer.config,
             "nice": self.agent.settings.job_nice,
         }
         spec_path = self.dir / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         if self.cancelled.is_set():
-            self._finish("cancelled", error=self.cancel_reason)
+            if self.interrupted:
+                self._finish("failed", error=self.cancel_reason, error_type="AgentStopped")
+            else:
+                self._finish("cancelled", error=self.cancel_reason)
             return
         handed_at = time.time()
         self.proc = proc = self.agent.runners.start(self.id, spec_path)
@@ -421,7 +502,7 @@ class JobRun:
             # EVENT_BATCH_S after they came (a stage that starts now is shown now)
             for event in proc.events(tick=EVENT_BATCH_S):
                 if event is not None:
-                    self._pending.append(event)
+                    self._pending.append(StageEvent(**event))
                 if self._pending and time.monotonic() - last_post >= EVENT_BATCH_S:
                     self._post_events()
                     last_post = time.monotonic()
@@ -468,15 +549,15 @@ class JobRun:
         """The job's private copy of the export: from the agent's cache of built exports
         (an export built here before is not rebuilt), else downloaded and checked."""
         dest = self.dir / "export"
-        cached = self.agent.built_exports / str(self.offer["export"])
+        cached = self.agent.built_exports / self.offer.export
         if cached.is_dir():
             with contextlib.suppress(OSError):
                 shutil.copytree(cached, dest)  # copy2 keeps mtimes: make sees it built
-                os.utime(cached)  # most recently used
+                touch(cached)  # most recently used
                 return dest
             shutil.rmtree(dest, ignore_errors=True)
         archive = self.dir / "export.tar.gz"
-        r = self.agent.service.call("GET", f"/exports/{self.offer['export']}")
+        r = self.agent.service.call("GET", f"/exports/{self.offer.export}")
         if r.status_code != 200:
             raise DeployError(f"cannot fetch the export: {_message(r)}")
         archive.write_bytes(r.content)
@@ -487,20 +568,16 @@ class JobRun:
         """After a successful job: keep its built export for the next job of the same one
         (moved, not copied: the job's folder is removed next)."""
         cache = self.agent.built_exports
-        final = cache / str(self.offer["export"])
+        final = cache / self.offer.export
+        _touch_build_entry(self.dir / "export")
         if final.exists():
             return
         try:
             cache.mkdir(parents=True, exist_ok=True)
             os.rename(self.dir / "export", final)  # atomic; a concurrent job may have won
+            touch(final)
         except OSError:
             return
-        entries = sorted(
-            (p for p in cache.iterdir() if not p.name.startswith(".")),
-            key=lambda p: p.stat().st_mtime,
-        )
-        for old in entries[: max(0, len(entries) - BUILT_EXPORTS_KEPT)]:
-            shutil.rmtree(old, ignore_errors=True)
 
     def _stream_logs(self) -> None:
         """While the deploy runs, send its logs to the service whenever they changed."""
@@ -526,9 +603,11 @@ class JobRun:
             return
         events, self._pending = self._pending, []
         r = self.agent.service.call(
-            "POST", f"/jobs/{self.id}/events", json={"lease": self.lease, "events": events}
+            "POST",
+            f"/jobs/{self.id}/events",
+            json=EventsRequest(lease=self.lease, events=events).model_dump(mode="json"),
         )
-        if r.status_code == 200 and r.json().get("cancel"):
+        if r.status_code == 200 and EventsAnswer.model_validate(r.json()).cancel:
             self.cancel("cancelled by its owner")
         elif r.status_code == 409:  # the job is no longer ours (declared lost meanwhile)
             self.cancel("the job was taken away from this agent")
@@ -549,6 +628,9 @@ class JobRun:
             return
         self._phase("upload")
         info = json.loads(error.read_text(encoding="utf-8")) if error.is_file() else {}
+        if self.interrupted:
+            self._finish("failed", error=self.cancel_reason, error_type="AgentStopped")
+            return
         if self.cancelled.is_set():
             self._finish("cancelled", error=f"cancelled: {self.cancel_reason}")
             return
@@ -569,10 +651,27 @@ class JobRun:
         )
 
     def _finish(self, state: str, **fields: Any) -> None:
-        body = {"lease": self.lease, "state": state, "phases": self.phases, **fields}
-        r = self.agent.service.call("POST", f"/jobs/{self.id}/finish", json=body)
+        body = FinishRequest(
+            lease=self.lease,
+            state=JobState(state),
+            phases=self.phases,
+            released=self.released,
+            **fields,
+        )
+        r = self.agent.service.call(
+            "POST", f"/jobs/{self.id}/finish", json=body.model_dump(mode="json")
+        )
         if r.status_code != 200:
             log.warning("job %s: finish refused: %s", self.id, _message(r))
+
+
+def _touch_build_entry(export_dir: Path) -> None:
+    """Mark the build-cache entry of the export in ``export_dir`` as used now (its LRU)."""
+    from aidge_deploy.artifact import load_export_artifact
+    from aidge_deploy.buildsys import plan_build
+
+    with contextlib.suppress(DeployError, OSError, ValueError):
+        touch(plan_build(load_export_artifact(export_dir), None).build_dir)
 
 
 def _collect_logs(run_dir: Path) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -21,11 +22,32 @@ from aidge_deploy.errors import ConfigError, ManifestError
 MANIFEST_NAME = ".aidge-export.json"
 MAX_MEMBERS = 20_000
 #: limit on the extracted size, against decompression bombs
-MAX_EXTRACTED_BYTES = 2 * 1024**3
+MAX_EXTRACTED_BYTES = 1024**3
+_CHUNK = 1024 * 1024
 
 
 class ArchiveError(ConfigError):
     """An uploaded archive is unsafe or not an Aidge export."""
+
+
+class ArchiveTooLarge(ArchiveError):
+    """An archive past a size or member-count limit (found while reading it: HTTP 413)."""
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """How much an archive may hold once uncompressed, and how many members."""
+
+    max_bytes: int = MAX_EXTRACTED_BYTES
+    max_members: int = MAX_MEMBERS
+
+    def too_large(self, what: str) -> ArchiveTooLarge:
+        return ArchiveTooLarge(
+            f"the archive {what}: refused while reading it (the farm takes at most "
+            f"{self.max_bytes // 2**20} MiB uncompressed, {self.max_members} members)",
+            hint="Upload the export's sources only (the api backend leaves build outputs "
+            "out), or raise `farm serve --max-export-mb` / `--max-export-members`.",
+        )
 
 
 @dataclass(frozen=True)
@@ -91,8 +113,11 @@ def _member_problem(member: tarfile.TarInfo) -> str | None:
     return None
 
 
-def check_archive(path: Path) -> ArchiveInfo:
-    """Check every member of the archive at ``path``; its content hash. Reads, extracts nothing."""
+def check_archive(path: Path, limits: ArchiveLimits | None = None) -> ArchiveInfo:
+    """Check every member of the archive at ``path``; its content hash. Reads (streaming,
+    stopping at ``limits``: what its headers declare and what it really holds), extracts
+    nothing."""
+    limits = limits or ArchiveLimits()
     digest = hashlib.sha256()
     total = 0
     count = 0
@@ -102,11 +127,8 @@ def check_archive(path: Path) -> ArchiveInfo:
         with tarfile.open(path, mode="r:*") as tar:
             for member in tar:
                 count += 1
-                if count > MAX_MEMBERS:
-                    raise ArchiveError(
-                        f"the archive has more than {MAX_MEMBERS} members",
-                        hint="Upload the export's sources only.",
-                    )
+                if count > limits.max_members:
+                    raise limits.too_large(f"has more than {limits.max_members} members")
                 problem = _member_problem(member)
                 if problem:
                     raise ArchiveError(
@@ -117,15 +139,12 @@ def check_archive(path: Path) -> ArchiveInfo:
                 name = PurePosixPath(member.name).as_posix().removeprefix("./")
                 if member.isdir():
                     continue
-                total += member.size
-                if total > MAX_EXTRACTED_BYTES:
-                    raise ArchiveError(
-                        "the archive extracts to more than 2 GiB", hint="Upload the sources only."
-                    )
+                if total + member.size > limits.max_bytes:
+                    raise limits.too_large(f"holds more than {limits.max_bytes // 2**20} MiB")
                 if name == MANIFEST_NAME:
                     has_manifest = True
-                f = tar.extractfile(member)
-                file_digest = hashlib.sha256(f.read() if f is not None else b"").hexdigest()
+                file_digest, size = _digest(tar, member, limits.max_bytes - total, limits)
+                total += size
                 entries.append((name, file_digest, member.mode & 0o111))
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         raise ArchiveError(
@@ -142,15 +161,53 @@ def check_archive(path: Path) -> ArchiveInfo:
     return ArchiveInfo(content_hash=digest.hexdigest(), members=count, extracted_bytes=total)
 
 
-def extract_archive(path: Path, dest: Path) -> Path:
-    """Extract a checked archive into ``dest`` (re-checking each member on the way)."""
+def _digest(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, room: int, limits: ArchiveLimits
+) -> tuple[str, int]:
+    """SHA-256 and size of a member's data, read in chunks, stopping past ``room`` bytes."""
+    h = hashlib.sha256()
+    size = 0
+    f = tar.extractfile(member)
+    if f is not None:
+        while chunk := f.read(_CHUNK):
+            size += len(chunk)
+            if size > room:
+                raise limits.too_large(f"holds more than {limits.max_bytes // 2**20} MiB")
+            h.update(chunk)
+    return h.hexdigest(), size
+
+
+def extract_archive(path: Path, dest: Path, limits: ArchiveLimits | None = None) -> Path:
+    """Extract a checked archive into ``dest``, re-checking each member on the way and
+    writing no more than ``limits`` allow (a file is written in chunks, counted)."""
+    limits = limits or ArchiveLimits()
     dest.mkdir(parents=True, exist_ok=True)
+    root = dest.resolve()
+    written = 0
     with tarfile.open(path, mode="r:*") as tar:
-        for member in tar:
+        for count, member in enumerate(tar, start=1):
             problem = _member_problem(member)
             if problem:
                 raise ArchiveError(f"refused archive: {problem}")
-        tar.extractall(dest, filter="data")
+            if count > limits.max_members:
+                raise limits.too_large(f"has more than {limits.max_members} members")
+            name = PurePosixPath(member.name.replace("\\", "/")).as_posix().removeprefix("./")
+            target = (root / name).resolve()
+            if target != root and root not in target.parents:
+                raise ArchiveError(f"refused archive: member {member.name!r} leaves the export")
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            with open(target, "wb") as out:
+                while source is not None and (chunk := source.read(_CHUNK)):
+                    written += len(chunk)
+                    if written > limits.max_bytes:
+                        raise limits.too_large(f"holds more than {limits.max_bytes // 2**20} MiB")
+                    out.write(chunk)
+            target.chmod(0o755 if member.mode & 0o111 else 0o644)
+            os.utime(target, (member.mtime, member.mtime))
     return dest
 
 
@@ -158,6 +215,8 @@ __all__ = [
     "MANIFEST_NAME",
     "ArchiveError",
     "ArchiveInfo",
+    "ArchiveLimits",
+    "ArchiveTooLarge",
     "check_archive",
     "extract_archive",
     "pack_export",

@@ -24,12 +24,15 @@ from sqlalchemy import delete, event, select
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.farm.db import Token, User, now
+from aidge_deploy.farm.db import ApiToken, Token, User, now
 from aidge_deploy.farm.states import Role
 
 #: default lifetime of a user token (seconds) and the longest a client may ask for
 DEFAULT_TOKEN_TTL = 12 * 3600.0
 MAX_TOKEN_TTL = 7 * 24 * 3600.0
+#: how an API token begins (``farm token create``): told apart from a login's token, and
+#: recognisable by secret scanners
+API_TOKEN_PREFIX = "aidgefarm_"
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-@")
 # a bcrypt hash to compare against when the user does not exist (same time either way)
 _DUMMY_HASH = bcrypt.hashpw(b"not-a-password", bcrypt.gensalt(rounds=10))
@@ -145,6 +148,90 @@ def issue_agent_token(s: Session, agent: str) -> str:
     return token
 
 
+@dataclass(frozen=True)
+class ApiTokenInfo:
+    """An API token as an admin sees it (never the token itself)."""
+
+    id: int
+    user: str
+    name: str
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+    last_used_at: float | None
+
+
+def create_api_token(
+    s: Session, user_name: str, name: str = "", expires_at: float | None = None
+) -> tuple[str, ApiTokenInfo]:
+    """A new API token acting for ``user_name``; the token is shown once, here."""
+    user = s.scalar(select(User).where(User.name == user_name))
+    if user is None:
+        raise ConfigError(
+            f"no user {user_name!r}", hint="`aidge-deploy farm user list` shows them."
+        )
+    if expires_at is not None and expires_at <= now():
+        raise ConfigError("the token would expire before it is used", hint="e.g. --expires 90d")
+    token = API_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = ApiToken(
+        token_hash=token_digest(token), user_id=user.id, name=name[:64], expires_at=expires_at
+    )
+    s.add(row)
+    s.flush()
+    return token, _token_info(row, user.name)
+
+
+def _token_info(row: ApiToken, user: str) -> ApiTokenInfo:
+    return ApiTokenInfo(
+        row.id, user, row.name, row.created_at, row.expires_at, row.revoked_at, row.last_used_at
+    )
+
+
+def list_api_tokens(s: Session, user_name: str | None = None) -> list[ApiTokenInfo]:
+    q = select(ApiToken, User.name).join(User, User.id == ApiToken.user_id).order_by(ApiToken.id)
+    if user_name is not None:
+        q = q.where(User.name == user_name)
+    return [_token_info(row, name) for row, name in s.execute(q)]
+
+
+def revoke_api_token(s: Session, token_id: int) -> ApiTokenInfo:
+    """Revoke an API token for good (it stays listed, as revoked)."""
+    row = s.get(ApiToken, token_id)
+    if row is None:
+        raise ConfigError(
+            f"no API token {token_id}", hint="`aidge-deploy farm token list` shows them."
+        )
+    if row.revoked_at is None:
+        row.revoked_at = now()
+    user = s.get(User, row.user_id)
+    return _token_info(row, user.name if user else "?")
+
+
+#: an API token's last use is written at most this often (a write per request would
+#: cost more than the request)
+LAST_USED_STEP_S = 60.0
+
+
+def _lookup_api_token(s: Session, token: str) -> tuple[Principal, float | None] | None:
+    digest = token_digest(token)
+    row = s.execute(
+        select(ApiToken, User)
+        .join(User, User.id == ApiToken.user_id)
+        .where(ApiToken.token_hash == digest)
+    ).first()
+    if row is None:
+        return None
+    tok, user = row
+    t = now()
+    if not hmac.compare_digest(tok.token_hash, digest) or tok.revoked_at is not None:
+        return None
+    if (tok.expires_at is not None and tok.expires_at < t) or user.disabled:
+        return None
+    if tok.last_used_at is None or t - tok.last_used_at > LAST_USED_STEP_S:
+        tok.last_used_at = t
+    return Principal(user_id=user.id, name=user.name, role=Role(user.role)), tok.expires_at
+
+
 def resolve_token(s: Session, token: str) -> Principal | None:
     """The principal a bearer token stands for, or None (unknown, expired, disabled)."""
     found = _lookup(s, token)
@@ -155,6 +242,8 @@ def _lookup(s: Session, token: str) -> tuple[Principal, float | None] | None:
     """The token's principal and expiry, in one query (token and user together)."""
     if not token or len(token) > 200:
         return None
+    if token.startswith(API_TOKEN_PREFIX):
+        return _lookup_api_token(s, token)
     digest = token_digest(token)
     row = s.execute(
         select(Token, User)
@@ -233,13 +322,13 @@ class TokenCache:
         """Clear the cache after each commit that changed a user or a token."""
 
         def flushed(s: Session, _ctx: Any) -> None:
-            if any(isinstance(o, (User, Token)) for o in (*s.dirty, *s.deleted)):
+            if any(isinstance(o, (User, Token, ApiToken)) for o in (*s.dirty, *s.deleted)):
                 s.info["auth_changed"] = True
 
         def executed(state: ORMExecuteState) -> None:
             mapper = state.bind_mapper
             writes = state.is_update or state.is_delete
-            if writes and mapper is not None and mapper.class_ in (User, Token):
+            if writes and mapper is not None and mapper.class_ in (User, Token, ApiToken):
                 state.session.info["auth_changed"] = True
 
         def committed(s: Session) -> None:
@@ -265,19 +354,24 @@ def resolve_token_cached(s: Session, token: str, cache: TokenCache) -> Principal
 
 
 __all__ = [
+    "API_TOKEN_PREFIX",
     "DEFAULT_TOKEN_TTL",
     "MAX_TOKEN_TTL",
+    "ApiTokenInfo",
     "Principal",
     "TokenCache",
     "add_user",
     "authenticate",
     "check_name",
+    "create_api_token",
     "has_admin",
     "hash_password",
     "issue_agent_token",
     "issue_user_token",
+    "list_api_tokens",
     "resolve_token",
     "resolve_token_cached",
+    "revoke_api_token",
     "revoke_token",
     "set_password",
 ]

@@ -1,7 +1,8 @@
 """HTTP client of a farm service, for the ``api`` backend and the tests (httpx).
 
-``api_url`` may end in ``/api`` or not (the deploy guide writes it both ways). Failures
-are typed: unreachable → ``ConnectError``, bad credentials → ``AuthenticationError``,
+``api_url`` may end in ``/api`` or not (the deploy guide writes it both ways). Requests and
+answers are the shared models (``models``). Failures are typed: unreachable →
+``ConnectError``, bad credentials → ``AuthenticationError``,
 unknown board → ``UnknownBoardError`` (with the farm's boards and a did-you-mean),
 anything else refused → ``ConfigError`` with the service's message and hint. The password
 is sent once, in the body of ``POST /api/token``, and never shown.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,18 @@ from aidge_deploy.errors import (
     ConnectError,
     DeployError,
     UnknownBoardError,
+)
+from aidge_deploy.farm.models import (
+    SERVICE_NAME,
+    BoardView,
+    ErrorBody,
+    EventsPage,
+    ExportView,
+    Health,
+    JobView,
+    SubmitRequest,
+    TokenAnswer,
+    TokenRequest,
 )
 
 PASSWORD_ENV = ("AIDGE_DEPLOY_API_PASSWORD", "AIDGE_BENCHMARK_API_PASSWORD")
@@ -69,16 +83,29 @@ def credentials_from_env() -> Credentials:
     return Credentials(token=token, password=password_from_env())
 
 
+#: how long an idempotent request is retried while the service does not answer (a restart)
+RETRY_S = 120.0
+#: answers that say the service is (re)starting behind a proxy: retried like no answer
+_UNAVAILABLE = (502, 503, 504)
+
+
 class FarmClient:
+    """The farm's REST API, typed (``models``). Idempotent requests (reads, the token,
+    an upload — stored by content —, a cancel) are retried for ``retry_s`` with back-off
+    while the service does not answer, so a client following its job re-attaches to it
+    across a service restart; a submit is never retried (it would queue a second job)."""
+
     def __init__(
         self,
         api_url: str,
         *,
         token: str | None = None,
         timeout: float = 30.0,
+        retry_s: float = RETRY_S,
     ) -> None:
         self.root = service_root(api_url)
         self.api = self.root + "/api"
+        self.retry_s = retry_s
         self._http = httpx.Client(base_url=self.api, timeout=timeout, transport=http_transport())
         if token:
             self.use_token(token)
@@ -98,52 +125,92 @@ class FarmClient:
 
     # --- plumbing --------------------------------------------------------------------
 
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TimeoutException:
-            raise ConnectError(
-                f"the board farm at {self.api} did not answer {method} {path} in time",
-                hint="Check that the farm service runs; raise api_request_timeout for slow links.",
-            ) from None
-        except httpx.HTTPError as exc:
-            raise ConnectError(
-                f"cannot reach the board farm at {self.api}: {type(exc).__name__}: {exc}",
-                hint="Check api_url (host, port) and that `aidge-deploy farm serve` runs there.",
-            ) from None
+    def request(
+        self, method: str, path: str, *, idempotent: bool = False, **kwargs: Any
+    ) -> httpx.Response:
+        """One request; an ``idempotent`` one is retried (0.2 s, doubling up to 5 s) while
+        the service is unreachable or answers 502-504, for at most ``retry_s``."""
+        deadline = time.monotonic() + (self.retry_s if idempotent else 0.0)
+        delay = 0.2
+        while True:
+            try:
+                response = self._http.request(method, path, **kwargs)
+                if response.status_code not in _UNAVAILABLE or time.monotonic() >= deadline:
+                    break
+            except httpx.TimeoutException:
+                if time.monotonic() >= deadline:
+                    raise ConnectError(
+                        f"the board farm at {self.api} did not answer {method} {path} in time",
+                        hint="Check that the farm service runs; raise api_request_timeout for "
+                        "slow links.",
+                    ) from None
+            except httpx.HTTPError as exc:
+                if time.monotonic() >= deadline:
+                    raise ConnectError(
+                        f"cannot reach the board farm at {self.api}: {type(exc).__name__}: {exc}",
+                        hint="Check api_url (host, port) and that `aidge-deploy farm serve` "
+                        "runs there.",
+                    ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
         if response.status_code >= 400:
-            raise self._error(response)
+            raise self._error(response, method, path)
         return response
 
-    def _error(self, response: httpx.Response) -> DeployError:
+    def _error(self, response: httpx.Response, method: str, path: str) -> DeployError:
         try:
-            body = response.json().get("error") or {}
+            data = response.json()
+            body = data.get("error") if isinstance(data, dict) else None
         except ValueError:
-            body = {}
-        message = str(body.get("message") or f"HTTP {response.status_code}")
-        hint = str(body.get("hint") or "")
+            body = None
+        if not isinstance(body, dict) or "message" not in body:
+            return self._not_a_farm(f"{method} {path} answered HTTP {response.status_code}")
+        error = ErrorBody.model_validate(body)
+        message, hint = error.message, error.hint
         if response.status_code == 401:
             return AuthenticationError(f"the board farm refused the credentials: {message}", hint)
         if response.status_code == 404 and "boards" in body:
             return UnknownBoardError(message, hint)
         return ConfigError(f"the board farm refused the request: {message}", hint or None)
 
+    def _not_a_farm(self, what: str) -> ConfigError:
+        return ConfigError(
+            f"not a farm at this URL: {self.api} ({what}, not as an aidge-deploy board farm "
+            "answers)",
+            hint="Check api_url: it is the farm service's address, as `aidge-deploy farm serve` "
+            "prints it (e.g. http://farm-host:8000/api), not the dashboard's page or another "
+            "service.",
+        )
+
     # --- API -------------------------------------------------------------------------
 
+    def health(self) -> Health:
+        """The service's health; ``ConfigError`` "not a farm at this URL" when whatever
+        answers is not an aidge-deploy farm."""
+        r = self.request("GET", "/health", idempotent=True)
+        try:
+            health = Health.model_validate(r.json())
+        except ValueError:
+            raise self._not_a_farm("GET /health answered something else") from None
+        if health.service != SERVICE_NAME:
+            raise self._not_a_farm(f"GET /health names {health.service!r}")
+        return health
+
     def login(self, username: str, password: str, expires_in: float | None = None) -> str:
-        body: dict[str, Any] = {"username": username, "password": password}
-        if expires_in is not None:
-            body["expires_in"] = expires_in
-        token = str(self.request("POST", "/token", json=body).json()["access_token"])
+        body = TokenRequest(username=username, password=password, expires_in=expires_in)
+        r = self.request("POST", "/token", json=body.model_dump(exclude_none=True), idempotent=True)
+        token = TokenAnswer.model_validate(r.json()).access_token
         self.use_token(token)
         return token
 
-    def boards(self) -> list[dict[str, Any]]:
-        return list(self.request("GET", "/boards").json())
+    def boards(self) -> list[BoardView]:
+        r = self.request("GET", "/boards", idempotent=True)
+        return [BoardView.model_validate(b) for b in r.json()]
 
-    def upload_export(self, archive: bytes, name: str = "") -> dict[str, Any]:
+    def upload_export(self, archive: bytes, name: str = "") -> ExportView:
         headers = {"Content-Type": "application/gzip", "X-Export-Name": name[:200]}
-        return dict(self.request("POST", "/exports", content=archive, headers=headers).json())
+        r = self.request("POST", "/exports", content=archive, headers=headers, idempotent=True)
+        return ExportView.model_validate(r.json())
 
     def submit(
         self,
@@ -153,35 +220,37 @@ class FarmClient:
         target: str | None,
         config: dict[str, Any],
         priority: float = 0.0,
-    ) -> dict[str, Any]:
-        body = {
-            "export": export_id,
-            "board": board,
-            "target": target,
-            "config": config,
-            "priority": priority,
-        }
-        return dict(self.request("POST", "/jobs", json=body).json())
+    ) -> JobView:
+        body = SubmitRequest(
+            export=export_id, board=board, target=target, config=config, priority=priority
+        )
+        r = self.request("POST", "/jobs", json=body.model_dump(mode="json"))
+        return JobView.model_validate(r.json())
 
-    def job(self, job_id: int) -> dict[str, Any]:
-        return dict(self.request("GET", f"/jobs/{job_id}").json())
+    def job(self, job_id: int) -> JobView:
+        return JobView.model_validate(
+            self.request("GET", f"/jobs/{job_id}", idempotent=True).json()
+        )
 
-    def events(self, job_id: int, after: int = 0, wait: float = 0.0) -> dict[str, Any]:
+    def events(self, job_id: int, after: int = 0, wait: float = 0.0) -> EventsPage:
         params = {"after": after, "wait": wait}
-        return dict(self.request("GET", f"/jobs/{job_id}/events", params=params).json())
+        r = self.request("GET", f"/jobs/{job_id}/events", params=params, idempotent=True)
+        return EventsPage.model_validate(r.json())
 
     def result(self, job_id: int) -> dict[str, Any]:
-        return dict(self.request("GET", f"/jobs/{job_id}/result").json())
+        return dict(self.request("GET", f"/jobs/{job_id}/result", idempotent=True).json())
 
     def download(self, job_id: int, what: str) -> bytes:
-        return self.request("GET", f"/jobs/{job_id}/{what}").content
+        return self.request("GET", f"/jobs/{job_id}/{what}", idempotent=True).content
 
-    def cancel(self, job_id: int) -> dict[str, Any]:
-        return dict(self.request("POST", f"/jobs/{job_id}/cancel").json())
+    def cancel(self, job_id: int) -> JobView:
+        r = self.request("POST", f"/jobs/{job_id}/cancel", idempotent=True)
+        return JobView.model_validate(r.json())
 
 
 __all__ = [
     "PASSWORD_ENV",
+    "RETRY_S",
     "TOKEN_ENV",
     "Credentials",
     "FarmClient",

@@ -174,6 +174,17 @@ class CoordinatorLink:
             if getattr(p, "reservation", None)
         }
 
+    def holders(self) -> dict[str, str]:
+        """Places locked by someone other than the farm: place -> the locker's
+        ``host/user`` (from the session's copy of the places, no request)."""
+        if not self.connected:
+            return {}
+        return {
+            name: str(p.acquired)
+            for name, p in self._session.places.items()
+            if getattr(p, "acquired", None) and str(p.acquired) != self.owner
+        }
+
     def may_release(self, place: str, token: str | None) -> bool:
         """Whether unlocking ``place`` for the job of reservation ``token`` cannot unlock
         another job's board. Every farm process locks as the same labgrid user, so a late

@@ -7,9 +7,11 @@ SQLite (a file under the data folder) by default; any SQLAlchemy URL is accepted
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -23,7 +25,7 @@ from sqlalchemy import (
     create_engine,
     event,
 )
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from aidge_deploy.farm.states import JobState
@@ -62,8 +64,8 @@ class Token(Base):
     created_at: Mapped[float] = mapped_column(Float, default=now)
 
 
-class Export(Base):
-    """An uploaded export, stored once by content hash."""
+class ExportRecord(Base):
+    """An uploaded export (its archive in the store), recorded once by content hash."""
 
     __tablename__ = "exports"
     hash: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -84,6 +86,22 @@ class ExportOwner(Base):
     export_hash: Mapped[str] = mapped_column(ForeignKey("exports.hash"), index=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     name: Mapped[str] = mapped_column(String(200), default="")
+
+
+class ApiToken(Base):
+    """A long-lived token for CI (``aidge-deploy farm token create``): not a password,
+    revocable, only its SHA-256 stored. It acts for its user (and their role)."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    #: what it is for (shown in lists, never the token)
+    name: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Agent(Base):
@@ -150,6 +168,21 @@ class Job(Base):
         return JobState(self.state)
 
 
+class Reservation(Base):
+    """A labgrid reservation the service created, owned by the job it queues (or whose
+    board it locks again): cancelled with the job, swept if the job ended without it.
+    ``created_at`` is what labgrid orders reservations of equal priority by."""
+
+    __tablename__ = "reservations"
+    token: Mapped[str] = mapped_column(String(32), primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    #: queue (the job waits for a board) | relock (its board after a coordinator restart)
+    purpose: Mapped[str] = mapped_column(String(16), default="queue")
+    prio: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
 class JobEvent(Base):
     """One line of a job's history: a state change, a stage progress update, a notice."""
 
@@ -181,6 +214,7 @@ class Database:
     def __init__(self, url: str) -> None:
         kwargs: dict[str, Any] = {}
         if url.startswith("sqlite"):
+            _private_file(url)
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
             # as many kept connections as request threads (anyio's pool: 40): beyond
             # the default 5 + 10, a burst of requests waited for a connection, and each
@@ -223,6 +257,18 @@ class Database:
         self.engine.dispose()
 
 
+def _private_file(url: str) -> None:
+    """The SQLite file is its owner's only (``0600``), created so before SQLite opens it
+    (its journal files take the same mode)."""
+    name = make_url(url).database
+    if not name or name == ":memory:":
+        return
+    path = Path(name)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -234,14 +280,16 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 __all__ = [
     "Agent",
+    "ApiToken",
     "Base",
     "Board",
     "Database",
-    "Export",
     "ExportOwner",
+    "ExportRecord",
     "Job",
     "JobEvent",
     "JobPhase",
+    "Reservation",
     "Token",
     "User",
     "now",

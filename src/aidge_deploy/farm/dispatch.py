@@ -9,15 +9,20 @@ follows what labgrid decided and keeps labgrid's contract:
   coordinator pushes each place change to the service's labgrid session, which wakes this
   loop at once (``CoordinatorLink.on_change``), as do a submitted, finished or cancelled
   job; otherwise it looks every ``dispatch_interval``;
-* waiting reservations are polled well inside labgrid's 60 s expiry; a lost one (expired,
-  or gone with a coordinator restart) is re-created for its job (checked every
-  ``FULL_CHECK_S``, with the list of all reservations);
-* locks never expire in labgrid 26: a finished, cancelled or orphaned job's place is
-  released and its reservation cancelled here, whoever else should have done it;
+* every reservation it creates is owned by a job row (``Job.token`` and a ``Reservation``
+  row, written by one compare-and-set: a job cancelled meanwhile does not take it, and it
+  is cancelled at once); waiting reservations are polled well inside labgrid's 60 s
+  expiry, and a lost one (expired, or gone with a coordinator restart) is made again;
+* the sweep (every ``FULL_CHECK_S``): a reservation of the farm's in labgrid that no live
+  job owns is cancelled — whatever ended its job, nothing of it outlives it;
+* locks never expire in labgrid 26: the place of a job that ended without its agent
+  freeing it is unlocked here (``release_later``), "cancel the reservation, then unlock";
 * an agent silent for ``agent_timeout`` is lost: its running jobs fail ("agent lost"), its
   reserved ones go back to the queue, its boards go offline (``avail=no``);
-* after a coordinator restart (all locks and reservations gone) the places are re-applied,
-  queued jobs get new reservations and the boards of running jobs are locked again.
+* after a (re)connection — a coordinator restart drops all locks and reservations, a
+  service restart starts here — the places are re-applied, queued jobs get new
+  reservations, reserved jobs whose reservation is gone wait again and the boards of
+  running jobs are locked again: the jobs of a previous run are reconciled.
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import Row, select, update
+from sqlalchemy.orm import Session
 
+from aidge_deploy.farm.agents import Release, mark_agent_lost
 from aidge_deploy.farm.coordinator import (
     CoordinatorLink,
     CoordinatorLost,
@@ -38,36 +46,69 @@ from aidge_deploy.farm.coordinator import (
     ReservationState,
     tag_value,
 )
-from aidge_deploy.farm.db import Agent, Board, Job, now
-from aidge_deploy.farm.jobs import fail, set_state
-from aidge_deploy.farm.states import ON_BOARD, FailureKind, JobState
-
-if TYPE_CHECKING:
-    from aidge_deploy.farm.service import FarmState
+from aidge_deploy.farm.db import Agent, Board, Database, Job, Reservation, now
+from aidge_deploy.farm.jobs import requeue, transition
+from aidge_deploy.farm.notify import Notifier
+from aidge_deploy.farm.settings import FarmSettings
+from aidge_deploy.farm.states import ON_BOARD, JobState
 
 log = logging.getLogger("aidge_deploy.farm")
 
 #: priority of the reservation that re-locks a running job's board after a coordinator restart
 RELOCK_PRIO = 1000.0
-#: how often the whole list of reservations is read (lost ones re-created, waiting ones
-#: refreshed); in between, allocations come from the places the coordinator pushes
+#: how often the whole list of reservations is read (lost ones made again, waiting ones
+#: refreshed, orphans swept); in between, allocations come from the places pushed
 FULL_CHECK_S = 2.0
 #: how often agents' heartbeats are checked
 AGENT_CHECK_S = 1.0
+_LIVE = [st.value for st in (JobState.QUEUED, JobState.RESERVED, *ON_BOARD)]
+_ALIVE = (ReservationState.WAITING, ReservationState.ALLOCATED, ReservationState.ACQUIRED)
+
+
+class Coordinator(Protocol):
+    """What the dispatcher needs of the labgrid coordinator (``CoordinatorLink``; the
+    tests' fake coordinator)."""
+
+    address: str
+    owner: str
+
+    @property
+    def connected(self) -> bool: ...
+    async def connect(self) -> None: ...
+    async def close(self) -> None: ...
+    def allocations(self) -> dict[str, str]: ...
+    def holders(self) -> dict[str, str]: ...
+    def may_release(self, place: str, token: str | None) -> bool: ...
+    async def ensure_place(
+        self, name: str, tags: dict[str, str], matches: tuple[str, ...] = ()
+    ) -> None: ...
+    async def reserve(self, tags: dict[str, str], prio: float = 0.0) -> str: ...
+    async def reservations(self) -> dict[str, ReservationInfo]: ...
+    async def poll(self, token: str) -> ReservationInfo | None: ...
+    async def cancel(self, token: str) -> None: ...
+    async def acquire(self, place: str, token: str) -> None: ...
+    async def release(self, place: str) -> None: ...
 
 
 class Dispatcher:
-    def __init__(self, state: FarmState) -> None:
-        self.state = state
-        self.settings = state.settings
-        self.link = CoordinatorLink(
-            self.settings.coordinator, self.settings.farm_name, on_change=self.wake
+    def __init__(
+        self,
+        settings: FarmSettings,
+        db: Database,
+        notifier: Notifier,
+        link: Coordinator | None = None,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.notifier = notifier
+        self.link: Coordinator = link or CoordinatorLink(
+            settings.coordinator, settings.farm_name, on_change=self.wake
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._lock = threading.Lock()
-        self._releases: list[tuple[str | None, str | None]] = []
+        self._releases: list[Release] = []
         self._boards_dirty = True
         self._refreshed: dict[str, float] = {}
         self._relock: dict[str, int] = {}  # token -> job id
@@ -82,17 +123,22 @@ class Dispatcher:
     def coordinator_connected(self) -> bool:
         return self.link.connected
 
+    def held_outside(self) -> dict[str, str]:
+        """Places locked by someone outside the farm: place -> who (no request)."""
+        return self.link.holders() if self.link.connected else {}
+
     def wake(self) -> None:
         loop, event = self._loop, self._wake
         if loop is not None and event is not None and not loop.is_closed():
             loop.call_soon_threadsafe(event.set)
 
-    def release_later(self, token: str | None, place: str | None) -> None:
-        """Unlock ``place`` and cancel ``token`` from the loop (both may be None)."""
-        if token is None and place is None:
+    def release_later(self, *releases: Release) -> None:
+        """Cancel each reservation, then unlock each board, from the loop."""
+        todo = [r for r in releases if r.token is not None or r.board is not None]
+        if not todo:
             return
         with self._lock:
-            self._releases.append((token, place))
+            self._releases.extend(todo)
         self.wake()
 
     def boards_changed(self) -> None:
@@ -113,13 +159,9 @@ class Dispatcher:
         while not self._stopping:
             try:
                 if not self.link.connected:
-                    await self.link.connect()
-                    log.info("connected to the labgrid coordinator at %s", self.link.address)
-                    self._boards_dirty = True
-                    self._last_full = 0.0
-                    await self._resync()
+                    await self.connect()
                     backoff = 0.5
-                await self._tick()
+                await self.tick()
             except CoordinatorLost as exc:
                 log.warning("%s; retrying in %.1f s", exc.message, backoff)
                 await self.link.close()
@@ -133,6 +175,13 @@ class Dispatcher:
             await self._sleep(self.settings.dispatch_interval)
         await self.link.close()
 
+    async def connect(self) -> None:
+        await self.link.connect()
+        log.info("connected to the labgrid coordinator at %s", self.link.address)
+        self._boards_dirty = True
+        self._last_full = 0.0
+        await self._resync()
+
     async def _sleep(self, seconds: float) -> None:
         if self._wake is None:
             return
@@ -140,7 +189,8 @@ class Dispatcher:
             await asyncio.wait_for(self._wake.wait(), seconds)
         self._wake.clear()
 
-    async def _tick(self) -> None:
+    async def tick(self) -> None:
+        """One pass of the loop (the tests drive it one pass at a time)."""
         self.ticks += 1
         await self._do_releases()
         if self._boards_dirty:
@@ -162,33 +212,50 @@ class Dispatcher:
         )
         for job_id, filters, prio in wanted:
             token = await self.link.reserve(filters, prio)
-            if not await asyncio.to_thread(self._set_token, job_id, token):
-                await self.link.cancel(token)
+            if not await asyncio.to_thread(self._own, job_id, token, prio):
+                await self.link.cancel(token)  # the job was cancelled meanwhile
         if reservations is not None:
             await self._refresh(reservations, waiting)
             await self._do_relocks(reservations)
+            await self._sweep(reservations)
 
     async def _do_releases(self) -> None:
         with self._lock:
             todo, self._releases = self._releases, []
-        for token, place in todo:
-            # the reservation first, then the lock: labgrid offers a place only when it
-            # has neither, so the unlock's scheduling pass gives it to the next job at
-            # once (unlocked first, it would wait for some later pass)
-            unlock = bool(place) and self.link.may_release(str(place), token)
-            if token:
-                await self.link.cancel(token)
-                self._refreshed.pop(token, None)
-                self._relock.pop(token, None)
-            if unlock:
-                await self.link.release(str(place))
+        for release in todo:
+            await self.free(release)
+
+    async def free(self, release: Release) -> None:
+        """Cancel the reservation, then unlock the board — the one sequence that frees a
+        board: labgrid offers a place that has neither, so the unlock's scheduling pass
+        gives it to the next job at once (unlocked first, it would wait for a later pass).
+        The board is unlocked only while it still holds this job's reservation (or none):
+        every farm process locks as one labgrid user, so a late unlock would otherwise take
+        the next job's lock."""
+        token, place = release.token, release.board
+        unlock = bool(place) and self.link.may_release(str(place), token)
+        if token:
+            await self.link.cancel(token)
+            self._refreshed.pop(token, None)
+            self._relock.pop(token, None)
+            await asyncio.to_thread(self._ended, token)
+        if unlock:
+            await self.link.release(str(place))
+
+    def _ended(self, token: str) -> None:
+        with self.db.session() as s:
+            s.execute(
+                update(Reservation)
+                .where(Reservation.token == token, Reservation.ended_at.is_(None))
+                .values(ended_at=now())
+            )
 
     # --- places ----------------------------------------------------------------------
 
     def _place_specs(self) -> list[tuple[str, dict[str, str], tuple[str, ...]]]:
         """Each board's place: its tags and, for a physical board, the resources the
         exporter of its host publishes under a group named like the board."""
-        with self.state.db.session() as s:
+        with self.db.session() as s:
             agents = {a.name: a for a in s.scalars(select(Agent))}
             return [
                 (
@@ -219,43 +286,19 @@ class Dispatcher:
     def _check_agents(self) -> bool:
         limit = self.settings.agent_timeout
         t = now()
-        lost_any = False
-        with self.state.db.session() as s:
-            for agent in s.scalars(select(Agent).where(Agent.online.is_(True))):
+        freed: list[Release] = []
+        lost = False
+        with self.db.session() as s:
+            for agent in list(s.scalars(select(Agent).where(Agent.online.is_(True)))):
+                # after a service restart, an agent gets the whole timeout to show up
                 seen = max(agent.last_seen or 0.0, self._started)
                 if t - seen <= limit:
                     continue
-                lost_any = True
-                agent.online = False
                 log.warning("agent %s lost (silent for %.0f s)", agent.name, t - seen)
-                for board in s.scalars(select(Board).where(Board.agent_name == agent.name)):
-                    board.online = False
-                    board.offline_since = t
-                for job in s.scalars(select(Job).where(Job.agent_name == agent.name)):
-                    st = job.job_state
-                    if st in ON_BOARD:
-                        fail(
-                            s,
-                            job,
-                            f"agent lost: agent {agent.name} stopped answering during the job "
-                            f"(no heartbeat for {limit:.0f} s)",
-                            FailureKind.AGENT_LOST,
-                            hint="Resubmit the job; the farm runs it on another board.",
-                        )
-                        self.release_later(job.token, job.board)
-                        self.state.notifier.notify(f"job:{job.id}")
-                    elif st == JobState.RESERVED:
-                        self._requeue(job)
-        return lost_any
-
-    def _requeue(self, job: Job) -> None:
-        """A reserved job whose board went away waits again (a new reservation)."""
-        self.release_later(job.token, None)
-        job.token = None
-        job.state = JobState.QUEUED.value
-        job.board = None
-        job.agent_name = None
-        job.reserved_at = None
+                lost = True
+                freed += mark_agent_lost(s, agent.name, t - seen, limit)
+        self.release_later(*freed)
+        return lost
 
     # --- reservations ----------------------------------------------------------------
 
@@ -267,14 +310,15 @@ class Dispatcher:
 
         ``allocated`` (token -> place) comes from the places the coordinator pushed. Only a
         full check looks at every waiting job: then a reservation missing from the
-        coordinator's list (expired, or lost with a restart) is re-created."""
+        coordinator's list (expired, or lost with a restart) is made again."""
         wanted: list[tuple[int, dict[str, str], float]] = []
         waiting: list[str] = []
         notify: list[str] = []
-        with self.state.db.session() as s:
+        freed: list[Release] = []
+        with self.db.session() as s:
             boards = {b.name: b for b in s.scalars(select(Board))}
             online = {a.name for a in s.scalars(select(Agent).where(Agent.online.is_(True)))}
-            q = select(Job).order_by(Job.id)
+            q = select(Job.id, Job.state, Job.token, Job.target, Job.requested_board, Job.priority)
             if reservations is None:
                 q = q.where(
                     Job.state == JobState.QUEUED.value,
@@ -282,29 +326,30 @@ class Dispatcher:
                 )
             else:
                 q = q.where(Job.state.in_([JobState.QUEUED.value, JobState.RESERVED.value]))
-            for job in s.scalars(q):
+            for job in list(s.execute(q.order_by(Job.id))):
+                token = job.token
                 if reservations is not None:
-                    info = reservations.get(job.token) if job.token else None
-                    alive = info is not None and info.state in (
-                        ReservationState.WAITING,
-                        ReservationState.ALLOCATED,
-                        ReservationState.ACQUIRED,
-                    )
-                    if job.job_state == JobState.RESERVED:
-                        if not alive:
-                            self._requeue(job)
-                        else:
-                            waiting.append(str(job.token))
-                            continue
-                    if job.token and not alive:
-                        job.token = None
-                if job.token is None:
+                    info = reservations.get(token) if token else None
+                    alive = info is not None and info.state in _ALIVE
+                    if job.state == JobState.RESERVED.value:
+                        if alive:
+                            waiting.append(str(token))
+                        elif (back := requeue(s, job.id, "its reservation is gone")) is not None:
+                            freed.append(Release(back.token, None))
+                            notify.append(f"job:{job.id}")
+                            # a new reservation now, in job order: it keeps its turn
+                            wanted.append((job.id, self._filters(job), job.priority))
+                        continue
+                    if token and not alive:
+                        self._forget_token(s, job.id, token)
+                        token = None
+                if token is None:
                     wanted.append((job.id, self._filters(job), job.priority))
                     continue
-                place = allocated.get(job.token)
+                place = allocated.get(token)
                 if reservations is not None:
-                    waiting.append(job.token)
-                    info = reservations[job.token]
+                    waiting.append(token)
+                    info = reservations[token]
                     if info.state == ReservationState.ALLOCATED and info.place:
                         place = info.place
                 if place is None:
@@ -312,18 +357,35 @@ class Dispatcher:
                 board = boards.get(place)
                 if board is None or not board.online or board.agent_name not in online:
                     # allocated to a board that just went away: wait for another one
-                    self.release_later(job.token, None)
-                    job.token = None
+                    self._forget_token(s, job.id, token)
+                    freed.append(Release(token, None))
                     continue
-                job.board = board.name
-                job.agent_name = board.agent_name
-                set_state(s, job, JobState.RESERVED, f"board {board.name}")
-                notify += [f"agent:{board.agent_name}", f"job:{job.id}"]
+                moved = transition(
+                    s,
+                    job.id,
+                    JobState.RESERVED,
+                    expected=(JobState.QUEUED,),
+                    message=f"board {board.name}",
+                    values={"board": board.name, "agent_name": board.agent_name},
+                    where=[Job.token == token],
+                )
+                if moved is not None:
+                    notify += [f"agent:{board.agent_name}", f"job:{job.id}"]
+        self.release_later(*freed)
         if notify:
-            self.state.notifier.notify(*notify)
+            self.notifier.notify(*notify)
         return wanted, waiting
 
-    def _filters(self, job: Job) -> dict[str, str]:
+    @staticmethod
+    def _forget_token(s: Session, job_id: int, token: str) -> None:
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.token == token)
+            .values(token=None)
+            .execution_options(synchronize_session=False)
+        )
+
+    def _filters(self, job: Row[*tuple[Any, ...]]) -> dict[str, str]:
         tags = {"farm": tag_value(self.settings.farm_name), "avail": "yes"}
         if job.requested_board:
             tags["name"] = job.requested_board
@@ -331,14 +393,21 @@ class Dispatcher:
             tags["target"] = tag_value(job.target)
         return tags
 
-    def _set_token(self, job_id: int, token: str) -> bool:
-        with self.state.db.session() as s:
-            job = s.get(Job, job_id)
-            if job is None or job.job_state != JobState.QUEUED or job.token is not None:
+    def _own(self, job_id: int, token: str, prio: float, purpose: str = "queue") -> bool:
+        """Give reservation ``token`` to job ``job_id`` — only while it still waits for
+        one (compare-and-set): False when the job was cancelled meanwhile."""
+        with self.db.session() as s:
+            done = s.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.state == JobState.QUEUED.value, Job.token.is_(None))
+                .values(token=token)
+                .execution_options(synchronize_session=False)
+            )
+            if done.rowcount != 1:  # type: ignore[attr-defined]
                 return False
-            job.token = token
-            self._refreshed[token] = time.monotonic()
-            return True
+            s.add(Reservation(token=token, job_id=job_id, purpose=purpose, prio=prio))
+        self._refreshed[token] = time.monotonic()
+        return True
 
     async def _refresh(self, reservations: dict[str, ReservationInfo], waiting: list[str]) -> None:
         """Poll waiting/allocated reservations so labgrid does not expire them (60 s)."""
@@ -356,6 +425,27 @@ class Dispatcher:
             if token not in reservations:
                 self._refreshed.pop(token, None)
 
+    async def _sweep(self, reservations: Mapping[str, ReservationInfo]) -> None:
+        """Cancel every reservation of the farm's that no live job owns (its job ended,
+        was cancelled, or the service stopped between creating and recording it)."""
+        ours = [
+            t for t, r in reservations.items() if r.owner == self.link.owner and r.state in _ALIVE
+        ]
+        if not ours:
+            return
+        owned = await asyncio.to_thread(self._owned, ours)
+        for token in ours:
+            if token not in owned and token not in self._relock:
+                log.info("cancelling reservation %s: no live job owns it", token)
+                await self.link.cancel(token)
+                await asyncio.to_thread(self._ended, token)
+
+    def _owned(self, tokens: list[str]) -> set[str]:
+        with self.db.session() as s:
+            return set(
+                s.scalars(select(Job.token).where(Job.token.in_(tokens), Job.state.in_(_LIVE)))
+            )
+
     # --- coordinator restart ---------------------------------------------------------
 
     async def _resync(self) -> None:
@@ -372,20 +462,29 @@ class Dispatcher:
     def _running_without_reservation(
         self, reservations: dict[str, ReservationInfo]
     ) -> list[tuple[int, str]]:
-        with self.state.db.session() as s:
+        with self.db.session() as s:
             return [
                 (j.id, j.board)
-                for j in s.scalars(select(Job).where(Job.state.in_([st.value for st in ON_BOARD])))
+                for j in s.execute(
+                    select(Job.id, Job.board, Job.token).where(
+                        Job.state.in_([st.value for st in ON_BOARD])
+                    )
+                )
                 if j.board and (j.token is None or j.token not in reservations)
             ]
 
     def _store_relock_token(self, job_id: int, token: str) -> None:
-        with self.state.db.session() as s:
-            job = s.get(Job, job_id)
-            if job is not None and not job.job_state.terminal:
-                job.token = token
-            else:
-                self.release_later(token, None)
+        with self.db.session() as s:
+            done = s.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.state.in_([st.value for st in ON_BOARD]))
+                .values(token=token)
+                .execution_options(synchronize_session=False)
+            )
+            if done.rowcount == 1:  # type: ignore[attr-defined]
+                s.add(Reservation(token=token, job_id=job_id, purpose="relock", prio=RELOCK_PRIO))
+                return
+        self.release_later(Release(token, None))
 
     async def _do_relocks(self, reservations: dict[str, ReservationInfo]) -> None:
         for token, _job_id in list(self._relock.items()):
@@ -414,4 +513,4 @@ def _host(agent: Agent | None, default: str) -> str:
     return (agent.hostname if agent is not None and agent.hostname else default).split(".")[0]
 
 
-__all__ = ["RELOCK_PRIO", "Dispatcher"]
+__all__ = ["RELOCK_PRIO", "Coordinator", "Dispatcher"]

@@ -21,7 +21,7 @@ from aidge_deploy.history.identity import bundle_facts
 from aidge_deploy.history.vcs import VcsInfo
 
 if TYPE_CHECKING:
-    from aidge_deploy.farm.service import FarmState
+    from aidge_deploy.farm.state import FarmState
 
 log = logging.getLogger("aidge_deploy.farm")
 

@@ -1,98 +1,132 @@
-"""Job and board bookkeeping of the service (sync, one SQLAlchemy session per call).
+"""A job's life on the service: submit, every state change, cancel (sync, one session).
 
-The state machine lives here: states only move forward, each state's time is written
-once, a terminal state is final (a late or duplicate report changes nothing), and every
-change is a ``JobEvent``. Visibility: a user sees only their own jobs and exports; an
-unknown id and another user's id get the same "not found".
+One writer of a job's state: every change is a compare-and-set on the state the writer
+expects — one ``UPDATE ... WHERE id = :id AND state IN (:expected)`` statement — so two
+writers racing (a cancel and an agent's claim, a finish and a lost agent) cannot both win:
+the loser's statement changes no row and it learns so. States only move forward (a job
+whose board went away before it started waits again: ``requeue``), each state's time is
+written by the change that enters it, a terminal state is final, and every change is a
+``JobEvent``. Visibility: a user sees only their own jobs and exports; an unknown id and
+another user's id get the same "not found".
 """
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, and_, bindparam, case, func, or_, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import ColumnElement, Row, select, update
+from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.db import (
-    Agent,
-    Board,
-    Export,
-    ExportOwner,
-    Job,
-    JobEvent,
-    JobPhase,
-    User,
-    now,
-)
-from aidge_deploy.farm.states import (
-    ORDER,
-    TERMINAL,
-    WAITING,
-    BoardState,
-    FailureKind,
-    JobState,
-)
+from aidge_deploy.farm.db import Board, ExportOwner, ExportRecord, Job, JobEvent, now
+from aidge_deploy.farm.models import SubmitRequest
+from aidge_deploy.farm.refusals import FarmRequestError, not_found
+from aidge_deploy.farm.states import ON_BOARD, ORDER, WAITING, FailureKind, JobState
 from aidge_deploy.farm.store import StoredExport
 
-
-class FarmRequestError(Exception):
-    """A refused request: HTTP ``status``, a message and a hint (rendered as JSON)."""
-
-    def __init__(self, status: int, message: str, hint: str = "", **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.hint = hint
-        self.extra = extra
+#: what a state change returns of the job it changed (``_CHANGED``'s columns)
+ChangedJob = Row[*tuple[Any, ...]]
+_CHANGED = (Job.id, Job.state, Job.token, Job.board, Job.agent_name, Job.lease, Job.user_id)
 
 
-def not_found(what: str, ident: object) -> FarmRequestError:
-    return FarmRequestError(404, f"no {what} {ident}", "Check the id (you see only your own).")
-
-
-def set_state(s: Session, job: Job, state: JobState, message: str = "") -> bool:
-    """Move ``job`` to ``state`` (forward only); False when the move is refused."""
-    current = job.job_state
-    if current.terminal:
-        return False
-    if not state.terminal and ORDER.index(state) < ORDER.index(current):
-        return False
-    if state == current:
-        return False
-    t = now()
-    setattr(job, f"{state.value}_at", t)
-    # a job may skip states (no flash on some boards): skipped ones keep no time
-    job.state = state.value
-    job.updated_at = t
-    s.add(JobEvent(job_id=job.id, at=t, kind="state", state=state.value, message=message))
-    return True
-
-
-def add_event(s: Session, job: Job, kind: str, message: str, stage: str | None = None) -> None:
-    job.updated_at = now()
-    s.add(JobEvent(job_id=job.id, at=job.updated_at, kind=kind, stage=stage, message=message))
-
-
-def fail(
+def transition(
     s: Session,
-    job: Job,
+    job_id: int,
+    to: JobState,
+    *,
+    expected: Iterable[JobState],
+    message: str = "",
+    values: dict[str, Any] | None = None,
+    where: Iterable[ColumnElement[bool]] = (),
+) -> ChangedJob | None:
+    """Move job ``job_id`` to ``to`` if it is in one of the ``expected`` states (and
+    ``where`` holds), in one statement; the changed job's ids and tokens, or None when
+    another writer got there first (nothing changed)."""
+    t = now()
+    changes: dict[str, Any] = {"state": to.value, "updated_at": t, **(values or {})}
+    if to is not JobState.QUEUED:  # a job put back in the queue keeps its first queued_at
+        changes[f"{to.value}_at"] = t
+    stmt = (
+        update(Job)
+        .where(Job.id == job_id, Job.state.in_([e.value for e in expected]), *where)
+        .values(**changes)
+        .returning(*_CHANGED)
+        .execution_options(synchronize_session=False)
+    )
+    row = s.execute(stmt).one_or_none()
+    if row is not None:
+        s.add(JobEvent(job_id=job_id, at=t, kind="state", state=to.value, message=message))
+    return row
+
+
+def failure(
+    message: str, kind: FailureKind | str, hint: str = "", error_type: str = "DeployError"
+) -> dict[str, Any]:
+    """The job columns of a failure (``transition(..., values=failure(...))``)."""
+    return {
+        "error": message,
+        "error_hint": hint,
+        "error_kind": str(kind),
+        "error_type": error_type,
+    }
+
+
+def fail_job(
+    s: Session,
+    job_id: int,
     message: str,
     kind: FailureKind,
+    *,
+    expected: Iterable[JobState] = ON_BOARD,
     hint: str = "",
     error_type: str = "DeployError",
-) -> bool:
-    if job.job_state.terminal:
-        return False
-    job.error = message
-    job.error_hint = hint
-    job.error_kind = kind.value
-    job.error_type = error_type
-    return set_state(s, job, JobState.FAILED, message)
+    where: Iterable[ColumnElement[bool]] = (),
+) -> ChangedJob | None:
+    return transition(
+        s,
+        job_id,
+        JobState.FAILED,
+        expected=expected,
+        message=message,
+        values=failure(message, kind, hint, error_type),
+        where=where,
+    )
+
+
+def requeue(s: Session, job_id: int, reason: str) -> ChangedJob | None:
+    """A reserved job whose board went away before it started waits again (its old
+    reservation is the caller's to cancel: returned as ``token``)."""
+    return transition(
+        s,
+        job_id,
+        JobState.QUEUED,
+        expected=(JobState.RESERVED,),
+        message=f"back in the queue: {reason}",
+        values={"token": None, "board": None, "agent_name": None, "reserved_at": None},
+    )
+
+
+def forward_states(to: JobState) -> tuple[JobState, ...]:
+    """The on-board states a job may move to ``to`` from (states only move forward)."""
+    return tuple(st for st in ON_BOARD if ORDER.index(st) < ORDER.index(to))
+
+
+def add_event(s: Session, job_id: int, kind: str, message: str, stage: str | None = None) -> None:
+    t = now()
+    s.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(updated_at=t)
+        .execution_options(synchronize_session=False)
+    )
+    s.add(JobEvent(job_id=job_id, at=t, kind=kind, stage=stage, message=message))
+
+
+# --- users' actions ----------------------------------------------------------------------
 
 
 def job_for(s: Session, who: Principal, job_id: int) -> Job:
@@ -102,8 +136,8 @@ def job_for(s: Session, who: Principal, job_id: int) -> Job:
     return job
 
 
-def export_for(s: Session, who: Principal, content_hash: str) -> Export:
-    export = s.get(Export, content_hash)
+def export_for(s: Session, who: Principal, content_hash: str) -> ExportRecord:
+    export = s.get(ExportRecord, content_hash)
     if export is None:
         raise not_found("export", content_hash)
     if not who.is_admin:
@@ -119,9 +153,9 @@ def export_for(s: Session, who: Principal, content_hash: str) -> Export:
 
 def record_export(s: Session, stored: StoredExport, who: Principal, name: str = "") -> None:
     """Record a stored export (once) and that ``who`` uploaded it (so they may use it)."""
-    if s.get(Export, stored.content_hash) is None:
+    if s.get(ExportRecord, stored.content_hash) is None:
         s.add(
-            Export(
+            ExportRecord(
                 hash=stored.content_hash,
                 size=stored.size,
                 target=stored.target,
@@ -140,7 +174,7 @@ def record_export(s: Session, stored: StoredExport, who: Principal, name: str = 
         s.add(ExportOwner(export_hash=stored.content_hash, user_id=who.user_id, name=name))
 
 
-def resolve_board(s: Session, board: str | None, target: str | None, export: Export) -> str:
+def resolve_board(s: Session, board: str | None, target: str | None, export: ExportRecord) -> str:
     """Check the requested board (did-you-mean) or target against the farm; the target."""
     boards = list(s.scalars(select(Board)))
     if board is not None:
@@ -181,294 +215,63 @@ def resolve_board(s: Session, board: str | None, target: str | None, export: Exp
     return wanted
 
 
-def job_view(
-    s: Session,
-    job: Job,
-    base: str = "/api",
-    owner: str | None = None,
-    queue: QueuePositions | None = None,
-) -> dict[str, Any]:
-    """The job as the API shows it; ``owner``: its user's name when the caller knows it;
-    ``queue``: the queue read once for a list of jobs."""
-    if owner is None:
-        user = s.get(User, job.user_id)
-        owner = user.name if user else None
-    position = None
-    if job.job_state in WAITING:
-        position = queue.of(job) if queue else queue_position(s, job)
-    return _view(job, owner, position, base)
-
-
-def _view(
-    job: Job | Row[Any], owner: str | None, position: int | None, base: str
-) -> dict[str, Any]:
-    """The view of a job read as an ORM object or as a row of ``VIEW_COLUMNS`` (the
-    same names); ``position``: its queue position while it waits, else None."""
-    times = {
-        st.value: getattr(job, f"{st.value}_at")
-        for st in JobState
-        if getattr(job, f"{st.value}_at") is not None
-    }
-    view: dict[str, Any] = {
-        "id": job.id,
-        "state": job.state,
-        "stage": job.stage,
-        "user": owner,
-        "export": job.export_hash,
-        "target": job.target,
-        "requested_board": job.requested_board,
-        "board": job.board,
-        "agent": job.agent_name,
-        "priority": job.priority,
-        "times": times,
-        "cancel_requested": job.cancel_requested,
-        "deploy_seconds": job.deploy_seconds,
-        "error": None
-        if job.error is None
-        else {
-            "message": job.error,
-            "hint": job.error_hint or "",
-            "kind": job.error_kind,
-            "type": job.error_type,
-        },
-        "urls": {
-            "self": f"{base}/jobs/{job.id}",
-            "events": f"{base}/jobs/{job.id}/events",
-            "log": f"{base}/jobs/{job.id}/log",
-            "result": f"{base}/jobs/{job.id}/result",
-            "bundle": f"{base}/jobs/{job.id}/bundle",
-        },
-    }
-    if position is not None:
-        view["queue_position"] = position
-    return view
-
-
-def _status_statement() -> Select[Any]:
-    """One job's view columns, its owner's name and its queue position, in one statement
-    (the position is ``queue_position``'s count, as a correlated subquery)."""
-    other = aliased(Job)
-    ahead = (
-        select(func.count(other.id))
-        .where(
-            other.state == JobState.QUEUED.value,
-            other.target == Job.target,
-            or_(
-                other.priority > Job.priority,
-                and_(other.priority == Job.priority, other.id < Job.id),
-            ),
-            or_(
-                Job.requested_board.is_(None),
-                other.requested_board.is_(None),
-                other.requested_board == Job.requested_board,
-            ),
-        )
-        .correlate(Job)
-        .scalar_subquery()
+def submit_job(s: Session, who: Principal, body: SubmitRequest) -> int:
+    """A new queued job for ``body`` (its config checked by the caller); its id."""
+    export = export_for(s, who, body.export)
+    target = resolve_board(s, body.board, body.target, export)
+    job = Job(
+        user_id=who.user_id,
+        export_hash=export.hash,
+        target=target,
+        requested_board=body.board,
+        priority=body.priority,
+        config_json=json.dumps(body.config),
+        state=JobState.QUEUED.value,
     )
-    position = case(
-        (Job.state == JobState.QUEUED.value, ahead),
-        (Job.state == JobState.RESERVED.value, 0),
-        else_=None,
-    )
-    columns = [
-        *(Job.__table__.c[name] for name in VIEW_COLUMNS),
-        User.name.label("owner"),
-        position.label("queue_position"),
-    ]
-    return select(*columns).join(User, User.id == Job.user_id).where(Job.id == bindparam("job_id"))
-
-
-#: the job columns a view shows (``_view``)
-VIEW_COLUMNS = (
-    "id",
-    "user_id",
-    "state",
-    "stage",
-    "export_hash",
-    "target",
-    "requested_board",
-    "board",
-    "agent_name",
-    "priority",
-    "cancel_requested",
-    "deploy_seconds",
-    "error",
-    "error_hint",
-    "error_kind",
-    "error_type",
-    *(f"{st.value}_at" for st in JobState),
-)
-_STATUS = _status_statement()
-_PHASES = select(JobPhase.name, JobPhase.seconds).where(JobPhase.job_id == bindparam("job_id"))
-_EVENTS = (
-    select(
-        JobEvent.id, JobEvent.at, JobEvent.kind, JobEvent.state, JobEvent.stage, JobEvent.message
-    )
-    .where(JobEvent.job_id == bindparam("job_id"), JobEvent.id > bindparam("after"))
-    .order_by(JobEvent.id)
-)
-
-
-def job_status(conn: Connection, who: Principal, job_id: int, base: str = "/api") -> dict[str, Any]:
-    """The job's view as ``job_view`` gives it, with its phases once it has ended, read
-    in one statement (two for an ended job) on a plain connection. The status request is
-    the one clients poll: through the ORM (load the job, its owner, count the queue) it
-    cost about 9 times as much."""
-    row = conn.execute(_STATUS, {"job_id": job_id}).one_or_none()
-    if row is None or not who.can_see(row.user_id):
-        raise not_found("job", job_id)
-    view = _view(row, row.owner, row.queue_position, base)
-    if JobState(row.state) in TERMINAL:
-        view["phases"] = {name: sec for name, sec in conn.execute(_PHASES, {"job_id": job_id})}
-    return view
-
-
-def job_events_page(
-    conn: Connection, who: Principal, job_id: int, after: int = 0
-) -> dict[str, Any]:
-    """The job's view (``job_status``) and its events after event id ``after`` (REST API
-    and job page: what a client following a job polls)."""
-    job = job_status(conn, who, job_id)
-    rows = conn.execute(_EVENTS, {"job_id": job_id, "after": after})
-    return {"job": job, "events": [dict(row._mapping) for row in rows]}
-
-
-def _ahead_of(job: Job) -> tuple[float, int]:
-    """A queued job's place in labgrid's order: higher priority first, then older first."""
-    return (-job.priority, job.id)
-
-
-def queue_position(s: Session, job: Job) -> int:
-    """Queued jobs that labgrid serves before this one and that may take its board: of its
-    target, with a higher priority or as high and older; for a job asking for one board,
-    not those waiting for another board. A reserved job has its board: 0."""
-    if job.job_state is not JobState.QUEUED:
-        return 0
-    q = select(func.count(Job.id)).where(
-        Job.state == JobState.QUEUED.value,
-        Job.target == job.target,
-        or_(Job.priority > job.priority, and_(Job.priority == job.priority, Job.id < job.id)),
-    )
-    if job.requested_board is not None:
-        q = q.where(or_(Job.requested_board.is_(None), Job.requested_board == job.requested_board))
-    return int(s.scalar(q) or 0)
-
-
-class QueuePositions:
-    """The queue read in one query: each job's ``queue_position`` in a list without one
-    count per job (same rule as ``queue_position``)."""
-
-    def __init__(self, s: Session) -> None:
-        #: per target, the order keys of all its queued jobs, and of those asking for a board
-        self._all: dict[str, list[tuple[float, int]]] = {}
-        self._pinned: dict[str, list[tuple[float, int]]] = {}
-        self._board: dict[tuple[str, str], list[tuple[float, int]]] = {}
-        rows = s.execute(
-            select(Job.target, Job.requested_board, Job.priority, Job.id).where(
-                Job.state == JobState.QUEUED.value
-            )
-        )
-        for target, board, priority, job_id in rows:
-            key = (-priority, job_id)
-            self._all.setdefault(target, []).append(key)
-            if board is not None:
-                self._pinned.setdefault(target, []).append(key)
-                self._board.setdefault((target, board), []).append(key)
-        for keys in (*self._all.values(), *self._pinned.values(), *self._board.values()):
-            keys.sort()
-
-    def of(self, job: Job) -> int:
-        if job.job_state is not JobState.QUEUED:
-            return 0
-        key = _ahead_of(job)
-        ahead = bisect.bisect_left(self._all.get(job.target, []), key)
-        if job.requested_board is not None:  # not those waiting for another board
-            ahead -= bisect.bisect_left(self._pinned.get(job.target, []), key)
-            ahead += bisect.bisect_left(self._board.get((job.target, job.requested_board), []), key)
-        return ahead
+    s.add(job)
+    s.flush()
+    s.add(JobEvent(job_id=job.id, at=job.queued_at, kind="state", state="queued"))
+    return int(job.id)
 
 
 @dataclass(frozen=True)
-class BoardView:
-    name: str
-    target: str
-    host: str
-    kind: str
-    state: BoardState
-    queue: int
-    job: int | None
-    job_user: str | None
-    offline_since: float | None
-    description: str
+class Cancelled:
+    """What a cancel changed: the reservation to cancel (a waiting job) and the agent to
+    tell (a job on a board, which its agent stops)."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "target": self.target,
-            "host": self.host,
-            "kind": self.kind,
-            "state": self.state.value,
-            "queue": self.queue,
-            "job": self.job,
-            "job_user": self.job_user,
-            "offline_since": self.offline_since,
-            "description": self.description,
-        }
+    token: str | None
+    agent: str | None
 
 
-def board_views(s: Session) -> list[BoardView]:
-    boards = list(s.scalars(select(Board).order_by(Board.name)))
-    active = list(
-        s.execute(
-            select(Job.board, Job.id, User.name)
-            .join(User, User.id == Job.user_id)
-            .where(Job.state.not_in([st.value for st in (*WAITING, *_TERMINAL)]))
-        )
+def cancel_job(s: Session, who: Principal, job_id: int) -> Cancelled:
+    """Cancel a job of ``who``'s (or any, for an admin): a waiting job is cancelled at
+    once — it never starts, even if its agent is about to claim it — and a job on a board
+    is stopped by its agent, which reports its end."""
+    job = job_for(s, who, job_id)
+    if job.job_state.terminal:
+        return Cancelled(None, None)
+    message = f"cancelled by {who.name}"
+    row = transition(
+        s,
+        job_id,
+        JobState.CANCELLED,
+        expected=WAITING,
+        message=message,
+        values={"error": message, "error_kind": "cancelled", "cancel_requested": True},
     )
-    reserved = list(
-        s.execute(
-            select(Job.board, Job.id, User.name)
-            .join(User, User.id == Job.user_id)
-            .where(Job.state == JobState.RESERVED.value)
-        )
-    )
-    busy = {b: (j, u) for b, j, u in [*reserved, *active] if b}
-    queued = list(
-        s.execute(select(Job.requested_board, Job.target).where(Job.state == JobState.QUEUED.value))
-    )
-    agents = {a.name: a for a in s.scalars(select(Agent))}
-    out = []
-    for b in boards:
-        if not b.online:
-            state = BoardState.OFFLINE
-        elif b.name in busy:
-            state = BoardState.BUSY
-        elif b.drained:
-            state = BoardState.DRAINED
-        else:
-            state = BoardState.IDLE
-        queue = sum(1 for rb, t in queued if rb == b.name or (rb is None and t == b.target))
-        job, user = busy.get(b.name, (None, None))
-        agent = agents.get(b.agent_name)
-        out.append(
-            BoardView(
-                name=b.name,
-                target=b.target,
-                host=(agent.hostname or agent.name) if agent else b.agent_name,
-                kind=b.kind,
-                state=state,
-                queue=queue,
-                job=job,
-                job_user=user,
-                offline_since=b.offline_since,
-                description=b.description,
-            )
-        )
-    return out
-
-
-_TERMINAL = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+    if row is not None:
+        return Cancelled(row.token, row.agent_name)
+    asked = s.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state.in_([st.value for st in ON_BOARD]))
+        .values(cancel_requested=True)
+        .returning(Job.agent_name)
+        .execution_options(synchronize_session=False)
+    ).one_or_none()
+    if asked is None:  # it ended meanwhile
+        return Cancelled(None, None)
+    add_event(s, job_id, "notice", f"cancel requested by {who.name}")
+    return Cancelled(None, asked.agent_name)
 
 
 def load_config(job: Job) -> dict[str, Any]:
@@ -477,21 +280,19 @@ def load_config(job: Job) -> dict[str, Any]:
 
 
 __all__ = [
-    "BoardView",
-    "FarmRequestError",
-    "QueuePositions",
+    "Cancelled",
+    "ChangedJob",
     "add_event",
-    "board_views",
+    "cancel_job",
     "export_for",
-    "fail",
-    "job_events_page",
+    "fail_job",
+    "failure",
+    "forward_states",
     "job_for",
-    "job_status",
-    "job_view",
     "load_config",
-    "not_found",
-    "queue_position",
     "record_export",
+    "requeue",
     "resolve_board",
-    "set_state",
+    "submit_job",
+    "transition",
 ]

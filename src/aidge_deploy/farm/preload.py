@@ -1,4 +1,4 @@
-"""What the agent's fork server imports once (``runners``): the deploy path — Aidge, NumPy,
+"""What the agent's fork server imports once (``forkserver``): the deploy path — Aidge, NumPy,
 the pipeline, every built-in target — so that each job's runner, forked from it, starts
 its deploy at once instead of spending seconds on imports."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import aidge_deploy.api
 import aidge_deploy.farm.jobconfig
+import aidge_deploy.farm.jobprocess
 import aidge_deploy.farm.resultcodec
-import aidge_deploy.farm.runner
 import aidge_deploy.runcontrol  # noqa: F401
 from aidge_deploy.registry import registered_targets
 

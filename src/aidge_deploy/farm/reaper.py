@@ -1,6 +1,6 @@
 """Nothing of a farm job outlives it: the agent finds and ends the job's processes.
 
-Each job's deploy runs in a child (``runner``) whose environment carries
+Each job's deploy runs in a child (``jobprocess``) whose environment carries
 ``AIDGE_FARM_JOB=<id>`` and ``AIDGE_FARM_AGENT=<agent pid>``; everything it starts (QEMU,
 GDB servers, builds) inherits both, even processes started in a new session to be killed
 as a group. The agent is a child subreaper (``PR_SET_CHILD_SUBREAPER``), so orphans of a

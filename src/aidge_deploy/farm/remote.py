@@ -30,6 +30,8 @@ from aidge_deploy.errors import (
 )
 from aidge_deploy.exportspec import Export
 from aidge_deploy.farm.client import FarmClient, credentials_from_env
+from aidge_deploy.farm.models import JobView
+from aidge_deploy.farm.states import JobState
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.registry import RemoteBackend, register_remote_backend
 from aidge_deploy.results import DeployResult
@@ -119,6 +121,7 @@ class _FarmRun:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with FarmClient(str(c.api_url), timeout=c.api_request_timeout) as farm:
             self.report(FARM_STAGE, ProgressKind.START)
+            farm.health()  # "not a farm at this URL" before any credential is sent
             creds = credentials_from_env()
             if creds.token:
                 farm.use_token(creds.token)
@@ -127,7 +130,7 @@ class _FarmRun:
             self.status("packing and uploading the export")
             export = farm.upload_export(pack_export(export_dir), name=export_dir.name)
             job = farm.submit(
-                export["id"],
+                export.id,
                 board=c.api_board_name,
                 target=None if c.api_board_name else self.target,
                 config=encode_config(c),
@@ -137,51 +140,52 @@ class _FarmRun:
             except BaseException:
                 # Ctrl-C, SIGTERM or a timeout here: the farm job must not run on for nobody
                 with contextlib.suppress(DeployError):
-                    farm.cancel(job["id"])
+                    farm.cancel(job.id)
                 raise
             log_path = self._download_log(farm, final)
             self._raise_if_failed(final, log_path, farm)
-            result = decode_result(farm.result(final["id"]))
+            result = decode_result(farm.result(final.id))
             if c.report_dir is not None:
-                self._download_bundle(farm, final["id"], Path(c.report_dir))
+                self._download_bundle(farm, final.id, Path(c.report_dir))
             self.report(FARM_STAGE, ProgressKind.DONE)
         result.backend = "api"
         result.log_path = log_path
-        result.farm_job_id = int(final["id"])
-        result.farm_board = final.get("board")
+        result.farm_job_id = final.id
+        result.farm_board = final.board
         result.report_dir = c.report_dir
         return result
 
-    def _follow(self, farm: FarmClient, job: dict[str, Any]) -> dict[str, Any]:
-        """Follow the job's events until it ends; its last view."""
+    def _follow(self, farm: FarmClient, job: JobView) -> JobView:
+        """Follow the job's events until it ends; its last view. Each poll is retried
+        while the service restarts (``FarmClient``): the run re-attaches to its job."""
         c = self.config
         deadline = time.monotonic() + c.api_job_timeout
         after = 0
         last_state = ""
         while True:
-            page = farm.events(job["id"], after=after, wait=max(0.1, c.api_poll_interval))
-            view = page["job"]
-            for event in page["events"]:
-                after = max(after, int(event["id"]))
-                if event["kind"] == "state" and event["state"] != last_state:
-                    last_state = event["state"]
-                    where = f" on {view['board']}" if view.get("board") else ""
-                    self.status(f"job {view['id']}: {last_state}{where}")
-                elif event["kind"] == "stage":
-                    self._remote_stage(str(event["stage"]), str(event["message"]))
-            if view["state"] in ("done", "failed", "cancelled"):
+            page = farm.events(job.id, after=after, wait=max(0.1, c.api_poll_interval))
+            view = page.job
+            for event in page.events:
+                after = max(after, event.id)
+                if event.kind == "state" and event.state and event.state != last_state:
+                    last_state = event.state
+                    where = f" on {view.board}" if view.board else ""
+                    self.status(f"job {view.id}: {last_state}{where}")
+                elif event.kind == "stage" and event.stage:
+                    self._remote_stage(event.stage, event.message)
+            if view.state.terminal:
                 self._end_stage()
                 return view
-            if view["state"] == "queued" and "queue_position" in view:
-                self.status(f"job {view['id']}: queued ({view['queue_position']} ahead)")
+            if view.state == JobState.QUEUED and view.queue_position is not None:
+                self.status(f"job {view.id}: queued ({view.queue_position} ahead)")
             if time.monotonic() > deadline:
-                log_url = farm.root + view["urls"]["log"]
+                log_url = farm.root + view.urls.log
                 raise FarmTimeout(
-                    f"farm job {view['id']} did not finish in {c.api_job_timeout:g} s "
-                    f"(it was {view['state']}); it is cancelled",
+                    f"farm job {view.id} did not finish in {c.api_job_timeout:g} s "
+                    f"(it was {view.state}); it is cancelled",
                     hint="Raise api_job_timeout, or pick a less busy board or target. "
                     f"Farm log: {log_url}",
-                    job_id=int(view["id"]),
+                    job_id=view.id,
                     log_url=log_url,
                 )
 
@@ -204,39 +208,36 @@ class _FarmRun:
             self.report(self._stage, ProgressKind.DONE)
             self._stage = None
 
-    def _download_log(self, farm: FarmClient, view: dict[str, Any]) -> Path | None:
+    def _download_log(self, farm: FarmClient, view: JobView) -> Path | None:
         try:
-            data = farm.download(int(view["id"]), "log")
+            data = farm.download(view.id, "log")
         except DeployError:
             return None
-        path = self.work_dir / f"farm-job-{view['id']}.log"
+        path = self.work_dir / f"farm-job-{view.id}.log"
         path.write_bytes(data)
         return path
 
-    def _raise_if_failed(
-        self, view: dict[str, Any], log_path: Path | None, farm: FarmClient
-    ) -> None:
-        state = view["state"]
-        if state == "done":
+    def _raise_if_failed(self, view: JobView, log_path: Path | None, farm: FarmClient) -> None:
+        if view.state == JobState.DONE:
             return
-        err = view.get("error") or {}
-        log_url = farm.root + view["urls"]["log"]
-        where = f" on board {view['board']}" if view.get("board") else ""
+        err = view.error
+        log_url = farm.root + view.urls.log
+        where = f" on board {view.board}" if view.board else ""
         common: dict[str, Any] = {
-            "job_id": int(view["id"]),
+            "job_id": view.id,
             "log_url": log_url,
-            "remote_type": err.get("type"),
+            "remote_type": err.type if err else None,
             "log_path": log_path,
         }
-        if state == "cancelled":
+        if view.state == JobState.CANCELLED:
             raise FarmJobCancelled(
-                f"farm job {view['id']}{where} was cancelled",
+                f"farm job {view.id}{where} was cancelled",
                 hint=f"Resubmit it if that was not intended. Log: {log_url}",
                 **common,
             )
-        hint = (err.get("hint") or "").strip()
+        hint = (err.hint if err else "").strip()
         raise FarmJobFailed(
-            f"farm job {view['id']} failed{where}: {err.get('message', 'no reason given')}",
+            f"farm job {view.id} failed{where}: {err.message if err else 'no reason given'}",
             hint=(hint + " " if hint else "") + f"Farm log: {log_url}",
             **common,
         )

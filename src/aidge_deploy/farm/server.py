@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from pathlib import Path
 
@@ -19,6 +20,7 @@ def serve(settings: FarmSettings, host: str = "127.0.0.1", port: int = 8000) -> 
 
     from aidge_deploy.farm.service import create_app
 
+    os.umask(0o077)  # what the service writes (database, exports, results) is its own
     app = create_app(settings)  # raises NoAdminError before binding anything
     _quiet_garbage_collector()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -38,6 +40,9 @@ def serve(settings: FarmSettings, host: str = "127.0.0.1", port: int = 8000) -> 
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,
+        # the client's address is the peer's: X-Forwarded-For is believed only from the
+        # proxies the settings name (``deps.client_address``), never from uvicorn's default
+        proxy_headers=False,
     )
     server = uvicorn.Server(config)
     url_file = Path(settings.data_dir) / "service.url"

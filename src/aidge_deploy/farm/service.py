@@ -1,89 +1,40 @@
-"""The farm service: FastAPI app factory, shared state and authentication dependencies.
+"""The farm service's app factory: ``create_app(settings)``.
 
-``create_app(settings)`` builds the app (REST under ``/api``, OpenAPI at
-``/api/openapi.json``); its lifespan opens the database, checks that an admin exists (no
-default password: the service refuses to start without one), and runs the dispatcher
-(``dispatch.Dispatcher``) on the server's asyncio loop, next to the labgrid session.
-Pages (the dashboard) plug in through ``FarmState``, ``principal_from_token`` and the
-same routers' domain functions in ``jobs``.
+REST under ``/api`` (``routes_user``, ``routes_agent``), OpenAPI at ``/api/openapi.json``
+and its Swagger UI at ``/api/docs`` (served from the package, under the dashboard's
+Content-Security-Policy: it works without internet; ``api_docs=False`` turns it off), the
+dashboard's pages (``web``). The lifespan runs the dispatcher (``dispatch.Dispatcher``)
+on the server's asyncio loop, next to the labgrid session. The service refuses to start
+without an admin (there is no default password). Nothing imports this module but the
+server and the tests: routers and pages depend on ``deps`` and the domain modules.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aidge_deploy.errors import ConfigError, DeployError
-from aidge_deploy.farm.auth import (
-    Principal,
-    TokenCache,
-    has_admin,
-    resolve_token,
-    resolve_token_cached,
-)
-from aidge_deploy.farm.db import Database
-from aidge_deploy.farm.jobs import FarmRequestError
-from aidge_deploy.farm.notify import Notifier
+from aidge_deploy.errors import DeployError
+from aidge_deploy.farm.archive import ArchiveTooLarge
+from aidge_deploy.farm.dispatch import Coordinator
+from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.settings import FarmSettings
-from aidge_deploy.farm.store import ExportStore, UploadTooLarge
-from aidge_deploy.farm.throttle import LoginThrottle
-from aidge_deploy.history.store import HistoryStore
-
-log = logging.getLogger("aidge_deploy.farm")
+from aidge_deploy.farm.state import FarmState, check_ready
 
 
-class FarmState:
-    """What every request handler shares: settings, database, store, notifier, dispatcher."""
-
-    def __init__(self, settings: FarmSettings) -> None:
-        from aidge_deploy.farm.dispatch import Dispatcher
-
-        self.settings = settings
-        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-        settings.jobs_dir.mkdir(parents=True, exist_ok=True)
-        self.db = Database(settings.db_url)
-        # the jobs' results history, in the farm's own database (farm.jobhistory)
-        self.history = HistoryStore(self.db.engine)
-        self.store = ExportStore(Path(settings.data_dir), settings.max_upload_bytes)
-        self.notifier = Notifier()
-        self.tokens = TokenCache()
-        self.tokens.watch(self.db.sessions)
-        self.logins = LoginThrottle(settings.login_limits)
-        self.dispatcher = Dispatcher(self)
-
-    def job_dir(self, job_id: int) -> Path:
-        return self.settings.jobs_dir / str(int(job_id))
-
-
-class NoAdminError(ConfigError):
-    """The service refuses to start before an admin account exists."""
-
-
-def check_ready(state: FarmState) -> None:
-    with state.db.session() as s:
-        if not has_admin(s):
-            raise NoAdminError(
-                "the farm has no admin user: refusing to start (there is no default password)",
-                hint="Create one: AIDGE_DEPLOY_API_PASSWORD=... aidge-deploy farm user add NAME "
-                f"--admin --data-dir {state.settings.data_dir}",
-            )
-
-
-def create_app(settings: FarmSettings, *, start_dispatcher: bool = True) -> FastAPI:
-    state = FarmState(settings)
+def create_app(
+    settings: FarmSettings, *, start_dispatcher: bool = True, link: Coordinator | None = None
+) -> FastAPI:
+    state = FarmState(settings, link)
     check_ready(state)
 
     @asynccontextmanager
@@ -106,7 +57,7 @@ def create_app(settings: FarmSettings, *, start_dispatcher: bool = True) -> Fast
         version="1",
         lifespan=lifespan,
         openapi_url="/api/openapi.json",
-        docs_url="/api/docs",
+        docs_url=None,  # served from the package (``web.apidocs``), not from a CDN
         redoc_url=None,
     )
     app.state.farm = state
@@ -117,8 +68,23 @@ def create_app(settings: FarmSettings, *, start_dispatcher: bool = True) -> Fast
 
     @app.exception_handler(DeployError)
     async def _deploy_error(_: Request, exc: DeployError) -> JSONResponse:
-        status = 413 if isinstance(exc, UploadTooLarge) else 400
+        status = 413 if isinstance(exc, ArchiveTooLarge) else 400
         return error_response(status, exc.message, exc.hint or "", type=type(exc).__name__)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+            for e in exc.errors()[:5]
+        ]
+        return error_response(
+            422,
+            "invalid request: " + "; ".join(problems),
+            "See the API's schema at /api/docs.",
+            detail=[
+                {k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()
+            ],
+        )
 
     from aidge_deploy.farm import routes_agent, routes_user
 
@@ -126,7 +92,7 @@ def create_app(settings: FarmSettings, *, start_dispatcher: bool = True) -> Fast
     app.include_router(routes_agent.router, prefix="/api")
     from aidge_deploy.farm.web import mount_web
 
-    mount_web(app)  # the dashboard's pages (/login, /boards, /jobs, ...)
+    mount_web(app, api_docs=settings.api_docs)  # the dashboard's pages and the API's docs
     app.add_middleware(ServerTiming)
     return app
 
@@ -163,88 +129,4 @@ def error_response(status: int, message: str, hint: str = "", **extra: Any) -> J
     )
 
 
-# --- dependencies -----------------------------------------------------------------------
-
-_bearer = HTTPBearer(auto_error=False)
-
-
-# The dependencies are coroutines: FastAPI runs a plain function in its thread pool, and
-# each hop there costs more than the check itself. Only a token the cache does not know
-# goes to the database, in the pool.
-
-
-async def farm_state(request: Request) -> FarmState:
-    state: FarmState = request.app.state.farm
-    return state
-
-
-def principal_from_token(
-    s: Session, token: str | None, cache: TokenCache | None = None
-) -> Principal:
-    if not token:
-        principal = None
-    elif cache is not None:
-        principal = resolve_token_cached(s, token, cache)
-    else:
-        principal = resolve_token(s, token)
-    if principal is None:
-        raise FarmRequestError(
-            401,
-            "not authenticated: the token is missing, unknown or expired",
-            "Get a token with POST /api/token (username, password).",
-        )
-    return principal
-
-
-def _principal_from_db(state: FarmState, token: str | None) -> Principal:
-    with state.db.session() as s:
-        return principal_from_token(s, token, state.tokens)
-
-
-async def current_principal(
-    state: Annotated[FarmState, Depends(farm_state)],
-    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    token = creds.credentials if creds else None
-    cached = state.tokens.get(token) if token else None
-    if cached is not None:
-        return cached
-    return await run_in_threadpool(_principal_from_db, state, token)
-
-
-async def current_user(who: Annotated[Principal, Depends(current_principal)]) -> Principal:
-    if who.agent is not None:
-        raise FarmRequestError(403, "agents cannot use the user API", "Use a user token.")
-    return who
-
-
-async def current_admin(who: Annotated[Principal, Depends(current_user)]) -> Principal:
-    if not who.is_admin:
-        raise FarmRequestError(403, "admin only", "Ask a farm admin.")
-    return who
-
-
-async def current_agent(who: Annotated[Principal, Depends(current_principal)]) -> Principal:
-    if who.agent is None:
-        raise FarmRequestError(403, "agents only", "Use the agent's token.")
-    return who
-
-
-UserDep = Annotated[Principal, Depends(current_user)]
-AdminDep = Annotated[Principal, Depends(current_admin)]
-AgentDep = Annotated[Principal, Depends(current_agent)]
-StateDep = Annotated[FarmState, Depends(farm_state)]
-Handler = Callable[..., Any]
-
-__all__ = [
-    "AdminDep",
-    "AgentDep",
-    "FarmState",
-    "NoAdminError",
-    "StateDep",
-    "UserDep",
-    "check_ready",
-    "create_app",
-    "error_response",
-    "principal_from_token",
-]
+__all__ = ["ServerTiming", "create_app", "error_response"]

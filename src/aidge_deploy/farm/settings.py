@@ -1,18 +1,25 @@
-"""Settings of a farm service (``aidge-deploy farm serve`` flags)."""
+"""Settings of a farm service (``aidge-deploy farm serve`` flags), and its private data folder."""
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
 @dataclass(frozen=True)
 class LoginLimits:
-    """Failed logins allowed in ``window_s`` seconds before more are refused (``throttle``)."""
+    """How failed logins are slowed down (``throttle``): per (address, user name), the
+    first ``free`` failures cost nothing, then each one doubles the wait before the next
+    attempt (from ``base_s`` up to ``max_s``); one address gets ``per_address_free``
+    failures over all the names it tries. Failures are forgotten after ``forget_s``."""
 
-    per_user: int = 10
-    per_address: int = 30
-    window_s: int = 300
+    free: int = 5
+    base_s: float = 1.0
+    max_s: float = 300.0
+    per_address_free: int = 50
+    forget_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -23,7 +30,11 @@ class FarmSettings:
     #: SQLAlchemy URL; default: ``sqlite:///<data_dir>/farm.db``
     database_url: str | None = None
     farm_name: str = "farm"
+    #: largest upload (the compressed archive, bytes)
     max_upload_bytes: int = 200 * 1024 * 1024
+    #: largest export once uncompressed (bytes), and most members: checked while reading
+    max_export_bytes: int = 1024 * 1024 * 1024
+    max_export_members: int = 20_000
     #: an agent silent for this long is lost: its running jobs fail, its boards go offline
     agent_timeout: float = 15.0
     heartbeat_interval: float = 2.0
@@ -36,9 +47,17 @@ class FarmSettings:
     long_poll_max: float = 25.0
     #: the coordinator address agents are told to use (default: ``coordinator``)
     agent_coordinator: str | None = None
-    #: failed logins (API token and dashboard) allowed per user name and per address
+    #: how failed logins (API token and dashboard) are slowed down
     login_limits: LoginLimits = field(default_factory=LoginLimits)
+    #: reverse proxies (addresses or networks) whose ``X-Forwarded-For`` is believed
+    trusted_proxies: tuple[str, ...] = ()
+    #: serve the API's Swagger UI at ``/api/docs`` (from the package, no CDN)
+    api_docs: bool = True
     extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for proxy in self.trusted_proxies:
+            ipaddress.ip_network(proxy, strict=False)  # ValueError for a typo, at start
 
     @property
     def db_url(self) -> str:
@@ -49,4 +68,13 @@ class FarmSettings:
         return Path(self.data_dir) / "jobs"
 
 
-__all__ = ["FarmSettings", "LoginLimits"]
+def private_data_dir(path: Path) -> Path:
+    """Create ``path`` readable by its owner only (``0700``), and make an existing one so:
+    it holds the database, users' exports and results, and agent tokens."""
+    path = Path(path)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+__all__ = ["FarmSettings", "LoginLimits", "private_data_dir"]

@@ -56,6 +56,8 @@ class BoardState(StrEnum):
     BUSY = "busy"
     OFFLINE = "offline"
     DRAINED = "drained"
+    #: its labgrid place is locked by someone outside the farm: no job can use it
+    HELD = "held"
 
 
 class Role(StrEnum):

@@ -1,7 +1,9 @@
 """The content-addressed store of uploaded exports (``<data>/exports/<sha256>.tar.gz``).
 
 An upload is written to a private temporary file, size-limited as it streams in, every
-member checked (``archive.check_archive``), then extracted into a private temporary folder
+member checked while it is read — uncompressed size and member count bounded, stopping at
+the limit (``archive.check_archive``: a small archive of zeros is refused, not expanded) —
+then extracted into a private temporary folder
 where the manifest is validated with the same loader ``deploy()`` uses. Only then is the
 archive renamed into the store: a refused upload leaves nothing behind. The same export
 uploaded twice (by anyone) is stored once; who uploaded it is recorded per user.
@@ -16,10 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aidge_deploy.errors import DeployError
-from aidge_deploy.farm.archive import ArchiveError, check_archive, extract_archive
+from aidge_deploy.farm.archive import (
+    ArchiveError,
+    ArchiveLimits,
+    ArchiveTooLarge,
+    check_archive,
+    extract_archive,
+)
 
 
-class UploadTooLarge(ArchiveError):
+class UploadTooLarge(ArchiveTooLarge):
     """The upload exceeds the service's size limit."""
 
 
@@ -34,13 +42,21 @@ class StoredExport:
 
 
 class ExportStore:
-    def __init__(self, root: Path, max_upload_bytes: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        max_upload_bytes: int,
+        *,
+        max_export_bytes: int = ArchiveLimits.max_bytes,
+        max_members: int = ArchiveLimits.max_members,
+    ) -> None:
         self.root = Path(root)
         self.max_upload_bytes = max_upload_bytes
+        self.limits = ArchiveLimits(max_bytes=max_export_bytes, max_members=max_members)
         self.dir = self.root / "exports"
         self.tmp = self.root / "tmp"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def path_of(self, content_hash: str) -> Path:
         if len(content_hash) != 64 or not all(c in "0123456789abcdef" for c in content_hash):
@@ -70,8 +86,8 @@ class ExportStore:
         """Check and store a complete upload; the temporary file is always removed."""
         work = Path(tempfile.mkdtemp(prefix="check-", dir=self.tmp))
         try:
-            info = check_archive(upload)
-            root = extract_archive(upload, work / "export")
+            info = check_archive(upload, self.limits)
+            root = extract_archive(upload, work / "export", self.limits)
             stored = self._describe(root, info.content_hash, upload.stat().st_size)
             final = self.path_of(info.content_hash)
             if not final.exists():

@@ -2,19 +2,33 @@
 
 It starts a labgrid coordinator (working folder ``DIR/coordinator``), the farm service
 (state in ``DIR``) and one local agent (``DIR/agent``) serving the three emulated boards
-under their target names, each in its own process group. SIGTERM, SIGINT or SIGHUP — or
-any of them dying — stops all of them (TERM, then KILL after a grace period).
+under their target names, each in its own process group, and supervises them: a child
+that dies is started again (after 1, 2, 4 ... up to 30 s, each restart logged), the others
+keep running — the coordinator on the address it had, the service on its port, so the
+agent and the service find them again. A child that dies ``GIVE_UP_AFTER`` times within
+``GIVE_UP_WINDOW_S`` cannot be kept alive: then everything stops and ``farm up`` exits
+non-zero, so systemd (``contrib/farm/systemd/aidge-farm-up.service``) restarts it.
+
+Started again on the same data folder, it comes back as it was: the same users, boards,
+queued jobs and history (the service reconciles the jobs of the previous run). What this
+run learnt about its children is in ``DIR/farm-up.json``, written for this run: the
+coordinator's address comes from what *this* coordinator printed, never from an older
+line of its log. SIGTERM, SIGINT or SIGHUP stop all of them, the agent first (it lets its
+running jobs finish for ``--stop-grace`` seconds), then the service and the coordinator.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +36,103 @@ from aidge_deploy.errors import DeployError
 
 EMULATED_BOARDS = ("mps2-an386", "mps3-an547", "netduinoplus2")
 AGENT_NAME = "local"
+#: a child that dies this many times within the window cannot be kept alive
+GIVE_UP_AFTER = 5
+GIVE_UP_WINDOW_S = 300.0
+#: waits between two starts of a child that keeps dying
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+STATE_FILE = "farm-up.json"
 
 
 class _Stop(Exception):
     pass
 
 
+class ChildLost(DeployError):
+    """A child of ``farm up`` kept dying: the farm cannot be kept alive."""
+
+
 def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-def run_up(data_dir: Path, host: str = "127.0.0.1", port: int = 8000) -> None:
+def say(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{stamp} farm up: {message}", flush=True)
+
+
+@dataclass
+class Child:
+    """One supervised process: how to start it and how to tell it is ready."""
+
+    name: str
+    argv: Callable[[], list[str]]
+    cwd: Path
+    log: Path
+    #: what the child's readiness gives (an address, a URL), or None while starting
+    ready: Callable[[Child], str | None]
+    proc: subprocess.Popen[Any] | None = None
+    #: where this start's output begins in its log
+    log_offset: int = 0
+    deaths: list[float] = field(default_factory=list)
+    restart_at: float | None = None
+
+    def start(self) -> None:
+        from aidge_deploy.cpupriority import share_priority
+
+        self.log_offset = self.log.stat().st_size if self.log.exists() else 0
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv(),
+                cwd=self.cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        share_priority(self.proc.pid)  # `nice aidge-deploy farm up` holds for all it starts
+
+    def output(self) -> str:
+        """What this start of the child printed (not its earlier starts)."""
+        if not self.log.exists():
+            return ""
+        with open(self.log, "rb") as f:
+            f.seek(self.log_offset)
+            return f.read().decode(errors="replace")
+
+    def wait_ready(self, timeout: float = 120.0) -> str:
+        deadline = time.monotonic() + timeout
+        proc = self.proc
+        while time.monotonic() < deadline:
+            value = self.ready(self)
+            if value:
+                return value
+            if proc is None or proc.poll() is not None:
+                code = None if proc is None else proc.returncode
+                raise DeployError(
+                    f"{self.name} exited with status {code} while starting",
+                    hint=f"See {self.log}.",
+                )
+            time.sleep(0.1)
+        raise DeployError(f"{self.name} did not start in {timeout:.0f} s", hint=f"See {self.log}.")
+
+    def died(self) -> int | None:
+        """Its exit status if it has ended (its process group is ended with it)."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        _signal(self.proc, signal.SIGKILL)  # whatever it left in its process group
+        return self.proc.returncode
+
+
+def run_up(
+    data_dir: Path, host: str = "127.0.0.1", port: int = 8000, stop_grace: float = 30.0
+) -> None:
     from aidge_deploy.farm.auth import has_admin, issue_agent_token
     from aidge_deploy.farm.db import Database
-    from aidge_deploy.farm.service import NoAdminError
-    from aidge_deploy.farm.settings import FarmSettings
+    from aidge_deploy.farm.settings import FarmSettings, private_data_dir
+    from aidge_deploy.farm.state import NoAdminError
 
     settings = FarmSettings(data_dir=data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_data_dir(data_dir)
     db = Database(settings.db_url)
     with db.session() as s:
         if not has_admin(s):
@@ -51,7 +144,7 @@ def run_up(data_dir: Path, host: str = "127.0.0.1", port: int = 8000) -> None:
         token = issue_agent_token(s, AGENT_NAME)
     db.dispose()
     agent_dir = data_dir / "agent"
-    agent_dir.mkdir(parents=True, exist_ok=True)
+    agent_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     token_file = agent_dir / "token"
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -62,119 +155,168 @@ def run_up(data_dir: Path, host: str = "127.0.0.1", port: int = 8000) -> None:
         + "".join(f"  {b}: {{target: {b}, emulated: true}}\n" for b in EMULATED_BOARDS),
         encoding="utf-8",
     )
-    procs: list[subprocess.Popen[Any]] = []
-    names: dict[int, str] = {}
+    farm = _UpFarm(data_dir, host, port, lab, token_file, stop_grace)
+    farm.run()
 
-    def stop_all(*_: Any) -> None:
-        raise _Stop
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, stop_all)
-    try:
+class _UpFarm:
+    def __init__(
+        self, data_dir: Path, host: str, port: int, lab: Path, token_file: Path, grace: float
+    ) -> None:
+        self.data_dir = data_dir
+        self.host = host
+        self.port = port
+        self.grace = grace
+        self.coordinator = ""
+        self.url = ""
         coord_dir = data_dir / "coordinator"
-        coord_dir.mkdir(exist_ok=True)
-        coord_log = data_dir / "coordinator.log"
-        coord = _spawn([_bin("labgrid-coordinator"), "-l", "127.0.0.1:0"], coord_dir, coord_log)
-        procs.append(coord)
-        names[coord.pid] = "labgrid-coordinator"
-        address = _wait_for(
-            lambda: _match(r"listening on (\S+:\d+)", coord_log), coord, "labgrid-coordinator"
-        )
+        coord_dir.mkdir(mode=0o700, exist_ok=True)
         url_file = data_dir / "service.url"
-        url_file.unlink(missing_ok=True)
-        service = _spawn(
-            [
-                _bin("aidge-deploy"),
-                "farm",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--host",
-                host,
-                "--port",
-                str(port),
-                "--coordinator",
-                address,
-            ],
-            data_dir,
-            data_dir / "service.log",
-        )
-        procs.append(service)
-        names[service.pid] = "the farm service"
-        url = _wait_for(
-            lambda: url_file.read_text().strip() if url_file.exists() else None, service, "service"
-        )
-        agent = _spawn(
-            [
-                _bin("aidge-deploy"),
-                "farm",
-                "agent",
-                "--config",
-                str(lab),
-                "--url",
-                url,
-                "--token-file",
-                str(token_file),
-                "--work-dir",
-                str(agent_dir / "work"),
-            ],
-            agent_dir,
-            data_dir / "agent.log",
-        )
-        procs.append(agent)
-        names[agent.pid] = "the local agent"
-        print(f"farm up: API {url}/api, boards {', '.join(EMULATED_BOARDS)}", flush=True)
-        print(f"logs and state in {data_dir}; SIGTERM or Ctrl-C stops it", flush=True)
-        while True:
-            for p in procs:
-                if p.poll() is not None:
-                    raise DeployError(
-                        f"{names.get(p.pid, 'a farm process')} exited with status "
-                        f"{p.returncode}; stopping the farm",
-                        hint=f"See the logs in {data_dir}.",
-                    )
-            time.sleep(0.5)
-    except _Stop:
-        pass
-    finally:
+        self.url_file = url_file
+        self.children = [
+            Child(
+                "labgrid-coordinator",
+                lambda: [_bin("labgrid-coordinator"), "-l", self.coordinator or "127.0.0.1:0"],
+                coord_dir,
+                data_dir / "coordinator.log",
+                lambda c: _last(r"listening on (\S+:\d+)", c.output()),
+            ),
+            Child(
+                "the farm service",
+                lambda: [
+                    _bin("aidge-deploy"),
+                    "farm",
+                    "serve",
+                    "--data-dir",
+                    str(data_dir),
+                    "--host",
+                    host,
+                    "--port",
+                    str(self.port),
+                    "--coordinator",
+                    self.coordinator,
+                ],
+                data_dir,
+                data_dir / "service.log",
+                lambda c: url_file.read_text().strip() if url_file.exists() else None,
+            ),
+            Child(
+                "the local agent",
+                lambda: [
+                    _bin("aidge-deploy"),
+                    "farm",
+                    "agent",
+                    "--config",
+                    str(lab),
+                    "--url",
+                    self.url,
+                    "--token-file",
+                    str(token_file),
+                    "--work-dir",
+                    str(data_dir / "agent" / "work"),
+                    "--stop-grace",
+                    str(grace),
+                ],
+                data_dir / "agent",
+                data_dir / "agent.log",
+                lambda c: "started" if c.proc is not None else None,
+            ),
+        ]
+
+    def _start(self, child: Child) -> None:
+        if child.name == "the farm service":
+            self.url_file.unlink(missing_ok=True)
+        child.start()
+        value = child.wait_ready()
+        if child.name == "labgrid-coordinator":
+            self.coordinator = value  # restarted on this same address
+        elif child.name == "the farm service":
+            self.url = value
+            self.port = int(value.rsplit(":", 1)[1])  # restarted on this same port
+        self._write_state()
+
+    def _write_state(self) -> None:
+        state = {
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "coordinator": self.coordinator,
+            "service_url": self.url,
+            "children": {
+                c.name: c.proc.pid
+                for c in self.children
+                if c.proc is not None and c.proc.poll() is None
+            },
+        }
+        path = self.data_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+    def run(self) -> None:
+        def stop_all(*_: Any) -> None:
+            raise _Stop
+
+        self.started_at = time.time()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
-        _stop(reversed(procs))
+            signal.signal(sig, stop_all)
+        try:
+            for child in self.children:
+                self._start(child)
+            say(f"API {self.url}/api, boards {', '.join(EMULATED_BOARDS)}")
+            say(f"logs and state in {self.data_dir}; SIGTERM or Ctrl-C stops it")
+            while True:
+                self._supervise()
+                time.sleep(0.5)
+        except _Stop:
+            pass
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
+            _stop(reversed([c.proc for c in self.children if c.proc is not None]), self.grace + 15)
+            (self.data_dir / STATE_FILE).unlink(missing_ok=True)
+
+    def _supervise(self) -> None:
+        t = time.monotonic()
+        for child in self.children:
+            if child.restart_at is not None:
+                if t >= child.restart_at:
+                    child.restart_at = None
+                    try:
+                        self._start(child)
+                        say(
+                            f"{child.name} is running again (pid {child.proc.pid if child.proc else '?'})"
+                        )
+                    except DeployError as exc:
+                        say(f"{child.name} did not start again: {exc.message}")
+                        self._schedule(child, t)
+                continue
+            code = child.died()
+            if code is None:
+                continue
+            self._schedule(child, t, code)
+
+    def _schedule(self, child: Child, t: float, code: int | None = None) -> None:
+        child.deaths = [d for d in child.deaths if t - d < GIVE_UP_WINDOW_S] + [t]
+        if len(child.deaths) >= GIVE_UP_AFTER:
+            raise ChildLost(
+                f"{child.name} died {len(child.deaths)} times in {GIVE_UP_WINDOW_S:.0f} s; "
+                "stopping the farm",
+                hint=f"See {child.log}.",
+            )
+        wait = BACKOFF_S[min(len(child.deaths) - 1, len(BACKOFF_S) - 1)]
+        how = f"exited with status {code}" if code is not None else "failed to start"
+        say(f"{child.name} {how}; starting it again in {wait:.0f} s (see {child.log})")
+        child.restart_at = t + wait
 
 
-def _spawn(args: list[str], cwd: Path, log: Path) -> subprocess.Popen[Any]:
-    from aidge_deploy.cpupriority import share_priority
-
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    share_priority(proc.pid)  # `nice aidge-deploy farm up` holds for all it starts
-    return proc
-
-
-def _match(pattern: str, path: Path) -> str | None:
-    if not path.exists():
-        return None
-    m = re.findall(pattern, path.read_text(errors="replace"))
-    return m[-1] if m else None
-
-
-def _wait_for(probe: Any, proc: subprocess.Popen[Any], what: str, timeout: float = 120) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return str(value)
-        if proc.poll() is not None:
-            raise DeployError(f"{what} exited with status {proc.returncode} while starting")
-        time.sleep(0.1)
-    raise DeployError(f"{what} did not start in {timeout:.0f} s")
+def _last(pattern: str, text: str) -> str | None:
+    found = re.findall(pattern, text)
+    return found[-1] if found else None
 
 
 def _stop(procs: Any, grace: float = 15.0) -> None:
     procs = list(procs)
-    for p in procs:  # agent first: it cancels its jobs and releases its boards
+    for p in procs:  # agent first: it ends its jobs and releases its boards
         if p.poll() is None:
             _signal(p, signal.SIGTERM)
             try:
@@ -190,4 +332,4 @@ def _signal(p: subprocess.Popen[Any], sig: int) -> None:
         os.killpg(p.pid, sig)
 
 
-__all__ = ["EMULATED_BOARDS", "run_up"]
+__all__ = ["EMULATED_BOARDS", "ChildLost", "run_up"]

@@ -1,7 +1,8 @@
 """The farm's web dashboard: server-rendered pages served by the farm service itself.
 
 ``/login``, ``/boards`` (live), ``/jobs`` (queue and history), ``/jobs/{id}`` (progress,
-log, then the bundle's own HTML report), ``/compare``, ``/submit`` and ``/admin``. Jinja2
+log, then the bundle's own HTML report), ``/compare``, ``/submit``, ``/admin`` and the
+API's own docs (``/api/docs``). Jinja2
 templates and a few small scripts ship as package data: no front-end server, no build
 step, nothing fetched from elsewhere, so it works in a lab without internet access.
 
@@ -21,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aidge_deploy.farm.jobs import FarmRequestError
+from aidge_deploy.farm.refusals import FarmRequestError
 
 #: the pages' policy: scripts, styles, frames and fetches from this site only, no inline code
 PAGE_CSP = (
@@ -39,14 +40,25 @@ def _is_api(request: Request) -> bool:
     return _is_api_path(request.url.path)
 
 
-def mount_web(app: FastAPI) -> None:
-    from aidge_deploy.farm.web import admin, compare, history, jobpage, login, pages, submit
+#: the modules of the dashboard's pages, each with its ``router``: a new page is a module
+#: here (its template in ``templates/``, its script, if any, in ``static/``)
+PAGE_MODULES = ("login", "pages", "jobpage", "submit", "compare", "history", "admin")
+
+
+def mount_web(app: FastAPI, *, api_docs: bool = True) -> None:
+    """The pages, their static files and (``api_docs``) the API's Swagger UI."""
+    from importlib import import_module
+
     from aidge_deploy.farm.web.session import LoginRequired
     from aidge_deploy.farm.web.templating import STATIC_DIR, render
 
-    for module in (login, pages, jobpage, submit, compare, history, admin):
-        app.include_router(module.router)
+    for name in PAGE_MODULES:
+        app.include_router(import_module(f"aidge_deploy.farm.web.{name}").router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    if api_docs:
+        from aidge_deploy.farm.web import apidocs
+
+        apidocs.mount(app)
 
     api_handler = app.exception_handlers.get(FarmRequestError)
 

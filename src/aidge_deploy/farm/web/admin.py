@@ -20,8 +20,9 @@ from sqlalchemy.orm import Session
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.farm.auth import add_user, set_password
 from aidge_deploy.farm.db import Board, Token, User
-from aidge_deploy.farm.jobs import FarmRequestError
-from aidge_deploy.farm.service import FarmState, StateDep
+from aidge_deploy.farm.deps import StateDep
+from aidge_deploy.farm.refusals import FarmRequestError
+from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.states import Role
 from aidge_deploy.farm.web.queries import agents, board_rows, users
 from aidge_deploy.farm.web.session import PageAdmin, check_csrf
@@ -75,7 +76,7 @@ def _page(
         context: dict[str, Any] = {
             "users": users(s),
             "agents": agents(s),
-            "boards": [r.as_dict(who) for r in board_rows(s)],
+            "boards": [r.as_dict(who) for r in board_rows(s, state.dispatcher.held_outside())],
         }
     done = request.query_params.get("done", "")
     return render(

@@ -21,8 +21,10 @@ from starlette.datastructures import UploadFile
 
 from aidge_deploy.errors import DeployError, ReportError
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.jobs import FarmRequestError, job_for
-from aidge_deploy.farm.service import FarmState, StateDep
+from aidge_deploy.farm.deps import StateDep
+from aidge_deploy.farm.jobs import job_for
+from aidge_deploy.farm.refusals import FarmRequestError
+from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.states import JobState
 from aidge_deploy.farm.web.bundles import bundle_dir
 from aidge_deploy.farm.web.charts import delta_chart

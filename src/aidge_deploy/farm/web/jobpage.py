@@ -15,19 +15,24 @@ import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
+from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse
 
 from aidge_deploy.farm.archive import ArchiveError
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.jobs import FarmRequestError, job_for, load_config
-from aidge_deploy.farm.routes_user import follow_job, read_events_page
-from aidge_deploy.farm.service import FarmState, StateDep
+from aidge_deploy.farm.deps import StateDep
+from aidge_deploy.farm.follow import follow_job, read_events_page
+from aidge_deploy.farm.jobs import job_for, load_config
+from aidge_deploy.farm.models import EventsPage
+from aidge_deploy.farm.refusals import FarmRequestError
+from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.states import TERMINAL, JobState
 from aidge_deploy.farm.web.bundles import bundle_zip, report_file
+from aidge_deploy.farm.web.params import EventIdQuery, JobIdPath, WaitQuery
 from aidge_deploy.farm.web.queries import job_model
 from aidge_deploy.farm.web.session import PageUser
 from aidge_deploy.farm.web.templating import render
@@ -112,7 +117,7 @@ def _page_context(state: FarmState, who: Principal, job_id: int) -> dict[str, An
         job = job_for(s, who, job_id)
         model = job_model(s, job)
         config = load_config(job)
-    data = read_events_page(state, who, job_id, 0)
+    data = _plain(read_events_page(state, who, job_id, 0))
     view = data["job"]
     folder = state.job_dir(job_id)
     log_version, log_text, log_truncated = log_tail(folder / "log.txt")
@@ -141,21 +146,28 @@ def _page_context(state: FarmState, who: Principal, job_id: int) -> dict[str, An
     }
 
 
+def _plain(page: EventsPage) -> dict[str, Any]:
+    """The page's data as the templates and scripts read it (JSON values)."""
+    return page.model_dump(mode="json")
+
+
 @router.get("/jobs/{job_id}")
-async def job_page(job_id: int, request: Request, who: PageUser, state: StateDep) -> HTMLResponse:
+async def job_page(
+    job_id: JobIdPath, request: Request, who: PageUser, state: StateDep
+) -> HTMLResponse:
     context = await run_in_threadpool(_page_context, state, who, job_id)
     return render(request, "job.html", who, **context)
 
 
 @router.get("/jobs/{job_id}/progress")
 async def job_progress(
-    job_id: int,
+    job_id: JobIdPath,
     request: Request,
     who: PageUser,
     state: StateDep,
-    after: int = 0,
-    log: str = "",
-    wait: float = 0.0,
+    after: EventIdQuery = 0,
+    log: Annotated[str, Query(max_length=64)] = "",
+    wait: WaitQuery = 0.0,
 ) -> dict[str, Any]:
     """Events after event ``after``, the stages, and the log's tail when its version is not
     ``log``; waits up to ``wait`` s for a change (the API's long poll, ``follow_job``: an
@@ -170,7 +182,7 @@ async def job_progress(
         request=request,
         changed=lambda: log_tail(path)[0] != log,
     )
-    data = await run_in_threadpool(read_events_page, state, who, job_id, 0)
+    data = _plain(await run_in_threadpool(read_events_page, state, who, job_id, 0))
     version, text, truncated = await run_in_threadpool(log_tail, path)
     return {
         "job": data["job"],
@@ -184,7 +196,7 @@ async def job_progress(
 
 
 @router.get("/jobs/{job_id}/report")
-async def job_report(job_id: int, who: PageUser, state: StateDep) -> HTMLResponse:
+async def job_report(job_id: JobIdPath, who: PageUser, state: StateDep) -> HTMLResponse:
     """The bundle's own HTML report, to show in the job page's frame."""
 
     def read() -> str:
@@ -224,7 +236,12 @@ def _download(state: FarmState, who: Principal, job_id: int, name: str) -> FileR
 
 
 @router.get("/jobs/{job_id}/files/{name}")
-async def job_file(job_id: int, name: str, who: PageUser, state: StateDep) -> FileResponse:
+async def job_file(
+    job_id: JobIdPath,
+    name: Annotated[str, PathParam(max_length=64)],
+    who: PageUser,
+    state: StateDep,
+) -> FileResponse:
     return await run_in_threadpool(_download, state, who, job_id, name)
 
 

@@ -7,8 +7,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from aidge_deploy.farm.auth import authenticate, issue_user_token, revoke_token
-from aidge_deploy.farm.routes_user import client_address
-from aidge_deploy.farm.service import StateDep
+from aidge_deploy.farm.deps import StateDep, client_address
 from aidge_deploy.farm.throttle import TooManyLogins
 from aidge_deploy.farm.web.session import (
     check_csrf,
@@ -64,7 +63,7 @@ async def login(request: Request, state: StateDep) -> Response:
             token, _expires = issue_user_token(s, user)
             return token
 
-    address = client_address(request)
+    address = client_address(request, state.settings.trusted_proxies)
     try:
         state.logins.check(username, address)
     except TooManyLogins as exc:
@@ -78,6 +77,7 @@ async def login(request: Request, state: StateDep) -> Response:
         return _login_page(
             request, next_path, "Wrong username or password.", username=username, status=401
         )
+    state.logins.succeeded(username, address)
     response = RedirectResponse(next_path, status_code=303)
     set_session(response, request, token)
     return response

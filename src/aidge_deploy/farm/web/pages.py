@@ -8,9 +8,10 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from aidge_deploy.farm import routes_user
-from aidge_deploy.farm.service import StateDep
+from aidge_deploy.farm.actions import cancel
+from aidge_deploy.farm.deps import StateDep
 from aidge_deploy.farm.states import JobState
+from aidge_deploy.farm.web.params import JobIdPath, JobIdQuery
 from aidge_deploy.farm.web.queries import (
     HEALTH_WINDOW,
     JobFilters,
@@ -35,7 +36,7 @@ def home() -> RedirectResponse:
 @router.get("/boards")
 def boards_page(request: Request, who: PageUser, state: StateDep) -> HTMLResponse:
     with state.db.session() as s:
-        rows = [r.as_dict(who) for r in board_rows(s)]
+        rows = [r.as_dict(who) for r in board_rows(s, state.dispatcher.held_outside())]
     return render(
         request,
         "boards.html",
@@ -51,7 +52,7 @@ def boards_data(who: PageUser, state: StateDep) -> dict[str, Any]:
     """The boards page's live rows (JSON, read with the session cookie)."""
     with state.db.session() as s:
         return {
-            "boards": [r.as_dict(who) for r in board_rows(s)],
+            "boards": [r.as_dict(who) for r in board_rows(s, state.dispatcher.held_outside())],
             "coordinator": state.dispatcher.coordinator_connected,
         }
 
@@ -65,7 +66,7 @@ def jobs_page(
     board: str = "",
     target: str = "",
     job_state: str = "",
-    before: int | None = None,
+    before: JobIdQuery = None,
 ) -> HTMLResponse:
     filters = JobFilters(
         user=user[:64] if who.is_admin else "",
@@ -90,11 +91,13 @@ def jobs_page(
 
 
 @router.post("/jobs/{job_id}/cancel")
-async def cancel_job(job_id: int, request: Request, who: PageUser, state: StateDep) -> Response:
+async def cancel_job(
+    job_id: JobIdPath, request: Request, who: PageUser, state: StateDep
+) -> Response:
     """Cancel a job (its owner or an admin): the API's own cancel, behind a CSRF check."""
     form = await request.form(max_files=0, max_fields=5, max_part_size=2048)
     check_csrf(request, form)
-    await run_in_threadpool(routes_user.cancel, job_id, who, state)
+    await run_in_threadpool(cancel, state, who, job_id)
     back = local_path(str(form.get("next") or ""), default=f"/jobs/{job_id}")
     return RedirectResponse(back, status_code=303)
 

@@ -8,6 +8,7 @@ a job number and its owner (like "busy with whose job"), its page opens only for
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +16,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.db import Agent, Board, Export, ExportOwner, Job, User
-from aidge_deploy.farm.jobs import BoardView, board_views
+from aidge_deploy.farm.boards import board_views, held_message
+from aidge_deploy.farm.db import Agent, Board, ExportOwner, ExportRecord, Job, User
+from aidge_deploy.farm.models import BoardView
 from aidge_deploy.farm.states import TERMINAL, JobState
 
 #: how many finished jobs a board's health looks back on
@@ -37,7 +39,8 @@ class BoardRow:
     health_failed: int
 
     def as_dict(self, who: Principal) -> dict[str, Any]:
-        data = self.view.as_dict()
+        data = self.view.model_dump(mode="json")
+        data["held"] = held_message(self.view.held_by) if self.view.held_by else None
         data.update(
             drained=self.drained,
             last={
@@ -59,8 +62,10 @@ class BoardRow:
         return data
 
 
-def board_rows(s: Session) -> list[BoardRow]:
-    views = board_views(s)
+def board_rows(s: Session, held: Mapping[str, str] | None = None) -> list[BoardRow]:
+    """Every board with its last result and health; ``held``: places held outside the
+    farm (``Dispatcher.held_outside``)."""
+    views = board_views(s, held)
     drained = {b.name: b.drained for b in s.scalars(select(Board))}
     rank = (
         func.row_number()
@@ -130,7 +135,7 @@ class JobRow:
     cancellable: bool
 
 
-def _model_name(export: Export | None, owner_name: str | None) -> str:
+def _model_name(export: ExportRecord | None, owner_name: str | None) -> str:
     if owner_name:
         return owner_name
     if export is not None and export.model:
@@ -142,9 +147,9 @@ def list_jobs(
     s: Session, who: Principal, filters: JobFilters, before: int | None = None, limit: int = 100
 ) -> list[JobRow]:
     q = (
-        select(Job, User.name, Export, ExportOwner.name)
+        select(Job, User.name, ExportRecord, ExportOwner.name)
         .join(User, User.id == Job.user_id)
-        .join(Export, Export.hash == Job.export_hash)
+        .join(ExportRecord, ExportRecord.hash == Job.export_hash)
         .outerjoin(
             ExportOwner,
             (ExportOwner.export_hash == Job.export_hash) & (ExportOwner.user_id == Job.user_id),
@@ -192,7 +197,7 @@ def job_model(s: Session, job: Job) -> str:
             ExportOwner.export_hash == job.export_hash, ExportOwner.user_id == job.user_id
         )
     )
-    return _model_name(s.get(Export, job.export_hash), owner)
+    return _model_name(s.get(ExportRecord, job.export_hash), owner)
 
 
 def filter_choices(s: Session, who: Principal) -> dict[str, list[str]]:

@@ -22,8 +22,9 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from aidge_deploy.farm.auth import DEFAULT_TOKEN_TTL, Principal
-from aidge_deploy.farm.jobs import FarmRequestError
-from aidge_deploy.farm.service import FarmState, farm_state, principal_from_token
+from aidge_deploy.farm.deps import farm_state, forwarded_https, principal_from_token
+from aidge_deploy.farm.refusals import FarmRequestError
+from aidge_deploy.farm.state import FarmState
 
 SESSION_COOKIE = "farm_session"
 LOGIN_CSRF_COOKIE = "farm_login_csrf"
@@ -59,7 +60,8 @@ def csrf_for(token: str) -> str:
 
 
 def _secure(request: Request) -> bool:
-    return request.url.scheme == "https"
+    """Served over https (directly, or behind a trusted TLS proxy): cookies are Secure."""
+    return forwarded_https(request, request.app.state.farm.settings.trusted_proxies)
 
 
 def set_session(response: Response, request: Request, token: str) -> None:

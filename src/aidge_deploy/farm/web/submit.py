@@ -22,12 +22,15 @@ from sqlalchemy import select
 from starlette.datastructures import UploadFile
 
 from aidge_deploy.errors import ConfigError, DeployError
-from aidge_deploy.farm import routes_user
-from aidge_deploy.farm.archive import pack_export
+from aidge_deploy.farm.actions import submit as submit_job
+from aidge_deploy.farm.archive import ArchiveTooLarge, pack_export
 from aidge_deploy.farm.auth import Principal
 from aidge_deploy.farm.db import Board
-from aidge_deploy.farm.jobs import FarmRequestError, record_export
-from aidge_deploy.farm.service import FarmState, StateDep
+from aidge_deploy.farm.deps import StateDep
+from aidge_deploy.farm.jobs import record_export
+from aidge_deploy.farm.models import SubmitRequest
+from aidge_deploy.farm.refusals import FarmRequestError
+from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.store import StoredExport, UploadTooLarge
 from aidge_deploy.farm.web.onnxexport import OnnxOptions, export_onnx
 from aidge_deploy.farm.web.session import PageUser, check_csrf
@@ -169,18 +172,17 @@ async def submit(request: Request, who: PageUser, state: StateDep) -> Response:
         if timeout:
             config["run_timeout"] = timeout
 
-        def create() -> dict[str, Any]:
+        def create() -> int:
             with state.db.session() as s:
                 record_export(s, stored, who, name)
-            body = routes_user.SubmitRequest(
+            body = SubmitRequest(
                 export=stored.content_hash, board=board, target=target, config=config
             )
-            view: dict[str, Any] = routes_user.submit(body, who, state)
-            return view
+            return submit_job(state, who, body).id
 
-        job = await run_in_threadpool(create)
+        job_id = await run_in_threadpool(create)
     except DeployError as exc:
-        status = 413 if isinstance(exc, UploadTooLarge) else 400
+        status = 413 if isinstance(exc, ArchiveTooLarge) else 400
         return _form_page(
             request,
             who,
@@ -197,7 +199,7 @@ async def submit(request: Request, who: PageUser, state: StateDep) -> Response:
     finally:
         if isinstance(upload, UploadFile):
             await upload.close()
-    return RedirectResponse(f"/jobs/{job['id']}", status_code=303)
+    return RedirectResponse(f"/jobs/{job_id}", status_code=303)
 
 
 __all__ = ["router"]

@@ -23,6 +23,7 @@
     if (b.state === "busy") t = "busy — job #" + b.job + " (" + b.job_user + ")";
     else if (b.state === "offline") t = "offline" + (b.offline_since ? " since " + when(b.offline_since) : "");
     else if (b.state === "drained") t = "drained (maintenance)";
+    else if (b.state === "held") t = b.held;
     if (b.drained && b.state !== "drained") t += " · drained";
     return t;
   }

@@ -1,10 +1,10 @@
-"""Each farm job's runner process, forked from a fork server that imported the deploy path.
+"""The agent's fork server, and the handle of each job's process forked from it (``Runner``).
 
 Importing Aidge and the deploy path takes seconds of CPU; paying it for every job would
 cost more than many jobs' deploys. The agent starts one fork server
 (``multiprocessing``'s ``forkserver``, preloading ``preload``) when it starts, and each job
 runs in a child forked from it: still one process per job, in a session of its own
-(``runner.child_main`` calls ``setsid``), carrying the agent's mark and, once it has read
+(``jobprocess.child_main`` calls ``setsid``), carrying the agent's mark and, once it has read
 its spec, the job's (``reaper``) — so cancelling a job stays a clean kill of its process
 group and marked processes. Progress events come back over a pipe; when the agent goes
 away, its end of the pipe closes and the runner stops its deploy.
@@ -53,7 +53,7 @@ class Runners:
         forkserver.ensure_running()
 
     def start(self, job_id: int, spec_path: Path) -> Runner:
-        from aidge_deploy.farm.runner import child_main
+        from aidge_deploy.farm.jobprocess import child_main
 
         ours, theirs = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(

@@ -1,4 +1,4 @@
-"""One farm job's deploy, in its own process forked by the agent's fork server (``runners``).
+"""What runs inside one farm job's process (forked by the agent's ``forkserver``): its deploy.
 
 ``child_main`` starts a session of its own, takes the job's mark (``reaper``), lowers
 its CPU priority to the agent's ``job_nice`` (``cpupriority``), runs our

@@ -1,0 +1,297 @@
+"""The farm's REST requests and answers, as typed models shared by service, agent and client.
+
+One definition of every body that crosses the wire: the service validates what it is
+sent with them (so a value a client can send gets a 422 or a 4xx with a reason, never a
+500: ids bounded to what the database stores, numbers finite, durations in range) and
+documents them in its OpenAPI schema; the agent and the ``api`` client build their
+requests and read the answers with the same classes. Pydantic only (a core dependency):
+the client imports this without the ``farm`` extra.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from aidge_deploy.farm.states import BoardState, JobState
+
+#: the largest id the database stores (a signed 64-bit integer)
+MAX_ID = 2**63 - 1
+#: the name ``/api/health`` answers with: what tells a farm from another web service
+SERVICE_NAME = "aidge-deploy farm"
+
+JobId = Annotated[int, Field(ge=1, le=MAX_ID)]
+EventId = Annotated[int, Field(ge=0, le=MAX_ID)]
+Lease = Annotated[int, Field(ge=0, le=MAX_ID)]
+#: a finite, non-negative number of seconds
+Seconds = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+ExportId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+BoardName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+TargetName = Annotated[str, Field(min_length=1, max_length=64)]
+Priority = Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]
+
+
+class Model(BaseModel):
+    """Unknown fields are refused in requests: a typo is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Answer(BaseModel):
+    """An answer of the service (a newer service may add fields: they are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- errors and service ------------------------------------------------------------------
+
+
+class ErrorBody(Answer):
+    message: str
+    hint: str = ""
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorAnswer(Answer):
+    """Every refusal: ``{"error": {"message", "hint", ...}}``."""
+
+    error: ErrorBody
+
+
+class Health(Answer):
+    service: str = SERVICE_NAME
+    status: Literal["ok"] = "ok"
+    coordinator: bool
+    version: str = ""
+
+
+# --- users -------------------------------------------------------------------------------
+
+
+class TokenRequest(Model):
+    username: str = Field(max_length=64)
+    password: str = Field(max_length=1024)
+    #: seconds; capped by the service (default 12 h)
+    expires_in: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+
+
+class TokenAnswer(Answer):
+    access_token: str
+    token_type: Literal["bearer"] = "bearer"
+    expires_at: float
+
+
+class BoardView(Answer):
+    name: str
+    target: str
+    host: str
+    kind: str
+    state: BoardState
+    #: jobs waiting that this board may take
+    queue: int
+    job: int | None = None
+    job_user: str | None = None
+    offline_since: float | None = None
+    description: str = ""
+    #: who holds the board's labgrid place from outside the farm (state ``held``)
+    held_by: str | None = None
+
+
+class ExportView(Answer):
+    id: str
+    target: str
+    application: str
+    protocol: str
+    size: int
+
+
+class SubmitRequest(Model):
+    export: ExportId
+    board: BoardName | None = None
+    target: TargetName | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    priority: Priority = 0.0
+
+
+class JobError(Answer):
+    message: str
+    hint: str = ""
+    kind: str | None = None
+    type: str | None = None
+
+
+class JobUrls(Answer):
+    self: str
+    events: str
+    log: str
+    result: str
+    bundle: str
+
+
+class JobView(Answer):
+    id: int
+    state: JobState
+    stage: str = ""
+    user: str | None = None
+    export: str
+    target: str
+    requested_board: str | None = None
+    board: str | None = None
+    agent: str | None = None
+    priority: float = 0.0
+    #: UNIX time each state was entered
+    times: dict[str, float] = Field(default_factory=dict)
+    cancel_requested: bool = False
+    deploy_seconds: float | None = None
+    error: JobError | None = None
+    urls: JobUrls
+    #: jobs labgrid serves first that may take this job's board (while it waits)
+    queue_position: int | None = None
+    #: seconds each phase took on the board's host (once the job has ended)
+    phases: dict[str, float] | None = None
+
+
+class EventView(Answer):
+    id: int
+    at: float
+    kind: str
+    state: str | None = None
+    stage: str | None = None
+    message: str = ""
+
+
+class EventsPage(Answer):
+    job: JobView
+    events: list[EventView]
+
+
+# --- agents ------------------------------------------------------------------------------
+
+
+class BoardSpec(Model):
+    name: BoardName
+    target: TargetName
+    kind: Literal["emu", "hw"] = "emu"
+    description: str = Field(default="", max_length=500)
+
+
+class RegisterRequest(Model):
+    hostname: str = Field(default="", max_length=200)
+    version: str = Field(default="", max_length=64)
+    boards: list[BoardSpec] = Field(max_length=1000)
+
+
+class RegisterAnswer(Answer):
+    coordinator: str
+    farm: str
+    heartbeat_interval: float
+
+
+class Heartbeat(Model):
+    running: list[JobId] = Field(default_factory=list, max_length=1000)
+
+
+class HeartbeatAnswer(Answer):
+    #: jobs whose owner asked to cancel them
+    cancel: list[int] = Field(default_factory=list)
+    #: jobs the agent runs that are no longer its own (ended, or taken away)
+    stop: list[int] = Field(default_factory=list)
+
+
+class JobOffer(Answer):
+    id: int
+    board: str
+    token: str
+    export: str
+    target: str
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class PollAnswer(Answer):
+    jobs: list[JobOffer]
+
+
+class ClaimAnswer(Answer):
+    lease: int
+
+
+class StageEvent(Model):
+    stage: str = Field(max_length=32)
+    kind: str = Field(max_length=16)
+    message: str = Field(default="", max_length=2000)
+
+
+class EventsRequest(Model):
+    lease: Lease
+    events: list[StageEvent] = Field(max_length=1000)
+
+
+class EventsAnswer(Answer):
+    cancel: bool
+
+
+class FinishRequest(Model):
+    lease: Lease
+    #: done, failed or cancelled
+    state: JobState
+    error: str | None = Field(default=None, max_length=20000)
+    error_hint: str | None = Field(default=None, max_length=5000)
+    error_type: str | None = Field(default=None, max_length=64)
+    deploy_seconds: Seconds | None = None
+    #: seconds each phase took on the agent's host (name -> seconds)
+    phases: dict[Annotated[str, Field(min_length=1, max_length=32)], Seconds] = Field(
+        default_factory=dict, max_length=20
+    )
+    #: the agent has already unlocked the board and cancelled its reservation
+    released: bool = False
+
+    @field_validator("state")
+    @classmethod
+    def _ended(cls, state: JobState) -> JobState:
+        if not state.terminal:
+            raise ValueError("a job ends done, failed or cancelled")
+        return state
+
+
+class FinishAnswer(Answer):
+    state: JobState
+    already: bool
+
+
+class UploadAnswer(Answer):
+    size: int
+
+
+__all__ = [
+    "MAX_ID",
+    "SERVICE_NAME",
+    "Answer",
+    "BoardSpec",
+    "BoardView",
+    "ClaimAnswer",
+    "ErrorAnswer",
+    "ErrorBody",
+    "EventView",
+    "EventsAnswer",
+    "EventsPage",
+    "EventsRequest",
+    "ExportView",
+    "FinishAnswer",
+    "FinishRequest",
+    "Heartbeat",
+    "HeartbeatAnswer",
+    "JobError",
+    "JobOffer",
+    "JobUrls",
+    "JobView",
+    "Model",
+    "PollAnswer",
+    "RegisterAnswer",
+    "RegisterRequest",
+    "StageEvent",
+    "SubmitRequest",
+    "TokenAnswer",
+    "TokenRequest",
+    "UploadAnswer",
+]

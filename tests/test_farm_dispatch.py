@@ -1,0 +1,268 @@
+"""The service's dispatcher, one pass at a time, against ``FakeCoordinator`` (a named test
+double of labgrid's coordinator that schedules with labgrid's own scheduler): what it
+reserves, hands out, frees, sweeps and reconciles. The end-to-end tests run the real
+coordinator; these pin the dispatcher's rules down, fast, with the real database."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakecoordinator import FakeCoordinator
+from farmkit import needs_farm
+
+pytestmark = [needs_farm()]
+
+TARGET = "mps2-an386"
+
+
+class Rig:
+    """A service state on a fake coordinator, with users, one agent and its boards."""
+
+    def __init__(self, root: Path, boards: tuple[str, ...] = ("b1", "b2")) -> None:
+        from aidge_deploy.farm.agents import register_agent
+        from aidge_deploy.farm.auth import Principal, add_user
+        from aidge_deploy.farm.db import ExportOwner, ExportRecord
+        from aidge_deploy.farm.models import BoardSpec, RegisterRequest
+        from aidge_deploy.farm.settings import FarmSettings
+        from aidge_deploy.farm.state import FarmState
+        from aidge_deploy.farm.states import Role
+
+        self.fake = FakeCoordinator()
+        self.state = FarmState(FarmSettings(data_dir=root, agent_timeout=5.0), link=self.fake)
+        self.dispatcher = self.state.dispatcher
+        with self.state.db.session() as s:
+            user = add_user(s, "alice", "alice-pass-123")
+            add_user(s, "admin", "admin-pass-123", role=Role.ADMIN)
+            s.add(ExportRecord(hash="e" * 64, size=1, target=TARGET, application="a", protocol="p"))
+            s.flush()
+            s.add(ExportOwner(export_hash="e" * 64, user_id=user.id))
+            self.alice = Principal(user_id=user.id, name="alice", role=Role.USER)
+            self.agent = Principal(user_id=None, name="host-a", role=None, agent="host-a")
+            register_agent(
+                s,
+                self.agent,
+                RegisterRequest(boards=[BoardSpec(name=b, target=TARGET) for b in boards]),
+            )
+
+    def submit(self, board: str | None = None, priority: float = 0.0) -> int:
+        from aidge_deploy.farm.jobs import submit_job
+        from aidge_deploy.farm.models import SubmitRequest
+
+        with self.state.db.session() as s:
+            body = SubmitRequest(export="e" * 64, board=board, priority=priority)
+            return submit_job(s, self.alice, body)
+
+    def job(self, job_id: int) -> Any:
+        from aidge_deploy.farm.db import Job
+
+        with self.state.db.session() as s:
+            return s.get(Job, job_id)
+
+    def run(self, scenario: Callable[[], Awaitable[None]]) -> None:
+        async def main() -> None:
+            self.state.notifier.bind(asyncio.get_running_loop())
+            self.dispatcher._loop = asyncio.get_running_loop()
+            self.dispatcher._wake = asyncio.Event()
+            await self.dispatcher.connect()
+            await scenario()
+
+        asyncio.run(main())
+
+    async def tick(self, full: bool = True) -> None:
+        """One pass of the dispatcher (``full``: with the whole reservation check), then a
+        second for what the first one's requests made the coordinator push."""
+        for _ in range(2):
+            if full:
+                self.dispatcher._last_full = 0.0
+                self.dispatcher._last_agent_check = 0.0
+            await self.dispatcher.tick()
+
+    def claim(self, job_id: int) -> int:
+        """What the agent does: lock the board for the job's reservation, then claim it."""
+        from aidge_deploy.farm.agents import claim_job
+
+        job = self.job(job_id)
+        self.fake.places[job.board].acquired = self.fake.owner
+        self.fake.table[job.token].state = self.fake.table[job.token].state.ACQUIRED
+        with self.state.db.session() as s:
+            return claim_job(s, self.agent, job_id)
+
+    def finish(self, job_id: int, lease: int, released: bool = False) -> None:
+        from aidge_deploy.farm.agents import finish_job
+        from aidge_deploy.farm.models import FinishRequest
+        from aidge_deploy.farm.states import JobState
+
+        with self.state.db.session() as s:
+            _state, _already, release = finish_job(
+                s,
+                self.agent,
+                job_id,
+                FinishRequest(lease=lease, state=JobState.DONE, released=released),
+            )
+        self.dispatcher.release_later(release)
+
+    def close(self) -> None:
+        self.state.db.dispose()
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    r = Rig(tmp_path)
+    yield r
+    r.close()
+
+
+def test_jobs_are_queued_in_labgrid_and_a_freed_board_goes_to_the_next(rig: Rig) -> None:
+    """Each queued job is one tag reservation (its target, the farm, available boards
+    only, its priority); labgrid's allocations hand jobs to the agent; a job's end
+    cancels its reservation, then unlocks its board, and the next job gets it."""
+    from aidge_deploy.farm.db import Reservation
+
+    jobs = [rig.submit() for _ in range(3)]
+
+    async def scenario() -> None:
+        await rig.tick()
+        assert len(rig.fake.table) == 3
+        first = rig.fake.table[rig.job(jobs[0]).token]
+        assert first.filters == {"farm": "farm", "avail": "yes", "target": "mps2_an386"}
+        assert [rig.job(j).state for j in jobs] == ["reserved", "reserved", "queued"]
+        assert {rig.job(j).board for j in jobs[:2]} == {"b1", "b2"}
+        with rig.state.db.session() as s:  # every reservation is owned by its job's row
+            owned = {r.token: r.job_id for r in s.query(Reservation)}
+        assert owned == {rig.job(j).token: j for j in jobs}
+        lease = rig.claim(jobs[0])
+        rig.finish(jobs[0], lease)
+        board = rig.job(jobs[0]).board
+        await rig.tick(full=False)
+        freed = [("cancel", rig.job(jobs[0]).token), ("release", board)]
+        assert rig.fake.calls[-2:] == freed or rig.fake.calls[-3:-1] == freed
+        # labgrid allocated the freed board to the next job in the same pass
+        assert rig.job(jobs[2]).state == "reserved" and rig.job(jobs[2]).board == board
+        assert rig.job(jobs[0]).token not in rig.fake.table
+
+    rig.run(scenario)
+
+
+def test_a_cancel_racing_the_reservation_or_the_claim_never_starts_the_job(rig: Rig) -> None:
+    """A job cancelled while its reservation is being made does not take it (it is
+    cancelled at once); a job cancelled while reserved is never claimed: the claim loses
+    (409, release the board) and its reservation is cancelled."""
+    from aidge_deploy.farm.jobs import cancel_job
+    from aidge_deploy.farm.refusals import FarmRequestError
+
+    racing = rig.submit()
+    reserve = rig.fake.reserve
+
+    async def reserve_then_cancel(tags: dict[str, str], prio: float = 0.0) -> str:
+        token = await reserve(tags, prio)
+        with rig.state.db.session() as s:  # the user's cancel lands between the two
+            assert cancel_job(s, rig.alice, racing).token is None  # no reservation yet
+        return token
+
+    async def scenario() -> None:
+        rig.fake.reserve = reserve_then_cancel  # type: ignore[method-assign]
+        await rig.tick()
+        rig.fake.reserve = reserve  # type: ignore[method-assign]
+        job = rig.job(racing)
+        assert job.state == "cancelled" and job.token is None
+        assert rig.fake.live_reservations() == {}  # cancelled at once, owned by nobody
+        late = rig.submit()
+        await rig.tick()
+        assert rig.job(late).state == "reserved"
+        from aidge_deploy.farm.actions import cancel
+
+        cancel(rig.state, rig.alice, late)
+        with pytest.raises(FarmRequestError) as lost:
+            rig.claim(late)
+        assert lost.value.status == 409 and lost.value.extra["release"] is True
+        await rig.tick()
+        assert rig.job(late).state == "cancelled" and rig.fake.live_reservations() == {}
+
+    rig.run(scenario)
+
+
+def test_the_sweep_cancels_reservations_no_live_job_owns(rig: Rig) -> None:
+    """A farm reservation whose job ended (or that no job row holds: the service stopped
+    between making and recording it) is cancelled; other users' reservations are not."""
+    job = rig.submit()
+
+    async def scenario() -> None:
+        await rig.tick()
+        orphan = await rig.fake.reserve({"farm": "farm", "name": "nowhere"})
+        rig.fake.owner = "lab/bob"
+        theirs = await rig.fake.reserve({"name": "nowhere"})
+        rig.fake.owner = "farm/aidge-farm"
+        await rig.tick()
+        live = set(rig.fake.live_reservations())
+        assert orphan not in live and theirs in live and rig.job(job).token in live
+
+    rig.run(scenario)
+
+
+def test_a_coordinator_restart_is_reconciled(rig: Rig) -> None:
+    """labgrid drops every lock and reservation when it restarts: a reserved job that
+    had not started waits again, a queued one gets a new reservation, and the board of
+    a running job is locked again for it."""
+    from aidge_deploy.farm.dispatch import RELOCK_PRIO
+
+    jobs = [rig.submit() for _ in range(3)]
+
+    async def scenario() -> None:
+        await rig.tick()
+        running, reserved, queued = jobs
+        rig.claim(running)
+        board = rig.job(running).board
+        rig.fake.restart()
+        await rig.dispatcher.connect()
+        await rig.tick()
+        assert rig.job(running).state == "building"
+        relock = rig.fake.table[rig.job(running).token]
+        assert relock.prio == RELOCK_PRIO and rig.fake.places[board].acquired == rig.fake.owner
+        assert rig.job(reserved).state in ("queued", "reserved")
+        await rig.tick()
+        assert rig.job(reserved).state == "reserved"  # the other board, again
+        assert rig.job(queued).state == "queued" and rig.job(queued).token in rig.fake.table
+
+    rig.run(scenario)
+
+
+def test_a_lost_agent_fails_its_running_jobs_and_requeues_its_reserved_ones(rig: Rig) -> None:
+    from sqlalchemy import update
+
+    from aidge_deploy.farm.db import Agent
+
+    jobs = [rig.submit() for _ in range(2)]
+
+    async def scenario() -> None:
+        await rig.tick()
+        rig.claim(jobs[0])
+        with rig.state.db.session() as s:
+            s.execute(update(Agent).values(last_seen=0.0))
+        rig.dispatcher._started = 0.0
+        await rig.tick()
+        lost = rig.job(jobs[0])
+        assert lost.state == "failed" and lost.error.startswith("agent lost"), lost.error
+        assert rig.job(jobs[1]).state == "queued"
+        assert {p.tags["avail"] for p in rig.fake.places.values()} == {"no"}
+        assert rig.fake.live_reservations().keys() == {rig.job(jobs[1]).token}
+
+    rig.run(scenario)
+
+
+def test_a_place_locked_outside_the_farm_is_shown_held(rig: Rig) -> None:
+    from aidge_deploy.farm.boards import board_views
+
+    async def scenario() -> None:
+        await rig.tick()
+        rig.fake.lock_outside("b2", "lab-pc/bob")
+        with rig.state.db.session() as s:
+            views = {v.name: v for v in board_views(s, rig.dispatcher.held_outside())}
+        assert views["b2"].state == "held" and views["b2"].held_by == "lab-pc/bob"
+        assert views["b1"].state == "idle" and views["b1"].held_by is None
+
+    rig.run(scenario)
