@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -331,14 +332,32 @@ def test_service_restart_loses_no_job(farm: Farm, export_factory) -> None:  # ty
         export_factory("output", target="netduinoplus2"),
     ]
     ids: list[int] = []
+    outcome: list[Any] = []
+
+    def follow() -> None:  # a deploy() client following its job across the restart
+        try:
+            outcome.append(aidge_deploy.deploy(exports[0], api_config(farm)))
+        except Exception as exc:  # handed to the test
+            outcome.append(exc)
+
     with farm.client(*ALICE) as alice:
         for i in range(20):
             ids.append(_submit(alice, exports[i % 3]))
+        client = threading.Thread(target=follow, daemon=True)
+        client.start()
+        deadline = time.monotonic() + 120
+        while len(alice.get("/api/jobs").json()) <= len(ids):  # its job is submitted
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
         # some jobs are on boards, the rest queued
         _wait_job(alice, ids[0], {"building", "flashing", "running", "collecting", "done"}, 120)
     farm.kill("service", signal.SIGKILL)
     time.sleep(1.0)
     farm.start_service()
+    client.join(600)
+    # the client retried through the restart and re-attached to its job
+    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+    assert outcome[0].farm_job_id not in ids and outcome[0].farm_board in HOST_A | HOST_B
     with farm.client(*ALICE) as alice:
         for job_id in ids:
             job = _wait_job(alice, job_id, {"done", "failed", "cancelled"}, timeout=600)

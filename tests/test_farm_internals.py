@@ -444,3 +444,55 @@ def test_the_api_backend_is_one_registered_class_for_every_target() -> None:
                 and len(node.args) == 3
             )
             assert not made, f"{path}:{getattr(node, 'lineno', '?')} makes a class with type()"
+
+
+def test_the_agents_caches_stay_within_their_budget(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """After each of 30 distinct exports, the agent's built exports and its build cache
+    are brought back under the budget, the least recently used entries going first (an
+    export reused since stays), and an export a running job uses is never removed."""
+    import os
+    import time
+
+    from aidge_deploy.farm.agent import Agent, AgentSettings
+    from aidge_deploy.farm.agentcache import tree_size
+    from aidge_deploy.lab import LabBoard
+
+    cache = tmp_path / "work" / "cache"
+    monkeypatch.setenv("AIDGE_DEPLOY_CACHE_DIR", str(cache))
+    budget = 1_000_000
+    settings = AgentSettings(
+        url="http://127.0.0.1:9",
+        token="t",
+        work_dir=tmp_path / "work",
+        boards=(LabBoard(name="b", target="mps2-an386", emulated=True),),
+        cache_bytes=budget,
+    )
+    agent = Agent(settings)
+    exports, builds = agent.built_exports, cache / "builds"
+    clock = time.time() - 1000
+
+    def entry(folder: Path, name: str, size: int) -> Path:
+        nonlocal clock
+        path = folder / name
+        path.mkdir(parents=True)
+        (path / "data").write_bytes(b"x" * size)
+        clock += 1
+        os.utime(path, (clock, clock))
+        return path
+
+    first = None
+    try:
+        for i in range(30):
+            e = entry(exports, f"{i:064x}", 150_000)
+            entry(builds, f"export-{i:016x}", 250_000)
+            first = first or e
+            if i >= 3:  # export 0 is used again by every job: it stays the most recent
+                clock += 1
+                os.utime(first, (clock, clock))
+            agent.prune_caches(frozenset({f"{29:064x}"}))
+            assert tree_size(exports) <= budget and tree_size(builds) <= budget, i
+        kept = sorted(p.name for p in exports.iterdir())
+        assert f"{0:064x}" in kept and f"{29:064x}" in kept and f"{1:064x}" not in kept
+        assert len(kept) == budget // 150_000
+    finally:
+        agent.service.close()

@@ -256,19 +256,86 @@ def test_openapi_lists_the_endpoints(service_farm: Farm) -> None:
         assert p in paths, p
 
 
-def test_upload_size_limit(farm_root: Path, export_factory) -> None:  # type: ignore[no-untyped-def]
+def _bomb(manifest: bytes, zeros: int) -> bytes:
+    """A small .tar.gz holding a manifest and ``zeros`` bytes of zeros (streamed in)."""
+    buf = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tar,
+    ):
+        info = tarfile.TarInfo(".aidge-export.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        info = tarfile.TarInfo("dnn/weights.bin")
+        info.size = zeros
+
+        class Zeros(io.RawIOBase):
+            left = zeros
+
+            def readinto(self, b: Any) -> int:
+                n = min(len(b), self.left)
+                b[:n] = bytes(n)
+                self.left -= n
+                return n
+
+        tar.addfile(info, Zeros())
+    return buf.getvalue()
+
+
+def _peak_size(folder: Path, stop: threading.Event, peak: list[int]) -> None:
+    while not stop.is_set():
+        size = 0
+        for p in folder.rglob("*"):
+            with contextlib.suppress(OSError):
+                if p.is_file():
+                    size += p.stat().st_size
+        peak[0] = max(peak[0], size)
+        time.sleep(0.005)
+
+
+def test_uploads_are_bounded_while_they_are_read(farm_root: Path, export_factory) -> None:  # type: ignore[no-untyped-def]
+    """A compressed upload past ``--max-upload-mb`` is refused before it is read; a 1 MB
+    archive expanding past ``--max-export-mb`` (a gzip of zeros) and one with more members
+    than ``--max-export-members`` are refused with 413 while they are read: nothing is
+    extracted, no more than the limit is written to disk, nothing stays behind."""
     from farmkit import make_farm
 
+    export = export_factory("output", target="mps2-an386")
+    manifest = (Path(export.path) / ".aidge-export.json").read_bytes()
     farm = make_farm(farm_root)
     try:
         farm.stop_all()
         farm.start_coordinator()
-        farm.start_service(["--max-upload-mb", "1"])
+        limit = 16
+        farm.start_service(
+            ["--max-upload-mb", "2", "--max-export-mb", str(limit), "--max-export-members", "500"]
+        )
         with farm.client(*ALICE) as alice:
-            big = gzip.compress(b"\0" * 10) + b"x" * (2 * 1024 * 1024)
+            big = gzip.compress(b"\0" * 10) + b"x" * (3 * 1024 * 1024)
             r = alice.post("/api/exports", content=big)
-            assert r.status_code == 413 and "limit of 1 MiB" in r.text
-        assert _stored(farm) == [] and _leftovers(farm) == []
+            assert r.status_code == 413 and "limit of 2 MiB" in r.text
+            bomb = _bomb(manifest, 1024**3)  # 1 GiB of zeros
+            assert len(bomb) < 1_200_000, len(bomb)
+            stop, peak = threading.Event(), [0]
+            watcher = threading.Thread(
+                target=_peak_size, args=(farm.root / "service" / "tmp", stop, peak)
+            )
+            watcher.start()
+            try:
+                r = alice.post("/api/exports", content=bomb)
+            finally:
+                stop.set()
+                watcher.join()
+            assert r.status_code == 413, r.text
+            assert f"more than {limit} MiB" in r.json()["error"]["message"]
+            assert "--max-export-mb" in r.json()["error"]["hint"]
+            assert peak[0] <= len(bomb) + limit * 2**20, peak  # the upload itself, no more
+            many = _tar([(".aidge-export.json", manifest, "file")] + [(f"f{i}", b"", "file") for i in range(600)])  # fmt: skip
+            r = alice.post("/api/exports", content=many)
+            assert r.status_code == 413 and "more than 500 members" in r.text, r.text
+            # within the limits, the same export is accepted
+            assert alice.post("/api/exports", content=_pack(export)).status_code == 201
+        assert len(_stored(farm)) == 1 and _leftovers(farm) == []
     finally:
         farm.stop_all()
 
@@ -648,3 +715,102 @@ def test_service_on_postgresql(postgres: str, farm_root: Path, export_factory) -
         assert not list(farm_root.rglob("*.db")), "a SQLite database was written"
     finally:
         farm.stop_all()
+
+
+def test_api_tokens_are_long_lived_revocable_and_hashed(service_farm: Farm) -> None:
+    """``farm token create --user NAME --expires ...`` prints a token once; it acts for
+    its user (the API, and the ``api`` client through AIDGE_DEPLOY_API_TOKEN), is stored
+    hashed, is listed without its value, and stops working once revoked."""
+    from aidge_deploy.farm.client import FarmClient
+
+    farm = service_farm
+    data = farm.root / "service"
+    cli = [str(Path(sys.executable).parent / "aidge-deploy"), "farm", "token"]
+    made = subprocess.run(
+        [*cli, "create", "--user", ALICE[0], "--expires", "30d", "--name", "ci",
+         "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("aidgefarm_")
+    listed = subprocess.run([*cli, "list", "--data-dir", str(data)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "alice" in listed.stdout and "ci" in listed.stdout and "active" in listed.stdout
+    assert token not in listed.stdout
+    db = (data / "farm.db").read_bytes() + b"".join(
+        p.read_bytes() for p in data.glob("farm.db-wal")
+    )
+    assert token.encode() not in db
+    with FarmClient(farm.url, token=token) as c:
+        assert c.health().coordinator is True
+        assert c.boards() == [] and c.request("GET", "/jobs").json() == []
+    bad = subprocess.run(
+        [*cli, "create", "--user", ALICE[0], "--expires", "soon", "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--expires" in bad.stderr
+    token_id = listed.stdout.split()[0]
+    revoked = subprocess.run([*cli, "revoke", token_id, "--data-dir", str(data)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert revoked.returncode == 0, revoked.stderr
+    deadline = time.monotonic() + 10  # the service's token cache lasts 5 s
+    while time.monotonic() < deadline:
+        r = httpx.get(farm.url + "/api/boards", headers={"Authorization": f"Bearer {token}"})
+        if r.status_code == 401:
+            break
+        time.sleep(0.2)
+    assert r.status_code == 401 and "revoked" in r.json()["error"]["message"]
+
+
+def test_not_a_farm_at_this_url(service_farm: Farm, tmp_path: Path) -> None:
+    """A URL that is not a farm's API (a wrong path on the farm, another web server) is
+    said to be so, with a hint, before any credential is sent — not a bare "HTTP 404"."""
+    import http.server
+
+    from aidge_deploy.errors import ConfigError
+    from aidge_deploy.farm.client import FarmClient
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(501 if "api" in self.path else 200)
+            self.end_headers()
+            self.wfile.write(b"<html>something else</html>")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        for url in (service_farm.url + "/wrong/api", f"http://127.0.0.1:{other.server_port}/api"):
+            with FarmClient(url, retry_s=0) as c, pytest.raises(ConfigError) as err:
+                c.health()
+            assert "not a farm at this URL" in err.value.message, err.value.message
+            assert "api_url" in (err.value.hint or "")
+    finally:
+        other.shutdown()
+
+
+def test_the_data_folder_and_database_are_private(tmp_path: Path) -> None:
+    """The service creates its data folder 0700 and its database 0600 (and makes an
+    existing folder private): they hold users' exports, results and password hashes."""
+    import stat
+
+    from sqlalchemy import text
+
+    from aidge_deploy.farm.settings import FarmSettings
+    from aidge_deploy.farm.state import FarmState
+
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    os.chmod(loose, 0o755)
+    for data in (tmp_path / "new", loose):
+        state = FarmState(FarmSettings(data_dir=data))
+        try:
+            with state.db.session() as s:
+                s.execute(text("select 1"))
+            assert stat.S_IMODE(data.stat().st_mode) == 0o700, data
+            assert stat.S_IMODE((data / "farm.db").stat().st_mode) == 0o600
+            for sub in ("jobs", "exports", "tmp"):
+                assert stat.S_IMODE((data / sub).stat().st_mode) == 0o700, sub
+        finally:
+            state.db.dispose()

@@ -491,13 +491,37 @@ def test_pages_load_nothing_from_elsewhere_and_little_script(farm: Farm, chromiu
     page.wait_for_timeout(2000)  # a live update of the boards page
     assert requests and all(u.startswith(farm.url + "/") or u.startswith("data:") for u in requests)
     scripts = sorted(STATIC_DIR.glob("*.js"))
-    assert {p.name for p in scripts} == {"boards.js", "job.js", "submit.js"}
+    assert {p.name for p in scripts} == {"apidocs.js", "boards.js", "job.js", "submit.js"}
     assert sum(p.stat().st_size for p in scripts) < 20_000
     for template in TEMPLATES_DIR.glob("*.html"):
         text = template.read_text()
         assert "<script>" not in text and " style=" not in text, template.name  # CSP
         assert "http://" not in text and "https://" not in text, template.name
     page.context.close()
+
+
+def test_api_docs_are_served_from_the_package_under_the_pages_policy(
+    farm: Farm, chromium: Any
+) -> None:
+    """``/api/docs`` (Swagger UI) works without internet: its files come from the farm
+    itself, under the pages' Content-Security-Policy, and nothing it does is refused."""
+    context = chromium.new_context()
+    page = context.new_page()
+    requests: list[str] = []
+    refused: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)  # fmt: skip
+    response = page.goto(farm.url + "/api/docs")
+    assert (
+        response is not None and "script-src 'self'" in response.headers["content-security-policy"]
+    )
+    page.wait_for_selector(".swagger-ui .info .title", timeout=30_000)
+    assert "aidge-deploy board farm" in page.inner_text(".swagger-ui .info .title")
+    page.get_by_text("/api/jobs/{job_id}/cancel", exact=True).first.wait_for(timeout=30_000)
+    screenshot(page, "farm_api_docs")
+    assert all(u.startswith(farm.url + "/") or u.startswith("data:") for u in requests), requests
+    assert refused == [], refused
+    context.close()
 
 
 def test_submit_page_refuses_a_bad_upload(farm: Farm, chromium: Any, tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ from aidge_deploy.defaults import DEFAULT_JOB_NICE
 from aidge_deploy.errors import ConfigError, DeployError
 from aidge_deploy.farm.agentcache import prune, touch
 from aidge_deploy.farm.archive import check_archive, extract_archive
+from aidge_deploy.farm.coordinator import free_board
 from aidge_deploy.farm.forkserver import Runner, Runners
 from aidge_deploy.farm.models import (
     BoardSpec,
@@ -251,16 +252,25 @@ class Agent:
             while not self.stop.is_set():
                 with self._lock:
                     have = sorted(self.running)
-                # the jobs it already runs are not offered again: the poll waits for a new one
-                r = self.service.call(
-                    "POST", "/poll", params={"wait": self.settings.poll_wait, "skip": have}
-                )
+                    stopping = sorted(
+                        j for j, run in self.running.items() if run.cancelled.is_set()
+                    )
+                # the jobs it already runs are not offered again: the poll waits for a new
+                # one, or for a cancel of one of them
+                params = {"wait": self.settings.poll_wait, "skip": have, "stopping": stopping}
+                r = self.service.call("POST", "/poll", params=params)
                 if r.status_code == 409:  # the service forgot us (new database): register again
                     self.register()
                     continue
                 if r.status_code != 200:
                     raise DeployError(f"farm poll refused: {_message(r)}", hint=_hint(r))
-                offers = PollAnswer.model_validate(r.json()).jobs
+                answer = PollAnswer.model_validate(r.json())
+                for job_id in answer.cancel:
+                    with self._lock:
+                        run = self.running.get(job_id)
+                    if run is not None:
+                        run.cancel("cancelled by its owner")
+                offers = answer.jobs
                 self._freed.clear()
                 started = [self._start(offer) for offer in offers]
                 if offers and not any(started):
@@ -452,16 +462,8 @@ class JobRun:
         self._end_processes()
         labgrid = self.agent.labgrid
         if labgrid is not None and self._locked:
-            # the reservation first: labgrid offers a place that has neither reservation
-            # nor lock, so the unlock's scheduling pass gives the board to the next job
-            # (cancelled last, the board would wait for some later pass); unlocked only
-            # while the place still holds this job's reservation or none (every farm
-            # process locks as one labgrid user: never the next job's lock)
-            try:
-                unlock = labgrid.link.may_release(self.board, self.token)
-                labgrid.call(lambda: labgrid.link.cancel(self.token))
-                if unlock:
-                    labgrid.call(lambda: labgrid.link.release(self.board))
+            try:  # the reservation, then the lock: the next job gets the board at once
+                labgrid.call(lambda: free_board(labgrid.link, self.token, self.board))
                 self.released = True
             except Exception as exc:  # the service frees it when the job ends
                 log.warning("job %s: freeing %s: %s", self.id, self.board, exc)

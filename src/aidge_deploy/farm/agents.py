@@ -128,6 +128,24 @@ def heartbeat_answer(s: Session, name: str, running: list[int]) -> tuple[list[in
     return cancel, [j for j in running if j not in live]
 
 
+def cancels(s: Session, agent: str, running: list[int], stopping: list[int]) -> list[int]:
+    """Jobs the agent runs (``running``, but not those it is ``stopping`` already) that
+    their owner asked to cancel."""
+    wanted = [j for j in running if j not in set(stopping)]
+    if not wanted:
+        return []
+    return list(
+        s.scalars(
+            select(Job.id).where(
+                Job.id.in_(wanted),
+                Job.agent_name == agent,
+                Job.cancel_requested.is_(True),
+                Job.state.in_([st.value for st in ON_BOARD]),
+            )
+        )
+    )
+
+
 def offers(s: Session, agent: str, skip: list[int]) -> list[JobOffer]:
     """Jobs reserved on this agent's boards, but those it runs already."""
     q = select(Job).where(Job.agent_name == agent, Job.state == JobState.RESERVED.value)

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol
 
 from aidge_deploy.errors import ConnectError
 
@@ -306,6 +306,30 @@ class CoordinatorLink:
                 raise
 
 
+class Freeable(Protocol):
+    """What freeing a board needs of a coordinator link (``CoordinatorLink``, or a test's
+    fake coordinator)."""
+
+    def may_release(self, place: str, token: str | None) -> bool: ...
+    async def cancel(self, token: str) -> None: ...
+    async def release(self, place: str) -> None: ...
+
+
+async def free_board(link: Freeable, token: str | None, place: str | None) -> bool:
+    """Free a job's board — the one sequence, for the agent and the service alike: cancel
+    its reservation, then unlock the place. labgrid offers a place that has neither, so the
+    unlock's scheduling pass gives it to the next job at once (unlocked first, it would
+    wait for a later pass). The place is unlocked only while it still holds this job's
+    reservation, or none: every farm process locks as one labgrid user, and a late unlock
+    would otherwise take the next job's lock. Whether the place was unlocked."""
+    unlock = bool(place) and link.may_release(str(place), token)
+    if token:
+        await link.cancel(token)
+    if unlock:
+        await link.release(str(place))
+    return unlock
+
+
 async def _quiet_close(session: Any) -> None:
     for step in (session.stop, session.close):
         try:
@@ -321,5 +345,6 @@ __all__ = [
     "PlaceInfo",
     "ReservationInfo",
     "ReservationState",
+    "free_board",
     "tag_value",
 ]

@@ -44,6 +44,7 @@ from aidge_deploy.farm.coordinator import (
     CoordinatorLost,
     ReservationInfo,
     ReservationState,
+    free_board,
     tag_value,
 )
 from aidge_deploy.farm.db import Agent, Board, Database, Job, Reservation, now
@@ -226,21 +227,12 @@ class Dispatcher:
             await self.free(release)
 
     async def free(self, release: Release) -> None:
-        """Cancel the reservation, then unlock the board — the one sequence that frees a
-        board: labgrid offers a place that has neither, so the unlock's scheduling pass
-        gives it to the next job at once (unlocked first, it would wait for a later pass).
-        The board is unlocked only while it still holds this job's reservation (or none):
-        every farm process locks as one labgrid user, so a late unlock would otherwise take
-        the next job's lock."""
-        token, place = release.token, release.board
-        unlock = bool(place) and self.link.may_release(str(place), token)
-        if token:
-            await self.link.cancel(token)
-            self._refreshed.pop(token, None)
-            self._relock.pop(token, None)
-            await asyncio.to_thread(self._ended, token)
-        if unlock:
-            await self.link.release(str(place))
+        """Free what a job held (``coordinator.free_board``) and forget its reservation."""
+        await free_board(self.link, release.token, release.board)
+        if release.token:
+            self._refreshed.pop(release.token, None)
+            self._relock.pop(release.token, None)
+            await asyncio.to_thread(self._ended, release.token)
 
     def _ended(self, token: str) -> None:
         with self.db.session() as s:

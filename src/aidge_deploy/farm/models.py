@@ -210,6 +210,9 @@ class JobOffer(Answer):
 
 class PollAnswer(Answer):
     jobs: list[JobOffer]
+    #: jobs the agent runs whose owner asked to cancel them (told at once, not at the
+    #: next heartbeat)
+    cancel: list[int] = Field(default_factory=list)
 
 
 class ClaimAnswer(Answer):

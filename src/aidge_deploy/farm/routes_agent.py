@@ -14,6 +14,7 @@ from fastapi.responses import FileResponse
 from sqlalchemy import select
 
 from aidge_deploy.farm.agents import (
+    cancels,
     check_own_job,
     claim_job,
     finish_job,
@@ -80,9 +81,9 @@ def heartbeat(body: Heartbeat, who: AgentDep, state: StateDep) -> HeartbeatAnswe
     return HeartbeatAnswer(cancel=cancel, stop=stop)
 
 
-def _offers(state: FarmState, agent: str, skip: list[int]) -> PollAnswer:
+def _offers(state: FarmState, agent: str, skip: list[int], stopping: list[int]) -> PollAnswer:
     with state.db.session() as s:
-        return PollAnswer(jobs=offers(s, agent, skip))
+        return PollAnswer(jobs=offers(s, agent, skip), cancel=cancels(s, agent, skip, stopping))
 
 
 @router.post("/poll")
@@ -92,17 +93,19 @@ async def poll(
     state: StateDep,
     wait: Annotated[float, Query(ge=0, le=3600, allow_inf_nan=False)] = 20.0,
     skip: Annotated[list[int], Query(max_length=1000)] = [],  # noqa: B006 - FastAPI copies it
+    stopping: Annotated[list[int], Query(max_length=1000)] = [],  # noqa: B006
 ) -> PollAnswer:
     """Jobs reserved on this agent's boards, but those in ``skip`` (the agent runs them
-    already); waits up to ``wait`` s for one (less if the agent goes away)."""
+    already), and those it runs that their owner cancelled (but those it is ``stopping``
+    already); waits up to ``wait`` s for either (less if the agent goes away)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(wait, state.settings.long_poll_max)
     await run_in_threadpool(_touch, state, who.name)
     skip = [j for j in skip if 0 < j <= MAX_ID]
     while True:
-        answer = await run_in_threadpool(_offers, state, who.name, skip)
+        answer = await run_in_threadpool(_offers, state, who.name, skip, stopping)
         remaining = deadline - loop.time()
-        if answer.jobs or remaining <= 0 or await request.is_disconnected():
+        if answer.jobs or answer.cancel or remaining <= 0 or await request.is_disconnected():
             return answer
         await state.notifier.wait(f"agent:{who.name}", remaining)
 

@@ -119,7 +119,7 @@ def get_export(content_hash: ExportIdPath, who: UserDep, state: StateDep) -> Exp
         )
 
 
-@router.post("/jobs", tags=["jobs"], status_code=201)
+@router.post("/jobs", tags=["jobs"], status_code=201, summary="Submit a job")
 def submit_route(body: SubmitRequest, who: UserDep, state: StateDep) -> JobView:
     return submit(state, who, body)
 
@@ -186,7 +186,7 @@ def job_log(job_id: JobIdPath, who: UserDep, state: StateDep) -> FileResponse:
     return _file(state, who, job_id, "log.txt", "text/plain; charset=utf-8")
 
 
-@router.post("/jobs/{job_id}/cancel", tags=["jobs"])
+@router.post("/jobs/{job_id}/cancel", tags=["jobs"], summary="Cancel a job")
 def cancel_route(job_id: JobIdPath, who: UserDep, state: StateDep) -> JobView:
     """A waiting job is cancelled at once and never starts; a job on a board is stopped by
     its agent (``cancel_requested``, then ``cancelled``)."""

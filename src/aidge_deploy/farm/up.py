@@ -76,10 +76,13 @@ class Child:
     log_offset: int = 0
     deaths: list[float] = field(default_factory=list)
     restart_at: float | None = None
+    #: run before each start (e.g. remove what the previous start left)
+    before_start: Callable[[], None] = lambda: None
 
     def start(self) -> None:
         from aidge_deploy.cpupriority import share_priority
 
+        self.before_start()
         self.log_offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
@@ -159,20 +162,91 @@ def run_up(
     farm.run()
 
 
+class Supervisor:
+    """Keeps children alive: one that dies is started again after a back-off (logged),
+    the others keep running; one that dies ``give_up_after`` times within ``window_s``
+    cannot be kept alive (``ChildLost``)."""
+
+    def __init__(
+        self,
+        children: list[Child],
+        *,
+        backoff: tuple[float, ...] = BACKOFF_S,
+        give_up_after: int = GIVE_UP_AFTER,
+        window_s: float = GIVE_UP_WINDOW_S,
+        started: Callable[[Child, str], None] = lambda child, value: None,
+    ) -> None:
+        self.children = children
+        self.backoff = backoff
+        self.give_up_after = give_up_after
+        self.window_s = window_s
+        self.started = started
+
+    def start(self, child: Child) -> None:
+        child.start()
+        self.started(child, child.wait_ready())
+
+    def start_all(self) -> None:
+        for child in self.children:
+            self.start(child)
+
+    def supervise(self) -> None:
+        """One look at every child: start again those whose wait is over, schedule those
+        that died."""
+        t = time.monotonic()
+        for child in self.children:
+            if child.restart_at is not None:
+                if t >= child.restart_at:
+                    child.restart_at = None
+                    try:
+                        self.start(child)
+                        pid = child.proc.pid if child.proc else "?"
+                        say(f"{child.name} is running again (pid {pid})")
+                    except DeployError as exc:
+                        say(f"{child.name} did not start again: {exc.message}")
+                        self._schedule(child, t)
+                continue
+            code = child.died()
+            if code is not None:
+                self._schedule(child, t, code)
+
+    def _schedule(self, child: Child, t: float, code: int | None = None) -> None:
+        child.deaths = [d for d in child.deaths if t - d < self.window_s] + [t]
+        if len(child.deaths) >= self.give_up_after:
+            raise ChildLost(
+                f"{child.name} died {len(child.deaths)} times in {self.window_s:.0f} s: it "
+                "cannot be kept alive; stopping the farm",
+                hint=f"See {child.log}.",
+            )
+        wait = self.backoff[min(len(child.deaths) - 1, len(self.backoff) - 1)]
+        how = f"exited with status {code}" if code is not None else "failed to start"
+        say(f"{child.name} {how}; starting it again in {wait:g} s (log: {child.log})")
+        child.restart_at = t + wait
+
+    def stop_all(self, grace: float) -> None:
+        """The last child first (it depends on the others), TERM then KILL."""
+        _stop(reversed([c.proc for c in self.children if c.proc is not None]), grace)
+
+
 class _UpFarm:
+    """The one-machine farm: its three children and the state file of this run."""
+
     def __init__(
         self, data_dir: Path, host: str, port: int, lab: Path, token_file: Path, grace: float
     ) -> None:
         self.data_dir = data_dir
-        self.host = host
         self.port = port
         self.grace = grace
         self.coordinator = ""
         self.url = ""
+        self.started_at = time.time()
         coord_dir = data_dir / "coordinator"
         coord_dir.mkdir(mode=0o700, exist_ok=True)
-        url_file = data_dir / "service.url"
-        self.url_file = url_file
+        self.url_file = url_file = data_dir / "service.url"
+
+        def service_ready(child: Child) -> str | None:
+            return url_file.read_text().strip() if url_file.exists() else None
+
         self.children = [
             Child(
                 "labgrid-coordinator",
@@ -198,7 +272,8 @@ class _UpFarm:
                 ],
                 data_dir,
                 data_dir / "service.log",
-                lambda c: url_file.read_text().strip() if url_file.exists() else None,
+                service_ready,
+                before_start=lambda: url_file.unlink(missing_ok=True),
             ),
             Child(
                 "the local agent",
@@ -219,20 +294,17 @@ class _UpFarm:
                 ],
                 data_dir / "agent",
                 data_dir / "agent.log",
-                lambda c: "started" if c.proc is not None else None,
+                lambda c: "started",
             ),
         ]
+        self.supervisor = Supervisor(self.children, started=self._started)
 
-    def _start(self, child: Child) -> None:
-        if child.name == "the farm service":
-            self.url_file.unlink(missing_ok=True)
-        child.start()
-        value = child.wait_ready()
+    def _started(self, child: Child, value: str) -> None:
         if child.name == "labgrid-coordinator":
-            self.coordinator = value  # restarted on this same address
+            self.coordinator = value  # started again on this same address
         elif child.name == "the farm service":
             self.url = value
-            self.port = int(value.rsplit(":", 1)[1])  # restarted on this same port
+            self.port = int(value.rsplit(":", 1)[1])  # started again on this same port
         self._write_state()
 
     def _write_state(self) -> None:
@@ -256,57 +328,22 @@ class _UpFarm:
         def stop_all(*_: Any) -> None:
             raise _Stop
 
-        self.started_at = time.time()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, stop_all)
         try:
-            for child in self.children:
-                self._start(child)
+            self.supervisor.start_all()
             say(f"API {self.url}/api, boards {', '.join(EMULATED_BOARDS)}")
             say(f"logs and state in {self.data_dir}; SIGTERM or Ctrl-C stops it")
             while True:
-                self._supervise()
+                self.supervisor.supervise()
                 time.sleep(0.5)
         except _Stop:
             pass
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_IGN)
-            _stop(reversed([c.proc for c in self.children if c.proc is not None]), self.grace + 15)
+            self.supervisor.stop_all(self.grace + 15)
             (self.data_dir / STATE_FILE).unlink(missing_ok=True)
-
-    def _supervise(self) -> None:
-        t = time.monotonic()
-        for child in self.children:
-            if child.restart_at is not None:
-                if t >= child.restart_at:
-                    child.restart_at = None
-                    try:
-                        self._start(child)
-                        say(
-                            f"{child.name} is running again (pid {child.proc.pid if child.proc else '?'})"
-                        )
-                    except DeployError as exc:
-                        say(f"{child.name} did not start again: {exc.message}")
-                        self._schedule(child, t)
-                continue
-            code = child.died()
-            if code is None:
-                continue
-            self._schedule(child, t, code)
-
-    def _schedule(self, child: Child, t: float, code: int | None = None) -> None:
-        child.deaths = [d for d in child.deaths if t - d < GIVE_UP_WINDOW_S] + [t]
-        if len(child.deaths) >= GIVE_UP_AFTER:
-            raise ChildLost(
-                f"{child.name} died {len(child.deaths)} times in {GIVE_UP_WINDOW_S:.0f} s; "
-                "stopping the farm",
-                hint=f"See {child.log}.",
-            )
-        wait = BACKOFF_S[min(len(child.deaths) - 1, len(BACKOFF_S) - 1)]
-        how = f"exited with status {code}" if code is not None else "failed to start"
-        say(f"{child.name} {how}; starting it again in {wait:.0f} s (see {child.log})")
-        child.restart_at = t + wait
 
 
 def _last(pattern: str, text: str) -> str | None:
@@ -332,4 +369,4 @@ def _signal(p: subprocess.Popen[Any], sig: int) -> None:
         os.killpg(p.pid, sig)
 
 
-__all__ = ["EMULATED_BOARDS", "ChildLost", "run_up"]
+__all__ = ["EMULATED_BOARDS", "Child", "ChildLost", "Supervisor", "run_up"]
