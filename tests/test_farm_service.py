@@ -528,7 +528,7 @@ def test_failed_logins_slow_that_address_for_that_user_and_lock_nobody_out(tmp_p
 
 
 def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[no-untyped-def]
-    service_farm: Farm, export_factory
+    service_farm: Farm, export_factory, monkeypatch
 ) -> None:
     """Through ``deploy(backend="api")``: a job that fails on the board, a job cancelled
     on the farm and a job that does not finish in ``api_job_timeout`` each raise their own
@@ -546,15 +546,14 @@ def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[n
 
     def deploy_in_thread(**extra: Any) -> tuple[threading.Thread, list[BaseException]]:
         raised: list[BaseException] = []
-        config = DeployConfig(
-            backend="api",
-            api_url=farm.url,
-            api_username=ALICE[0],
-            api_password=ALICE[1],
-            api_board_name="an386-a",
-            api_poll_interval=0.2,
+        values: dict[str, Any] = {
+            "api_username": ALICE[0],
+            "api_password": ALICE[1],
+            "api_board_name": "an386-a",
+            "api_poll_interval": 0.2,
             **extra,
-        )
+        }
+        config = DeployConfig(backend="api", api_url=farm.url, **values)
 
         def run() -> None:
             try:
@@ -610,6 +609,23 @@ def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[n
     assert alice.post(f"/api/jobs/{job_id}/cancel").json()["state"] == "cancelled"
     thread.join(60)
     check(raised[0], FarmJobCancelled, job_id)
+
+    # with a long-lived API token instead of a user name and password: the job is alice's
+    from aidge_deploy.farm.auth import create_api_token
+    from aidge_deploy.farm.db import Database
+
+    db = Database(farm.database_url)
+    with db.session() as s:
+        api_token, _ = create_api_token(s, ALICE[0], "ci")
+    db.dispose()
+    monkeypatch.setenv("AIDGE_DEPLOY_API_TOKEN", api_token)
+    thread, raised = deploy_in_thread(api_username=None, api_password=None)
+    job_id = reserved_job()
+    assert alice.post(f"/api/jobs/{job_id}/cancel").json()["state"] == "cancelled"
+    thread.join(60)
+    check(raised[0], FarmJobCancelled, job_id)
+    assert api_token not in str(raised[0]) + (raised[0].hint or "")  # type: ignore[attr-defined]
+    monkeypatch.delenv("AIDGE_DEPLOY_API_TOKEN")
 
     # not finished in api_job_timeout (nobody claims it): an error, and cancelled there
     thread, raised = deploy_in_thread(api_job_timeout=1.0)
@@ -814,3 +830,39 @@ def test_the_data_folder_and_database_are_private(tmp_path: Path) -> None:
                 assert stat.S_IMODE((data / sub).stat().st_mode) == 0o700, sub
         finally:
             state.db.dispose()
+
+
+def test_a_board_locked_outside_the_farm_is_shown_held(service_farm: Farm) -> None:
+    """Someone locks a board's labgrid place by hand (``labgrid-client lock``, as another
+    user): the farm cannot use it, and says so — ``held`` and who holds it, in the API and
+    on the boards page — instead of showing it idle."""
+    from farmkit import BIN
+    from farmweb import web_client
+
+    farm = service_farm
+    agent = _register_boards(farm, {"an386-a": "mps2-an386", "an386-b": "mps2-an386"})
+    env = {**os.environ, "LG_HOSTNAME": "lab-pc", "LG_USERNAME": "bob"}
+    lg = [str(BIN / "labgrid-client"), "-x", farm.coordinator, "-p", "an386-b"]
+    deadline = time.monotonic() + 30
+    while True:  # the service has made the place
+        done = subprocess.run([*lg, "lock"], capture_output=True, text=True, timeout=60, env=env)
+        if done.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert done.returncode == 0, done.stderr
+    try:
+        with farm.client(*ALICE) as alice:
+            deadline = time.monotonic() + 15
+            while True:
+                boards = {b["name"]: b for b in alice.get("/api/boards").json()}
+                if boards["an386-b"]["state"] == "held" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        assert boards["an386-b"]["state"] == "held", boards
+        assert boards["an386-b"]["held_by"] == "lab-pc/bob"
+        assert boards["an386-a"]["state"] == "idle" and boards["an386-a"]["held_by"] is None
+        with web_client(farm, ALICE) as web:
+            assert "held outside the farm by lab-pc/bob" in web.get("/boards").text
+    finally:
+        subprocess.run([*lg, "unlock"], capture_output=True, timeout=60, env=env)
+        agent.close()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -50,7 +51,7 @@ def _data(path: Path) -> Path:
     return Path(os.path.expanduser(str(path)))
 
 
-def _fail(exc: DeployError) -> None:
+def _fail(exc: DeployError) -> NoReturn:
     raise error_exit(exc)
 
 
@@ -79,6 +80,20 @@ def _db(data_dir: Path, database_url: str | None):  # type: ignore[no-untyped-de
     return Database(settings.db_url)
 
 
+def _in_db[T](data_dir: Path, database_url: str | None, work: Callable[[Any], T]) -> T:
+    """Run ``work`` (given a session) as one unit of work on the farm's database; a
+    refusal exits 2 with its message and hint."""
+    try:
+        db = _db(data_dir, database_url)
+        try:
+            with db.session() as s:
+                return work(s)
+        finally:
+            db.dispose()
+    except DeployError as exc:
+        raise error_exit(exc) from None
+
+
 @user_app.command("add")
 def user_add(
     name: str,
@@ -92,12 +107,9 @@ def user_add(
 
     try:
         password = read_password(confirm=True)
-        db = _db(data_dir, database_url)
-        with db.session() as s:
-            add_user(s, name, password, Role.ADMIN if admin else Role.USER)
-        db.dispose()
     except DeployError as exc:
         _fail(exc)
+    _in_db(data_dir, database_url, lambda s: add_user(s, name, password, Role.ADMIN if admin else Role.USER))  # fmt: skip
     console.print(f"user {name} added ({'admin' if admin else 'user'})")
 
 
@@ -110,12 +122,9 @@ def user_passwd(
 
     try:
         password = read_password(confirm=True)
-        db = _db(data_dir, database_url)
-        with db.session() as s:
-            set_password(s, name, password)
-        db.dispose()
     except DeployError as exc:
         _fail(exc)
+    _in_db(data_dir, database_url, lambda s: set_password(s, name, password))
     console.print(f"password of {name} changed")
 
 
@@ -125,11 +134,9 @@ def user_list(data_dir: DataDir = DEFAULT_DATA, database_url: DatabaseUrl = None
 
     from aidge_deploy.farm.db import User
 
-    db = _db(data_dir, database_url)
-    with db.session() as s:
-        for u in s.scalars(select(User).order_by(User.name)):
-            console.print(f"{u.name}\t{u.role}{'\tdisabled' if u.disabled else ''}")
-    db.dispose()
+    users = _in_db(data_dir, database_url, lambda s: list(s.scalars(select(User).order_by(User.name))))  # fmt: skip
+    for u in users:
+        console.print(f"{u.name}\t{u.role}{'\tdisabled' if u.disabled else ''}")
 
 
 @app.command("agent-token")
@@ -144,14 +151,7 @@ def agent_token(
     """Create (or replace) the token of agent NAME."""
     from aidge_deploy.farm.auth import issue_agent_token
 
-    try:
-        db = _db(data_dir, database_url)
-        with db.session() as s:
-            token = issue_agent_token(s, name)
-        db.dispose()
-    except DeployError as exc:
-        _fail(exc)
-        return
+    token = _in_db(data_dir, database_url, lambda s: issue_agent_token(s, name))
     if write is not None:
         write_secret(write, token)
         console.print(f"token of agent {name} written to {write}")
@@ -199,13 +199,11 @@ def token_create(
 
     try:
         expires_at = parse_expiry(expires)
-        db = _db(data_dir, database_url)
-        with db.session() as s:
-            token, info = create_api_token(s, user, name, expires_at)
-        db.dispose()
     except DeployError as exc:
         _fail(exc)
-        return
+    token, info = _in_db(
+        data_dir, database_url, lambda s: create_api_token(s, user, name, expires_at)
+    )
     if write is not None:
         write_secret(write, token)
         console.print(f"API token {info.id} of {user} written to {write}")
@@ -224,10 +222,7 @@ def token_list(
 
     from aidge_deploy.farm.auth import list_api_tokens
 
-    db = _db(data_dir, database_url)
-    with db.session() as s:
-        tokens = list_api_tokens(s, user)
-    db.dispose()
+    tokens = _in_db(data_dir, database_url, lambda s: list_api_tokens(s, user))
     now = time.time()
     for t in tokens:
         expiry = (
@@ -252,14 +247,7 @@ def token_revoke(
     """Revoke API token ID (the service refuses it within seconds: its cache lasts 5 s)."""
     from aidge_deploy.farm.auth import revoke_api_token
 
-    try:
-        db = _db(data_dir, database_url)
-        with db.session() as s:
-            info = revoke_api_token(s, token_id)
-        db.dispose()
-    except DeployError as exc:
-        _fail(exc)
-        return
+    info = _in_db(data_dir, database_url, lambda s: revoke_api_token(s, token_id))
     console.print(f"API token {info.id} of {info.user} revoked")
 
 
@@ -325,7 +313,6 @@ def serve(
         )
     except ValueError as exc:
         _fail(DeployError(f"--trusted-proxy: {exc}", hint="e.g. --trusted-proxy 10.0.0.2"))
-        return
     try:
         run_server(settings, host=host, port=port)
     except DeployError as exc:

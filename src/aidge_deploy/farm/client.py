@@ -137,25 +137,25 @@ class FarmClient:
                 response = self._http.request(method, path, **kwargs)
                 if response.status_code not in _UNAVAILABLE or time.monotonic() >= deadline:
                     break
-            except httpx.TimeoutException:
-                if time.monotonic() >= deadline:
-                    raise ConnectError(
-                        f"the board farm at {self.api} did not answer {method} {path} in time",
-                        hint="Check that the farm service runs; raise api_request_timeout for "
-                        "slow links.",
-                    ) from None
             except httpx.HTTPError as exc:
                 if time.monotonic() >= deadline:
-                    raise ConnectError(
-                        f"cannot reach the board farm at {self.api}: {type(exc).__name__}: {exc}",
-                        hint="Check api_url (host, port) and that `aidge-deploy farm serve` "
-                        "runs there.",
-                    ) from None
+                    raise self._unreachable(exc, method, path) from None
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
         if response.status_code >= 400:
             raise self._error(response, method, path)
         return response
+
+    def _unreachable(self, exc: httpx.HTTPError, method: str, path: str) -> ConnectError:
+        if isinstance(exc, httpx.TimeoutException):
+            return ConnectError(
+                f"the board farm at {self.api} did not answer {method} {path} in time",
+                hint="Check that the farm service runs; raise api_request_timeout for slow links.",
+            )
+        return ConnectError(
+            f"cannot reach the board farm at {self.api}: {type(exc).__name__}: {exc}",
+            hint="Check api_url (host, port) and that `aidge-deploy farm serve` runs there.",
+        )
 
     def _error(self, response: httpx.Response, method: str, path: str) -> DeployError:
         try:

@@ -23,13 +23,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aidge_deploy.farm.refusals import FarmRequestError
-
-#: the pages' policy: scripts, styles, frames and fetches from this site only, no inline code
-PAGE_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-    "base-uri 'none'"
-)
+from aidge_deploy.farm.web.policy import PAGE_CSP, PAGE_HEADERS
 
 
 def _is_api_path(path: str) -> bool:
@@ -87,15 +81,6 @@ def mount_web(app: FastAPI, *, api_docs: bool = True) -> None:
     app.add_exception_handler(LoginRequired, login_required)
 
     app.add_middleware(PageSecurityHeaders)
-
-
-#: the headers every page (not the REST API) carries
-PAGE_HEADERS = (
-    ("Content-Security-Policy", PAGE_CSP),
-    ("X-Frame-Options", "DENY"),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "same-origin"),
-)
 
 
 class PageSecurityHeaders:

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.farm.web import PAGE_CSP
+from aidge_deploy.farm.web.policy import PAGE_HEADERS
 from aidge_deploy.farm.web.templating import ENV
 
 router = APIRouter(include_in_schema=False)
@@ -25,12 +25,7 @@ def api_docs() -> HTMLResponse:
     html = ENV.get_template("apidocs.html").render(assets=ASSETS)
     return HTMLResponse(
         html,
-        headers={
-            "Content-Security-Policy": PAGE_CSP,
-            "X-Frame-Options": "DENY",
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "same-origin",
-        },
+        headers=dict(PAGE_HEADERS),
     )
 
 
