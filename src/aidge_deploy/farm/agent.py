@@ -202,7 +202,11 @@ class Agent:
         self._lock = threading.Lock()
         self.labgrid: LabgridThread | None = None
         self.heartbeat_interval = 2.0
+        #: set to stop taking jobs (the running ones may finish)
         self.stop = threading.Event()
+        #: set once the running jobs have ended: the heartbeats stop too (until then the
+        #: service must not declare the agent lost)
+        self._halted = threading.Event()
         self.built_exports = settings.work_dir / "exports"
         #: carried by every process the agent starts (``reaper``): its jobs, not another's
         self.mark = str(os.getpid())
@@ -297,13 +301,14 @@ class Agent:
             run.interrupt("the farm agent stopped during the job")
         for run in runs:
             run.thread.join(30)
+        self._halted.set()
         self.service.stopping.set()
         if self.labgrid is not None:
             self.labgrid.close()
         self.service.close()
 
     def _heartbeats(self) -> None:
-        while not self.stop.wait(self.heartbeat_interval):
+        while not self._halted.wait(self.heartbeat_interval):
             with self._lock:
                 running = list(self.running)
             try:

@@ -106,6 +106,8 @@ class FarmClient:
         self.root = service_root(api_url)
         self.api = self.root + "/api"
         self.retry_s = retry_s
+        #: whether the service answered this client once (only then are requests retried)
+        self._reached = False
         self._http = httpx.Client(base_url=self.api, timeout=timeout, transport=http_transport())
         if token:
             self.use_token(token)
@@ -129,12 +131,15 @@ class FarmClient:
         self, method: str, path: str, *, idempotent: bool = False, **kwargs: Any
     ) -> httpx.Response:
         """One request; an ``idempotent`` one is retried (0.2 s, doubling up to 5 s) while
-        the service is unreachable or answers 502-504, for at most ``retry_s``."""
-        deadline = time.monotonic() + (self.retry_s if idempotent else 0.0)
+        the service is unreachable or answers 502-504, for at most ``retry_s`` — once this
+        client has reached it: a wrong address fails at once, a restart is waited out."""
+        retry = self.retry_s if idempotent and self._reached else 0.0
+        deadline = time.monotonic() + retry
         delay = 0.2
         while True:
             try:
                 response = self._http.request(method, path, **kwargs)
+                self._reached = True
                 if response.status_code not in _UNAVAILABLE or time.monotonic() >= deadline:
                     break
             except httpx.HTTPError as exc:
