@@ -53,6 +53,7 @@ class FarmUp:
             assert done.returncode == 0, done.stderr
 
     def start(self) -> None:
+        self.url = ""  # this run's, from its state file
         log = open(self.data.parent / "farm-up.out", "ab")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
             [EXE, "farm", "up", "--data-dir", str(self.data), "--port", "0",
@@ -91,8 +92,12 @@ class FarmUp:
         raise AssertionError(f"{what}: not ready after {timeout} s\n{self.output()}")
 
     def output(self) -> str:
-        path = self.data.parent / "farm-up.out"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+        """What farm up printed, and the end of each child's log (for a failure's message)."""
+        parts = []
+        for path in (self.data.parent / "farm-up.out", *(self.data / f"{n}.log" for n in ("coordinator", "service", "agent"))):  # fmt: skip
+            if path.exists():
+                parts.append(f"==> {path.name} <==\n" + path.read_text(errors="replace")[-3000:])
+        return "\n".join(parts)
 
     def children(self) -> dict[str, int]:
         return dict(json.loads((self.data / "farm-up.json").read_text())["children"])

@@ -134,6 +134,7 @@ def run_up(
     from aidge_deploy.farm.settings import FarmSettings, private_data_dir
     from aidge_deploy.farm.state import NoAdminError
 
+    data_dir = Path(data_dir).resolve()  # its children run in folders of their own
     settings = FarmSettings(data_dir=data_dir)
     private_data_dir(data_dir)
     db = Database(settings.db_url)
