@@ -723,7 +723,9 @@ def _hint(r: httpx.Response) -> str | None:
 
 def run_agent(settings: AgentSettings) -> None:
     """Run until SIGTERM/SIGINT; running jobs are cancelled and their boards released."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s agent %(levelname)s %(message)s")
+    # the CLI configured warnings only: an agent's own log says what it does
+    logging.basicConfig(format="%(asctime)s agent %(levelname)s %(message)s", force=True)
+    logging.getLogger("aidge_deploy.farm").setLevel(logging.INFO)
     agent = Agent(settings)
 
     def _stop(signum: int, _frame: Any) -> None:

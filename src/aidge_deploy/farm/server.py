@@ -21,6 +21,9 @@ def serve(settings: FarmSettings, host: str = "127.0.0.1", port: int = 8000) -> 
     from aidge_deploy.farm.service import create_app
 
     os.umask(0o077)  # what the service writes (database, exports, results) is its own
+    # the CLI configured warnings only: the service's own log says what it does
+    logging.basicConfig(format="%(asctime)s service %(levelname)s %(message)s", force=True)
+    logging.getLogger("aidge_deploy.farm").setLevel(logging.INFO)
     app = create_app(settings)  # raises NoAdminError before binding anything
     _quiet_garbage_collector()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
