@@ -71,6 +71,8 @@ class Runner:
     def __init__(self, proc: Any, conn: Connection) -> None:
         self.proc = proc
         self.conn = conn
+        #: the status the runner sent before exiting (``jobprocess.child_main``)
+        self.reported_exit: int | None = None
 
     @property
     def pid(self) -> int:
@@ -78,11 +80,15 @@ class Runner:
 
     @property
     def returncode(self) -> int | None:
+        """Its exit status: the one it reported over its pipe when it did (the fork
+        server, which multiprocessing reads it from, may be gone: 255), else the OS's."""
         with _POLL_LOCK:
             try:
                 code = self.proc.exitcode
             except ValueError:  # closed: its status was read before
-                return None
+                code = None
+        if self.reported_exit is not None and (code is None or code == 255):
+            return self.reported_exit
         return None if code is None else int(code)
 
     def events(self, tick: float) -> Iterator[dict[str, Any] | None]:
@@ -96,7 +102,9 @@ class Runner:
                 event = self.conn.recv()
             except (EOFError, OSError):
                 return
-            if isinstance(event, dict):
+            if isinstance(event, dict) and "exit" in event:
+                self.reported_exit = int(event["exit"])
+            elif isinstance(event, dict):
                 yield event
 
     def alive(self) -> bool:

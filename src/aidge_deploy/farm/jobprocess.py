@@ -67,6 +67,10 @@ def child_main(spec_path: str, conn: Connection) -> None:
         code = run_job(spec, path.parent, emit, control)
     except KeyboardInterrupt:
         code = 130
+    # the status also goes over the pipe: multiprocessing reads a forkserver child's exit
+    # status from the fork server, which a signal to the agent's process group may end
+    with contextlib.suppress(OSError, ValueError):
+        conn.send({"exit": code})
     sys.exit(code)
 
 

@@ -353,10 +353,13 @@ def _last(pattern: str, text: str) -> str | None:
 
 
 def _stop(procs: Any, grace: float = 15.0) -> None:
+    """TERM to each child itself (not its process group: the agent's fork server must
+    outlive the jobs it lets finish), then KILL to whatever is left in its group."""
     procs = list(procs)
     for p in procs:  # agent first: it ends its jobs and releases its boards
         if p.poll() is None:
-            _signal(p, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
             try:
                 p.wait(grace)
             except subprocess.TimeoutExpired:
