@@ -57,7 +57,7 @@ class FarmUp:
         log = open(self.data.parent / "farm-up.out", "ab")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
             [EXE, "farm", "up", "--data-dir", str(self.data), "--port", "0",
-             "--stop-grace", "60"],
+             "--stop-grace", "240"],
             stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
         )  # fmt: skip
         self.url = self.wait(self._ready, 240, "farm up")
@@ -114,7 +114,7 @@ class FarmUp:
     def stop(self) -> int:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(180)
+        code = self.proc.wait(600)
         self.proc = None
         return code
 
