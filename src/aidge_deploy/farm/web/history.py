@@ -19,8 +19,8 @@ from sqlalchemy import select
 
 from aidge_deploy.farm.auth import Principal
 from aidge_deploy.farm.db import Job
-from aidge_deploy.farm.jobhistory import SOURCE, job_of, job_ref
 from aidge_deploy.farm.deps import StateDep
+from aidge_deploy.farm.jobhistory import SOURCE, job_of, job_ref
 from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.web.session import PageUser
 from aidge_deploy.farm.web.templating import render
