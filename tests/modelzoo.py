@@ -295,3 +295,42 @@ def lenet5(path: Path, seed: int = 0) -> Path:
         inits,
     )
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def fat_mlp(path: Path, seed: int = 0) -> Path:
+    """Gemm(128->2048) + ReLU + Gemm(2048->10): 1.13 MB of float32 weights, more than the
+    1 MiB flash of netduinoplus2; int8 (283 KB) fits. (A wider first layer would exceed the
+    C++ template depth of Aidge's fully-connected kernel.)"""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((2048, 128)) * 0.05).astype(np.float32), "W1"),
+        numpy_helper.from_array(np.zeros(2048, np.float32), "B1"),
+        numpy_helper.from_array((rng.standard_normal((10, 2048)) * 0.02).astype(np.float32), "W2"),
+        numpy_helper.from_array(np.zeros(10, np.float32), "B2"),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "W1", "B1"], ["h"], transB=1),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Gemm", ["r", "W2", "B2"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fat_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def labelled_set(model_path: Path, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` inputs uniform in [-1, 1] and the float model's own top-1 labels
+    (onnxruntime): float32 then scores 100 %, and what int8 loses is the quantisation's."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    shape = tuple(d if isinstance(d, int) and d > 0 else 1 for d in inp.shape)
+    xs = np.random.default_rng(seed).uniform(-1, 1, (count, *shape)).astype(np.float32)
+    ys = np.array([int(np.argmax(sess.run(None, {inp.name: x})[0])) for x in xs])
+    return xs, ys

@@ -86,6 +86,28 @@ def test_workers_bound_the_parallel_jobs() -> None:
         )
 
 
+def test_farm_jobs_wait_beside_the_parallel_ones_past_the_cores() -> None:
+    """Farm jobs only wait for the farm: four of them and two emulated boards run at once on a
+    machine given two workers (a laptop keeps the farm's boards busy)."""
+    together = threading.Barrier(6, timeout=60)  # breaks unless all six are running at once
+
+    def meet(control: RunControl) -> str:
+        return str(together.wait())
+
+    remote = [TargetJob(f"farm{i}", meet, Lane.REMOTE) for i in range(4)]
+    local = [TargetJob(f"qemu{i}", meet) for i in range(2)]
+    outcomes = run_targets([*remote, *local], workers=2, remote_workers=4)
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    spans = Spans()
+    remote = [TargetJob(f"farm{i}", spans.job(f"farm{i}").run, Lane.REMOTE) for i in range(3)]
+    run_targets(remote, workers=8, remote_workers=2)
+    assert not (
+        spans.overlap("farm0", "farm1")
+        and spans.overlap("farm1", "farm2")
+        and spans.overlap("farm0", "farm2")
+    ), "three farm jobs at once with two remote workers"
+
+
 def test_a_failing_job_does_not_stop_the_others() -> None:
     def boom(control: RunControl) -> str:
         raise ValueError("no such board")
@@ -162,6 +184,6 @@ def test_lane_for_targets() -> None:
     assert lane_for("host", measured_on_host=True) is Lane.ALONE
     assert lane_for("stm32h7a3", board_reach="probe") is Lane.PER_BOARD
     assert lane_for("raspberrypi", board_reach="ssh") is Lane.PER_BOARD
-    assert lane_for("stm32h7a3", board_reach="farm") is Lane.PARALLEL
+    assert lane_for("stm32h7a3", board_reach="farm") is Lane.REMOTE
     with pytest.raises(ValueError, match="names its board"):
         TargetJob("x", lambda c: None, Lane.PER_BOARD)

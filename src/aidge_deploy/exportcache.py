@@ -16,13 +16,15 @@ A folder the user names (``--work-dir``) is reused when its stamp matches, else 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -82,7 +84,7 @@ def export_key(request: ExportRequest) -> str:
     """The hex key of everything that determines the export of ``request``."""
     info = request.model.stat()
     model = _file_digest(request.model.absolute(), info.st_size, info.st_mtime_ns)
-    fields = asdict(request)
+    fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
     fields.pop("model")
     fields.pop("out_dir")
     fields["target"] = str(fields["target"]).lower()
@@ -94,11 +96,24 @@ def export_key(request: ExportRequest) -> str:
     fields["inputs"] = inputs.hexdigest() if request.inputs else ""
     doc = {
         "model_sha256": model,
+        # the inputs (sample, int8 calibration set) by their bytes: their str() elides the
+        # middle of a large array, so two calibration sets could share it
+        "inputs_sha256": inputs_digest(fields.pop("inputs")),
         "request": {k: str(v) for k, v in sorted(fields.items())},
         "packages": {p: _version(p) for p in _PACKAGES},
         "aidge_deploy_sources": own_sources_digest(),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def inputs_digest(arrays: Sequence[np.ndarray]) -> str:
+    """Hex SHA-256 of a sequence of arrays: their dtypes, shapes and bytes, in order."""
+    digest = hashlib.sha256(str(len(arrays)).encode())
+    for array in arrays:
+        data = np.ascontiguousarray(array)
+        digest.update(f"\0{data.dtype.str}{data.shape}\0".encode())
+        digest.update(data.tobytes())
+    return digest.hexdigest()
 
 
 def cache_entry(request: ExportRequest, key: str) -> Path:
@@ -237,6 +252,7 @@ __all__ = [
     "cache_entry",
     "entry_model_stem",
     "export_key",
+    "inputs_digest",
     "is_cached",
     "prepare_export",
 ]

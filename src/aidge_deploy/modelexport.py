@@ -23,7 +23,7 @@ import logging
 import stat
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -53,6 +53,16 @@ class Dtype(StrEnum):
     INT8 = "int8"
 
 
+class Heuristic(StrEnum):
+    """Aidge's graph-adaptation heuristic (``ExportConfig.heuristic``): how the exporter picks
+    among the fused candidates of each subgraph. ``runtime`` (deploy each candidate) is not
+    offered: Aidge 0.10.1 cannot reach a deploy from it (see the README)."""
+
+    NB_OP = "nb_op"  # fewest elementary operators, by the export libraries' priority
+    COST = "cost"  # lowest adaptation cost (transposes, casts the adaptation adds)
+    MEM = "mem"  # lowest planned activation memory
+
+
 class ApplicationKind(StrEnum):
     STANDALONE = "standalone"
     OUTPUT = "output"
@@ -73,6 +83,9 @@ class ExportRequest:
     tinymlbenchmark: bool = False
     nb_validation_iterations: int = 0
     seed: int = 0
+    heuristic: Heuristic = Heuristic.NB_OP
+    #: Aidge's memory wrapping of activation buffers (``ExportConfig.mem_wrap``)
+    mem_wrap: bool = False
     #: the model's input tensors in its reference layout: the first is the export's sample
     #: input, all of them are the int8 calibration set (random tensors when empty)
     inputs: tuple[np.ndarray, ...] = ()
@@ -248,6 +261,53 @@ def graph_view_in(folder: Path) -> Iterator[None]:
             aidge_core.GraphView.save = original
 
 
+#: the renderer ``share_template_environments`` installed (so it is installed once), and
+#: Aidge's own (``aidge``)
+_SHARED_RENDERER: dict[str, Callable[..., str]] = {}
+
+
+def share_template_environments() -> bool:
+    """Render Aidge's templates with one Jinja environment per template folder.
+
+    Aidge 0.10.1's ``code_generation.generate_str`` builds a new environment for every file
+    it writes, so each template is parsed and compiled again for each file of each export:
+    over half of an export's time. A shared environment renders the same text (same
+    settings and filter; its loader still reloads a template whose file changed). Installed
+    once, and only over the function it was written against (its exact signature); another
+    Aidge keeps its own. True when installed.
+    """
+    import inspect
+
+    from aidge_core.export_utils import code_generation
+
+    current = code_generation.generate_str
+    if current is _SHARED_RENDERER.get("generate_str"):
+        return True
+    params = list(inspect.signature(current).parameters)
+    if params != ["template_path", "kwargs"]:
+        return False
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    environments: dict[Path, Environment] = {}
+
+    def generate_str(template_path: Path | str, **kwargs: object) -> str:
+        path = Path(template_path)
+        env = environments.get(path.parent)
+        if env is None:
+            env = Environment(
+                loader=FileSystemLoader(path.parent),
+                undefined=StrictUndefined,
+                keep_trailing_newline=True,
+            )
+            env.filters["c_literal"] = code_generation.value_to_c_literal
+            environments[path.parent] = env
+        return env.get_template(path.name).render(kwargs)
+
+    _SHARED_RENDERER.update(aidge=current, generate_str=generate_str)
+    code_generation.generate_str = generate_str
+    return True
+
+
 def export_model(request: ExportRequest, *, log_path: Path | None = None) -> object:
     """Export ``request.model`` with Aidge; returns the ``ExportArtifact``.
 
@@ -256,6 +316,7 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
     check_request(request)
     check_onnx_model(request.model)
     load_plugins(request.target)
+    share_template_environments()
     import aidge_backend_cpu  # noqa: F401  - registers the CPU kernels used for calibration
     import aidge_core
     import aidge_onnx
@@ -299,6 +360,8 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
         compile=False,
         clone_model=False,
         cuda=False,  # calibration on the CPU backend: no CUDA probe, no warning about it
+        heuristic=request.heuristic.value,
+        mem_wrap=request.mem_wrap,
         application=application,
     )
     captured = io.StringIO()
@@ -381,6 +444,11 @@ def _export_error(
         )
     ):
         hint = "An operator of the model is not supported by the exporter of this target"
+    elif request.heuristic is Heuristic.MEM and "clone" in str(exc):
+        hint = (
+            "Aidge 0.10.1's 'mem' heuristic fails on every model (its evaluate_mem_peak "
+            "returns the peak, not the chosen graph): use the nb_op or cost heuristic"
+        )
     else:
         hint = f"The exporter failed ({type(exc).__name__}); its output says why"
     if log_path is not None:

@@ -15,6 +15,9 @@ QEMUs behind. This is the one place that runs such jobs; every caller declares e
   time, in order (``resource`` names the board), beside other boards' jobs.
 * ``ALONE`` — a run whose times are measured on this machine (a host benchmark): it runs
   while nothing else does, so the others' load is not in its latency.
+* ``REMOTE`` — a farm job: the farm runs it on a board of its own and schedules its boards
+  itself, so this machine only waits for it; up to ``remote_workers`` at once, beside the
+  ``PARALLEL`` ones (a two-core laptop still keeps a farm of twenty boards busy).
 
 Each job runs in a thread of its own under a ``RunControl`` of its own (``runcontrol``):
 the processes a job starts are its own, and cancelling the caller's control — Ctrl-C,
@@ -40,6 +43,8 @@ from aidge_deploy.runcontrol import RunControl, RunInterrupted
 
 #: how often the calling thread wakes while jobs run (signals are handled between waits)
 _WAIT_S = 0.2
+#: farm jobs waited for at once by default (each is a thread polling the farm)
+DEFAULT_REMOTE_WORKERS = 16
 
 
 class Lane(StrEnum):
@@ -48,6 +53,7 @@ class Lane(StrEnum):
     PARALLEL = "parallel"
     PER_BOARD = "per-board"
     ALONE = "alone"
+    REMOTE = "remote"
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,8 @@ def lane_for(
     """
     if board_reach in ("probe", "ssh"):
         return Lane.PER_BOARD
+    if board_reach == "farm":
+        return Lane.REMOTE
     if target == "host" and measured_on_host:
         return Lane.ALONE
     return Lane.PARALLEL
@@ -187,6 +195,7 @@ def run_targets[T](
     jobs: Sequence[TargetJob[T]],
     *,
     workers: int | None = None,
+    remote_workers: int | None = None,
     control: RunControl | None = None,
     on_event: Callable[[JobEvent], None] | None = None,
 ) -> list[JobOutcome[T]]:
@@ -195,16 +204,23 @@ def run_targets[T](
     ``control`` (default: the caller's current one, else a new one) stops every job when it
     is cancelled; a signal raised in the calling thread (``runcontrol.interruptible``) does
     the same. Either way ``RunInterrupted`` is raised once every started job has stopped.
-    ``ALONE`` jobs run first, one by one; then the others, up to ``workers`` at once.
+    ``ALONE`` jobs run first, one by one; then the others, up to ``workers`` at once, and
+    the ``REMOTE`` ones up to ``remote_workers`` at once beside them.
     """
     parent = control or runcontrol.current() or RunControl()
     runner: _Runner[T] = _Runner(parent, on_event)
     alone = [(i, job) for i, job in enumerate(jobs) if job.lane is Lane.ALONE]
+    remote = [(i, job) for i, job in enumerate(jobs) if job.lane is Lane.REMOTE]
     chains = _chains(jobs)
     size = max(1, workers if workers is not None else default_workers())
     executor = concurrent.futures.ThreadPoolExecutor(
         max_workers=size, thread_name_prefix="aidge-target"
     )
+    remote_executor = concurrent.futures.ThreadPoolExecutor(
+        max_workers=max(1, remote_workers or DEFAULT_REMOTE_WORKERS),
+        thread_name_prefix="aidge-remote",
+    )
+    executors = (executor, remote_executor)
     try:
         pending = [executor.submit(runner.run_one, i, job) for i, job in alone[:1]]
         queue = alone[1:]
@@ -216,6 +232,7 @@ def run_targets[T](
                 index, job = queue.pop(0)
                 pending.append(executor.submit(runner.run_one, index, job))
         futures = [executor.submit(runner.run_chain, chain) for chain in chains]
+        futures += [remote_executor.submit(runner.run_one, i, job) for i, job in remote]
         while futures:
             done, _ = concurrent.futures.wait(futures, timeout=_WAIT_S)
             futures = [f for f in futures if f not in done]
@@ -226,11 +243,13 @@ def run_targets[T](
         parent.mark_cancelled("interrupted")
         with runcontrol.shielded():
             runner.cancel_running()
-            executor.shutdown(wait=True, cancel_futures=True)
+            for pool in executors:
+                pool.shutdown(wait=True, cancel_futures=True)
             runner.cancel_running()  # a job that started while the first cancel ran
         raise
     finally:
-        executor.shutdown(wait=True)
+        for pool in executors:
+            pool.shutdown(wait=True)
     if parent.cancelled:
         raise parent.interruption()
     outcomes = []
@@ -247,6 +266,7 @@ def raise_first_interruption[T](outcomes: Sequence[JobOutcome[T]]) -> None:
 
 
 __all__ = [
+    "DEFAULT_REMOTE_WORKERS",
     "JobEvent",
     "JobEventKind",
     "JobOutcome",

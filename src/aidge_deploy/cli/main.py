@@ -17,7 +17,7 @@ from aidge_deploy.cli.invocation import INVOCATION
 from aidge_deploy.cli.options import config_values, with_connection_options
 from aidge_deploy.cli.render import EXIT_INTERNAL, console, print_error
 from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
-from aidge_deploy.errors import InternalError
+from aidge_deploy.errors import ConfigError, InternalError
 
 app = typer.Typer(
     name="aidge-deploy",
@@ -65,6 +65,18 @@ HistoryNameOpt = Annotated[
         rich_help_panel="History",
     ),
 ]
+TargetsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--targets",
+        help="Several targets, comma-separated (NAME, lab:BOARD, farm:TARGET[@BOARD]): "
+        "run on each (concurrently where they allow), then show them side by side.",
+    ),
+]
+LabOpt = Annotated[
+    Path | None,
+    typer.Option("--lab", help="Lab file (YAML) of the boards --targets names as lab:BOARD."),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option(
@@ -79,6 +91,8 @@ TimeoutOpt = Annotated[
 def run(
     export_dir: Annotated[Path, typer.Argument(help="Folder holding .aidge-export.json.")],
     target: TargetOpt = None,
+    targets: TargetsOpt = None,
+    lab: LabOpt = None,
     timeout: TimeoutOpt = DEFAULT_RUN_TIMEOUT_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     history: HistoryOpt = None,
@@ -86,10 +100,31 @@ def run(
     *,
     connection: dict[str, Any],
 ) -> None:
-    """Deploy an existing export and print its results."""
+    """Deploy an existing export and print its results (on several targets with --targets)."""
     from aidge_deploy.cli.runs import HistoryRequest, run_export
 
+    _lab_needs_targets(lab, targets)
     values = config_values(connection)
+    if targets is not None:
+        from aidge_deploy.cli.campaign import profile_targets
+
+        _one_of(target, None, "--target", "--targets")
+        values.update(run_timeout=timeout)
+        profile_targets(
+            export_dir,
+            targets,
+            dtype="float32",
+            iterations=10,
+            warmup=2,
+            calibration=None,
+            config_values=values,
+            as_json=as_json,
+            verbose=INVOCATION.verbose,
+            lab=lab,
+            history=history,
+            history_name=history_name,
+        )
+        return
     values.update(target=target, run_timeout=timeout)
     record = HistoryRequest.of(history, history_name or export_dir.absolute().name, "run")
     run_export(export_dir, values, as_json=as_json, verbose=INVOCATION.verbose, history=record)
@@ -100,7 +135,13 @@ def run(
 def profile(
     model: Annotated[Path, typer.Argument(help="ONNX model to export and profile.")],
     target: Annotated[str, typer.Option("--target", "-t", help="Hardware target.")] = "host",
+    targets: TargetsOpt = None,
+    lab: LabOpt = None,
     dtype: Annotated[str, typer.Option(help="float32 or int8.")] = "float32",
+    calibration: Annotated[
+        Path | None,
+        typer.Option(help="int8: folder of .npy/.npz inputs to calibrate the quantisation on."),
+    ] = None,
     iterations: Annotated[int, typer.Option(help="Timed inferences.")] = 10,
     warmup: Annotated[int, typer.Option(help="Warm-up inferences.")] = 2,
     work_dir: Annotated[
@@ -117,11 +158,34 @@ def profile(
     """Export MODEL with Aidge (benchmark, per-layer profiling on) and deploy it.
 
     An unchanged model is exported once per target and settings, then reused from the
-    export cache (and its build from the build cache).
+    export cache (and its build from the build cache). With --targets, on each target
+    (concurrently where they allow), then side by side.
     """
     from aidge_deploy.cli.runs import HistoryRequest, profile_model
 
+    _lab_needs_targets(lab, targets)
     values = {**config_values(connection), "run_timeout": timeout}
+    if targets is not None:
+        from aidge_deploy.cli.campaign import profile_targets
+
+        _one_of(target, "host", "--target", "--targets")
+        if work_dir is not None:
+            _one_of(work_dir, None, "--work-dir", "--targets (exports go to the export cache)")
+        profile_targets(
+            model,
+            targets,
+            dtype=dtype,
+            iterations=iterations,
+            warmup=warmup,
+            calibration=calibration,
+            config_values=values,
+            as_json=as_json,
+            verbose=INVOCATION.verbose,
+            lab=lab,
+            history=history,
+            history_name=history_name,
+        )
+        return
     profile_model(
         model,
         target=target,
@@ -129,11 +193,26 @@ def profile(
         iterations=iterations,
         warmup=warmup,
         work_dir=work_dir,
+        calibration=calibration,
         config_values=values,
         as_json=as_json,
         verbose=INVOCATION.verbose,
         history=HistoryRequest.of(history, history_name or model.stem, "profile"),
     )
+
+
+def _lab_needs_targets(lab: Path | None, targets: str | None) -> None:
+    if lab is not None and targets is None:
+        print_error(
+            ConfigError("--lab names the boards of --targets", hint="e.g. --targets lab:nucleo")
+        )
+        raise typer.Exit(code=2)
+
+
+def _one_of(value: object, default: object, option: str, other: str) -> None:
+    if value != default:
+        print_error(ConfigError(f"{option} and {other} exclude each other", hint=f"Use {other}."))
+        raise typer.Exit(code=2)
 
 
 @app.command()
@@ -177,6 +256,9 @@ from aidge_deploy.cli import validate as validate_cmd  # noqa: E402
 
 app.command(name="validate")(validate_cmd.validate)
 
+from aidge_deploy.cli import campaign as campaign_cmd  # noqa: E402
+
+app.command(name="campaign")(campaign_cmd.campaign)
 from aidge_deploy.cli.farm import app as farm_app  # noqa: E402
 
 app.add_typer(farm_app, name="farm")

@@ -217,8 +217,13 @@ def profile_model(
     as_json: bool,
     verbose: bool,
     history: HistoryRequest | None = None,
+    calibration: Path | None = None,
 ) -> None:
-    """``aidge-deploy profile``: export ``model`` (or reuse its cached export) and deploy it."""
+    """``aidge-deploy profile``: export ``model`` (or reuse its cached export) and deploy it.
+
+    ``calibration``: a folder of inputs; int8 exports are quantised on them (float32 ones
+    take the first as their sample input).
+    """
     with stoppable() as control:
         from aidge_deploy.api import deploy, new_run_dir
         from aidge_deploy.config import DeployConfig
@@ -238,6 +243,8 @@ def profile_model(
         try:
             if dtype not in {d.value for d in Dtype}:
                 raise ConfigError(f"Unknown dtype {dtype!r}", hint="Use float32 or int8.")
+            check_onnx_model(model, parse=False)
+            inputs = calibration_inputs(model, calibration, Dtype(dtype))
             request = ExportRequest(
                 model=model,
                 target=target,
@@ -247,9 +254,9 @@ def profile_model(
                 nb_iterations=iterations,
                 nb_warmup=warmup,
                 profiling=True,
+                inputs=inputs,
             )
             check_request(request)
-            check_onnx_model(model, parse=False)  # a file, not a folder, a pipe or empty
             if not is_cached(request, work_dir=work_dir):
                 check_onnx_model(model)  # bytes exported before need no parsing (nor onnx)
             if work_dir is not None:
@@ -286,11 +293,14 @@ def profile_model(
                 if export.reused
                 else f"exported in {export.duration_s:.1f} s"
             )
-            (err_console if as_json else console).print(
+            out = err_console if as_json else console
+            out.print(
                 f"[bold]Export:[/bold] {export.path} [dim]({how})[/dim]",
                 highlight=False,
                 soft_wrap=True,
             )
+            if request.dtype is Dtype.INT8:
+                out.print(quantisation_line(calibration, len(inputs)), highlight=False)
             if history is None:
                 return deploy(export.artifact, config, progress=progress, work_dir=run_dir)
             run_config = history.bundle_config(config, run_dir)
@@ -301,13 +311,57 @@ def profile_model(
         supervised(control, body, as_json=as_json, verbose=verbose)
 
 
+def calibration_inputs(model: Path, folder: Path | None, dtype: Any) -> tuple[Any, ...]:
+    """The inputs of ``--calibration DIR`` (checked against the model's input shape and,
+    for int8, the [-1, 1] range Aidge's int8 export scales into int8); () without it."""
+    if folder is None:
+        return ()
+    from aidge_deploy.campaign.models import load_samples
+    from aidge_deploy.modelexport import Dtype, check_onnx_model, onnx_input_shapes
+
+    check_folder_arg(folder, "--calibration", must_exist=True, what="of .npy/.npz inputs")
+    check_onnx_model(model)
+    shapes = onnx_input_shapes(model)
+    if len(shapes) != 1:
+        raise ConfigError(
+            f"--calibration needs a model with one input; {model.name} has {len(shapes)}"
+        )
+    samples = load_samples(folder, shapes[0][1], labelled=False)
+    if dtype is Dtype.INT8:
+        peak = max(float(abs(x).max()) for x in samples.arrays)
+        if peak > 1.0:
+            raise ConfigError(
+                f"--calibration inputs reach {peak:.3g}, outside [-1, 1]",
+                hint="Aidge's int8 export scales inputs by 127 into int8: normalise them.",
+            )
+    return samples.arrays
+
+
+def quantisation_line(folder: Path | None, count: int) -> str:
+    """What an int8 export was quantised with, as ``profile`` says it."""
+    from aidge_deploy.campaign.plan import AIDGE_CALIBRATION_LIMIT, QUANTISATION_METHOD
+
+    if folder is None:
+        return (
+            f"[bold]int8:[/bold] {QUANTISATION_METHOD}; calibrated on one random input, "
+            "uniform in [-1, 1] (no --calibration DIR): the scales are not those of real inputs"
+        )
+    used = min(count, AIDGE_CALIBRATION_LIMIT)
+    return (
+        f"[bold]int8:[/bold] {QUANTISATION_METHOD}; calibrated on {used} sample(s) from "
+        f"{folder}" + (f" (the first {used} of {count})" if used < count else "")
+    )
+
+
 __all__ = [
     "HistoryRequest",
+    "calibration_inputs",
     "check_folder_arg",
     "emit",
     "fail",
     "print_interrupted",
     "profile_model",
+    "quantisation_line",
     "run_export",
     "stoppable",
     "supervised",

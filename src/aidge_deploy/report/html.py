@@ -33,7 +33,7 @@ PROVENANCE_LABELS: Mapping[str, str] = {
 _STATUS_COLORS = {"valid": "#1f8a4c", "degraded": "#b7791f", "invalid": "#c0392b"}
 _SEVERITY_COLORS = {"error": "#c0392b", "warning": "#b7791f", "info": "#2f6fb5"}
 
-_CSS = """
+PAGE_CSS = """
 *{box-sizing:border-box}
 body{margin:0;background:#f4f6fa;color:#1d2330;font:14px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
 header{background:#1d2a44;color:#fff;padding:22px 32px}
@@ -82,14 +82,14 @@ def _prov_badge(provenance: str) -> str:
     return f'<span class="badge prov-{escape(provenance)}" title="{escape(label)}">{escape(provenance)}</span>'
 
 
-def _chip(provenance: str) -> str:
+def provenance_chip(provenance: str) -> str:
     return f'<span class="prov prov-{escape(provenance)}" title="{escape(provenance)}"></span>'
 
 
 def _legend(summary: Mapping[str, Any]) -> str:
     """What each provenance chip means: once, for the whole page."""
     items = "".join(
-        f'<span data-legend="{escape(p)}">{_chip(p)}<b>{escape(p)}</b>'
+        f'<span data-legend="{escape(p)}">{provenance_chip(p)}<b>{escape(p)}</b>'
         f"{escape(PROVENANCE_LABELS.get(p, p))}</span>"
         for p in summary.get("provenances") or [summary["provenance"]]
     )
@@ -130,7 +130,7 @@ def _cards(summary: Mapping[str, Any]) -> str:
             text, note = "unavailable", f"{metric.get('unavailable_reason')}. {note}"
         cards.append(
             f'<div class="card" data-metric="{escape(key)}"><div class="k">'
-            f"{_chip(metric['provenance'])}{escape(title)}</div>"
+            f"{provenance_chip(metric['provenance'])}{escape(title)}</div>"
             f'<div class="v">{escape(text)}</div>'
             f'<div class="p">{escape(note)}</div></div>'
         )
@@ -181,7 +181,7 @@ def _counters(summary: Mapping[str, Any]) -> str:
         )
         na = " na" if metric["value"] is None else ""
         rows.append(
-            f'<tr data-counter="{escape(name)}"><td class="nw">{_chip(metric["provenance"])}'
+            f'<tr data-counter="{escape(name)}"><td class="nw">{provenance_chip(metric["provenance"])}'
             f'<code>{escape(name)}</code></td><td class="num{na}">{escape(text)}</td>'
             f'<td class="muted">{escape(metric.get("description") or "")}</td></tr>'
         )
@@ -252,7 +252,7 @@ def _latency(summary: Mapping[str, Any]) -> str:
     )
     step = "" if res is None else f" The timer steps by {escape(time_text(res, res))}."
     return (
-        f"<h2>{_chip(latency['provenance'])}Latency distribution "
+        f"<h2>{provenance_chip(latency['provenance'])}Latency distribution "
         f"<span class='muted'>({escape(str(latency.get('label') or ''))})</span></h2>{chart}"
         f"<table><tr>{head}</tr><tr>{cells}</tr></table>"
         f"<p class='muted'>{escape(unit)} per inference, {int(latency['n'])} samples.{step} "
@@ -387,7 +387,7 @@ def render_html(
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
+        f"<title>{escape(title)}</title><style>{PAGE_CSS}</style></head>"
         f"<body data-run-id='{escape(str(summary['run_id']))}'>"
         f"<header><h1>{escape(title)}</h1><div class='sub'>{_prov_badge(provenance)} "
         f"backend {escape(str(summary.get('backend')))} · protocol "

@@ -1,16 +1,19 @@
 """Small inline-SVG charts for the HTML report, generated in Python.
 
 The report must open offline, years later, from a CI artifact: no CDN, no JavaScript
-library. Three chart shapes cover it — horizontal bars (per-layer figures, stage
-durations), a histogram (latency distribution) and used-versus-capacity bars (memory).
+library. Four chart shapes cover it — horizontal bars (per-layer figures, stage
+durations), a histogram (latency distribution), used-versus-capacity bars (memory) and a
+scatter of two quantities (a campaign's latency against memory, with its Pareto front).
 Every bar is a ``rect.bar`` carrying ``data-value`` and a ``<title>`` tooltip, and every
 chart an ``svg[data-chart]`` with ``data-bars``, so tests can check what was drawn.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 
 from aidge_deploy.metrics import format_figure
@@ -268,6 +271,183 @@ def capacity_bars(
         parts.append(
             f'<text x="{label_w + plot_w + 8}" y="{y + row_h / 2 + 4}" fill="#222">'
             f"{escape(text)}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+@dataclass(frozen=True)
+class ScatterPoint:
+    """One point of a scatter chart; ``shade`` in [0, 1] colours it on the chart's scale
+    (None: grey, no value), ``emphasis`` draws it solid (e.g. on a Pareto front)."""
+
+    label: str
+    x: float
+    y: float
+    shade: float | None = None
+    emphasis: bool = True
+    note: str = ""
+    key: str = ""
+
+
+def _scale(lo: float, hi: float, log: bool) -> tuple[float, float]:
+    if log:
+        return math.log10(lo), math.log10(hi)
+    return lo, hi
+
+
+def _shade_color(shade: float | None) -> str:
+    """Red (0) through amber to green (1); grey without a value."""
+    if shade is None:
+        return "#9aa1b0"
+    s = min(1.0, max(0.0, shade))
+    red = (0xD7, 0x30, 0x27)
+    mid = (0xF0, 0xA0, 0x30)
+    green = (0x1F, 0x8A, 0x4C)
+    a, b, t = (red, mid, s * 2) if s < 0.5 else (mid, green, (s - 0.5) * 2)
+    r, g, bl = (round(a[i] + (b[i] - a[i]) * t) for i in range(3))
+    return f"#{r:02x}{g:02x}{bl:02x}"
+
+
+def scatter_chart(
+    points: Sequence[ScatterPoint],
+    *,
+    chart_id: str,
+    quantity: str,
+    x_title: str,
+    y_title: str,
+    x_text: Callable[[float], str],
+    y_text: Callable[[float], str],
+    x_limit: tuple[str, float] | None = None,
+    front: bool = True,
+    shade_title: str | None = None,
+    width: int = 540,
+    height: int = 360,
+) -> str:
+    """Points on two axes (log-scaled when they span more than a decade and a half).
+
+    ``front`` joins the emphasised points in x order with a step line (a Pareto front, lower
+    left is better); ``x_limit`` draws a labelled vertical line (a board's capacity).
+    Every point is a ``circle.point`` with ``data-x``/``data-y`` and a ``<title>``.
+    """
+    left, right, top, bottom = 70, 34, 18, 46 + (16 if shade_title else 0)
+    plot_w, plot_h = width - left - right, height - top - bottom
+    # a limit far beyond the points (a 4 MiB flash for 30 KiB firmwares) is named at the
+    # edge, not drawn: the points would be squeezed into a corner
+    limit_drawn = x_limit is not None and x_limit[1] <= 10 * max((p.x for p in points), default=0)
+    xs = [p.x for p in points] + ([x_limit[1]] if x_limit is not None and limit_drawn else [])
+    ys = [p.y for p in points]
+    parts = [
+        f'<svg class="chart scatter" data-chart="{escape(chart_id)}" '
+        f'data-quantity="{escape(quantity)}" data-points="{len(points)}" '
+        f'viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="{escape(chart_id)}" {_FONT} font-size="11">'
+    ]
+    if not points:
+        parts.append(
+            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#888">'
+            "no cell of this target has both figures</text></svg>"
+        )
+        return "".join(parts)
+    x_lo, x_hi = min(xs), max(xs)
+    y_lo, y_hi = min(ys), max(ys)
+    x_log = x_lo > 0 and x_hi / x_lo > 30
+    y_log = y_lo > 0 and y_hi / y_lo > 30
+    if not x_log:
+        x_lo = 0.0
+    if not y_log:
+        y_lo = 0.0
+    if x_hi <= x_lo:
+        x_hi = x_lo + 1.0
+    if y_hi <= y_lo:
+        y_hi = y_lo + 1.0
+    (ax_lo, ax_hi), (ay_lo, ay_hi) = _scale(x_lo, x_hi, x_log), _scale(y_lo, y_hi, y_log)
+    pad_x, pad_y = (ax_hi - ax_lo) * 0.06, (ay_hi - ay_lo) * 0.08
+    ax_lo, ax_hi = ax_lo - (pad_x if x_log else 0), ax_hi + pad_x
+    ay_lo, ay_hi = ay_lo - (pad_y if y_log else 0), ay_hi + pad_y
+
+    def px(v: float) -> float:
+        u = math.log10(v) if x_log else v
+        return left + plot_w * (u - ax_lo) / (ax_hi - ax_lo)
+
+    def py(v: float) -> float:
+        u = math.log10(v) if y_log else v
+        return top + plot_h - plot_h * (u - ay_lo) / (ay_hi - ay_lo)
+
+    parts.append(
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fbfcfe" '
+        f'stroke="#d5dae3"/>'
+    )
+    for i in range(5):
+        fx = ax_lo + (ax_hi - ax_lo) * i / 4
+        fy = ay_lo + (ay_hi - ay_lo) * i / 4
+        vx = 10**fx if x_log else fx
+        vy = 10**fy if y_log else fy
+        gx = left + plot_w * i / 4
+        gy = top + plot_h - plot_h * i / 4
+        parts.append(
+            f'<line x1="{gx:.1f}" y1="{top}" x2="{gx:.1f}" y2="{top + plot_h}" stroke="#eceff4"/>'
+            f'<text x="{gx:.1f}" y="{top + plot_h + 14}" text-anchor="middle" fill="#555">'
+            f"{escape(x_text(vx) if vx > 0 or not x_log else '')}</text>"
+        )
+        parts.append(
+            f'<line x1="{left}" y1="{gy:.1f}" x2="{left + plot_w}" y2="{gy:.1f}" stroke="#eceff4"/>'
+            f'<text x="{left - 6}" y="{gy + 4:.1f}" text-anchor="end" fill="#555">'
+            f"{escape(y_text(vy))}</text>"
+        )
+    parts.append(
+        f'<text x="{left + plot_w / 2}" y="{top + plot_h + 32}" text-anchor="middle" '
+        f'fill="#333">{escape(x_title)}{" (log)" if x_log else ""}</text>'
+        f'<text x="14" y="{top + plot_h / 2}" fill="#333" text-anchor="middle" '
+        f'transform="rotate(-90 14 {top + plot_h / 2})">{escape(y_title)}'
+        f"{' (log)' if y_log else ''}</text>"
+    )
+    if x_limit is not None and not limit_drawn:
+        parts.append(
+            f'<text class="limit" data-x="{x_limit[1]!r}" x="{left + plot_w - 4}" '
+            f'y="{top + 12}" text-anchor="end" fill="#c0392b">{escape(x_limit[0])} →</text>'
+        )
+    elif x_limit is not None:
+        lx = px(x_limit[1])
+        parts.append(
+            f'<line class="limit" data-x="{x_limit[1]!r}" x1="{lx:.1f}" y1="{top}" x2="{lx:.1f}" '
+            f'y2="{top + plot_h}" stroke="#c0392b" stroke-dasharray="5 3" stroke-width="1.5">'
+            f"<title>{escape(x_limit[0])}</title></line>"
+            f'<text x="{lx - 4:.1f}" y="{top + 12}" text-anchor="end" fill="#c0392b">'
+            f"{escape(x_limit[0])}</text>"
+        )
+    on_front = sorted((p for p in points if p.emphasis), key=lambda p: (p.x, p.y))
+    if front and len(on_front) > 1:
+        path = [f"M{px(on_front[0].x):.1f},{py(on_front[0].y):.1f}"]
+        for _, b in itertools.pairwise(on_front):
+            path.append(f"H{px(b.x):.1f}V{py(b.y):.1f}")
+        parts.append(
+            f'<path class="front" d="{"".join(path)}" fill="none" stroke="#3b6fd8" '
+            f'stroke-width="1.5" stroke-dasharray="3 2"/>'
+        )
+    for p in points:
+        color = _shade_color(p.shade)
+        solid = 'stroke="#1d2330" stroke-width="1.2"' if p.emphasis else 'fill-opacity="0.45"'
+        note = f" — {p.note}" if p.note else ""
+        parts.append(
+            f'<circle class="point{" front" if p.emphasis else ""}" data-key="{escape(p.key)}" '
+            f'data-x="{p.x!r}" data-y="{p.y!r}" cx="{px(p.x):.1f}" cy="{py(p.y):.1f}" r="6" '
+            f'fill="{color}" {solid}><title>{escape(p.label)}: {escape(x_text(p.x))}, '
+            f"{escape(y_text(p.y))}{escape(note)}</title></circle>"
+        )
+        parts.append(
+            f'<text x="{px(p.x) + 8:.1f}" y="{py(p.y) - 7:.1f}" fill="#39425a" font-size="10">'
+            f"{escape(_truncate(p.label, 22))}</text>"
+        )
+    if shade_title:
+        y = height - 12
+        for i in range(11):
+            parts.append(
+                f'<rect x="{left + i * 14}" y="{y - 9}" width="14" height="9" '
+                f'fill="{_shade_color(i / 10)}"/>'
+            )
+        parts.append(
+            f'<text x="{left + 11 * 14 + 6}" y="{y}" fill="#555">{escape(shade_title)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)

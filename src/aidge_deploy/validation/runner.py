@@ -25,6 +25,7 @@ import numpy as np
 
 from aidge_deploy.errors import ConfigError, DeployError
 from aidge_deploy.runcontrol import RunControl
+from aidge_deploy.validation.accuracy import AccuracyResult, accuracy_on_target
 from aidge_deploy.validation.inputs import ValidationRequest
 from aidge_deploy.validation.matrix import (
     OutputCheck,
@@ -34,14 +35,6 @@ from aidge_deploy.validation.matrix import (
     run_reference,
     tolerance_for,
 )
-
-
-@dataclass(frozen=True)
-class AccuracyResult:
-    target: str
-    accuracy: float | None
-    samples: int
-    unavailable_reason: str | None = None
 
 
 @dataclass
@@ -298,9 +291,7 @@ def _exported_layout(reference: np.ndarray, dims: Sequence[int]) -> np.ndarray:
 def _target_accuracy(
     request: ValidationRequest, target: str, run_root: Path, say: Say
 ) -> AccuracyResult:
-    from aidge_deploy.api import deploy
-    from aidge_deploy.config import DeployConfig, ValidationConfig
-    from aidge_deploy.modelexport import ApplicationKind, Dtype
+    from aidge_deploy.modelexport import ApplicationKind
 
     if request.dataset is None:  # pragma: no cover - checked by the caller
         raise ConfigError("no dataset")
@@ -317,21 +308,14 @@ def _target_accuracy(
         nb_validation_iterations=len(samples),
         inputs=tuple(samples),
     )
-    if export.artifact.manifest.environment != "baremetal":
-        return AccuracyResult(
-            target, None, len(samples), f"{target} exports have no interactive validation protocol"
-        )
-    sent = [np.round(s * 127) for s in samples] if request.dtype == Dtype.INT8 else samples
-    result = deploy(
+    return accuracy_on_target(
         export.artifact,
-        DeployConfig(
-            target=target,
-            run_timeout=request.run_timeout,
-            validation=ValidationConfig(samples=sent, labels=labels, validation_on_target=True),
-        ),
+        samples,
+        labels,
+        dtype=request.dtype,
+        config_values={"target": target, "run_timeout": request.run_timeout},
         work_dir=run_root / f"{target}-validation",
     )
-    return AccuracyResult(target, result.accuracy, len(samples))
 
 
 def write_validation(report: ValidationReport, out_dir: Path) -> tuple[Path, Path]:

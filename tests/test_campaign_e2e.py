@@ -1,0 +1,294 @@
+"""Campaigns end to end: real exports of small models, the host and three QEMU boards.
+
+* ``profile lenet.onnx --targets host,mps2-an386,mps3-an547,netduinoplus2`` gives four
+  bundles and a side-by-side view whose figures are those of four single-target runs.
+* A campaign of 3 models x 4 targets x {float32, int8}, validated on a small labelled set:
+  stopped half-way with Ctrl-C (nothing left running), then run again, it runs only the
+  missing cells; the cell whose model does not fit its board is reported, the others
+  complete; the CSV has a row per cell, the history a record per finished cell, and the
+  report renders in Chromium with its Pareto charts.
+
+The models are tiny (LeNet-style, the tiny CNN, and an MLP whose float32 weights overflow
+netduinoplus2's 1 MiB of flash), run with few iterations; exports and builds are shared
+through the content-keyed caches, so the second run of the campaign re-exports nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+import modelzoo
+from browser import screenshot
+from envparts import needs
+from test_interrupt import TreeWatch, assert_nothing_left, interrupt
+
+pytestmark = [
+    pytest.mark.qemu,
+    pytest.mark.slow,
+    needs(shutil.which("qemu-system-arm") is not None, "qemu-system-arm is not installed"),
+    needs(
+        shutil.which("arm-none-eabi-g++") is not None, "the Arm cross toolchain is not installed"
+    ),
+]
+
+TARGETS = ("host", "mps2-an386", "mps3-an547", "netduinoplus2")
+EMULATED = TARGETS[1:]
+#: figures that are deterministic: static facts of the build and QEMU's exact counts
+EXACT = ("emulated_instructions", "flash_bytes", "ram_bytes", "image_bytes",
+         "static_data_bytes", "activation_memory", "macs", "params")  # fmt: skip
+ENV = {"COLUMNS": "200", "AIDGE_DEPLOY_API_PASSWORD": ""}
+
+
+def cli(
+    *args: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "aidge_deploy.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **ENV, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three models, each with 4 calibration inputs and 6 labelled samples."""
+    root = tmp_path_factory.mktemp("campaign-zoo")
+    for name, make in (("lenet", modelzoo.lenet), ("tiny", modelzoo.tiny_cnn),
+                       ("fat", modelzoo.fat_mlp)):  # fmt: skip
+        model = make(root / "models" / f"{name}.onnx")
+        xs, ys = modelzoo.labelled_set(model, 10, seed=3)
+        (root / "calib" / name).mkdir(parents=True)
+        np.savez(root / "calib" / name / "calib.npz", *list(xs[6:]))
+        (root / "data" / name).mkdir(parents=True)
+        np.savez(root / "data" / name / "val.npz", x=xs[:6], y=ys[:6])
+    return root
+
+
+def summaries(folder: Path) -> dict[str, dict[str, Any]]:
+    """target -> summary.json of each cell bundle of a campaign folder."""
+    out = {}
+    for path in sorted(folder.glob("cells/*/bundle/summary.json")):
+        doc = json.loads(path.read_text())
+        out[doc["target"]] = doc
+    return out
+
+
+# ----------------------------------------------------------------------------- profile
+
+
+def test_profile_targets_gives_four_bundles_side_by_side_as_single_runs(
+    zoo: Path, tmp_path: Path
+) -> None:
+    model = zoo / "models" / "lenet.onnx"
+    out = tmp_path / "side"
+    done = cli("profile", str(model), "--targets", ",".join(TARGETS), "--iterations", "4",
+               "--report", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    bundles = summaries(out)
+    assert sorted(bundles) == sorted(TARGETS)  # four bundles, one per target
+    # the side-by-side view: a terminal table and a page, each figure with its provenance
+    text = " ".join(done.stdout.split())
+    assert "lenet: targets side by side" in text
+    assert "(emulated)" in text and "(estimated)" in text and "(host)" in text
+    page = (out / "report.html").read_text()
+    cells = json.loads((out / "cells.json").read_text())["cells"]
+    assert len(cells) == 4 and all(c["status"] == "done" for c in cells)
+    for cell in cells:
+        # the view shows exactly the bundle's figures
+        summary = bundles[cell["target"]["target"]]
+        assert cell["figures"] == summary["metrics"]
+        lat = summary["metrics"]["latency"]
+        assert f'data-value="{lat["value"]!r}"' in page
+        assert f'data-provenance="{lat["provenance"]}"' in page
+    # four single-target runs give the same figures
+    for target in TARGETS:
+        single = tmp_path / f"single-{target}"
+        run = cli("profile", str(model), "--target", target, "--iterations", "4",
+                  "--report", str(single))  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        one = json.loads((single / "summary.json").read_text())["metrics"]
+        many = bundles[target]["metrics"]
+        assert one.keys() == many.keys()
+        for name in EXACT:
+            if name in one:
+                assert one[name] == many[name], (target, name)
+        assert one["latency"]["provenance"] == many["latency"]["provenance"]
+        assert one["latency"]["resolution"] == many["latency"]["resolution"]
+        if target in EMULATED:  # an instruction count at the core clock: exact too
+            assert one["latency"]["value"] == many["latency"]["value"]
+
+
+# ----------------------------------------------------------------------------- campaign
+
+
+def campaign_file(zoo: Path, folder: Path, targets: list[str], **extra: Any) -> Path:
+    doc: dict[str, Any] = {
+        "version": 1,
+        "name": "three-models",
+        "models": [
+            {
+                "path": str(zoo / "models" / f"{n}.onnx"),
+                "calibration": str(zoo / "calib" / n),
+                "dataset": str(zoo / "data" / n),
+            }
+            for n in ("lenet", "tiny", "fat")
+        ],
+        "targets": targets,
+        "options": {"dtype": ["float32", "int8"], "iterations": 2, "warmup": 1},
+        "run": {"jobs": 2},
+        **extra,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "campaign.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def finished(folder: Path) -> dict[str, tuple[str, str]]:
+    """cell id -> (status, time finished) of the cells with a record."""
+    out = {}
+    for path in folder.glob("cells/*/cell.json"):
+        doc = json.loads(path.read_text())
+        out[path.parent.name] = (doc["status"], doc["finished"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_campaign(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The 24-cell campaign, stopped with Ctrl-C once a few cells finished, then re-run."""
+    root = tmp_path_factory.mktemp("campaign-local")
+    spec = campaign_file(zoo, root, list(TARGETS))
+    out = root / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aidge_deploy.cli.main", "campaign", str(spec), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **ENV},
+    )
+    watch = TreeWatch(proc.pid)
+    try:
+        # stopped while cells run: once some are finished and QEMU or a compiler is busy
+        deadline = time.monotonic() + 900
+        while len(finished(out)) < 6 or not any(
+            p.name().startswith(("qemu-system", "cc1", "arm-none", "make")) for p in watch.poll()
+        ):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the campaign never got going"
+            time.sleep(0.05)
+        stderr = interrupt(proc, signal.SIGINT, watch)
+        assert_nothing_left(watch)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = finished(out)
+    again = cli("campaign", str(spec), "--out", str(out), timeout=1800)
+    yield {"root": root, "out": out, "spec": spec, "before": before, "stderr": stderr,
+           "again": again}  # fmt: skip
+
+
+def test_campaign_interrupted_then_rerun_runs_only_the_missing_cells(
+    local_campaign: dict[str, Any],
+) -> None:
+    out, before, again = local_campaign["out"], local_campaign["before"], local_campaign["again"]
+    assert 6 <= len(before) < 24, before
+    assert again.returncode == 1, again.stderr[-3000:]  # one cell failed (does not fit)
+    text = " ".join(again.stdout.split())
+    ran = int(re.search(r"(\d+) cell\(s\) run, (\d+) kept from earlier runs", text).group(1))
+    kept = int(re.search(r"(\d+) kept from earlier runs", text).group(1))
+    assert (ran, kept) == (24 - len(before), len(before))
+    after = finished(out)
+    # the cells of the first run kept their records (same time finished): not run again
+    assert len(after) == 24 and {k: after[k] for k in before} == before
+    # Ctrl-C said where the campaign is, and the report was written from what finished
+    assert str(out) in " ".join(local_campaign["stderr"].split())
+
+
+def test_the_cell_that_does_not_fit_is_reported_and_the_others_complete(
+    local_campaign: dict[str, Any],
+) -> None:
+    out, again = local_campaign["out"], local_campaign["again"]
+    cells = json.loads((out / "cells.json").read_text())["cells"]
+    failed = [c for c in cells if c["status"] == "failed"]
+    assert [(c["model"]["name"], c["target"]["label"], c["options"]["dtype"]) for c in failed] == [
+        ("fat", "netduinoplus2", "float32")
+    ]
+    error = failed[0]["error"]
+    assert error["type"] == "MemoryFitError" and error["does_not_fit"]
+    assert "overflow" in error["message"] and Path(error["log"]).is_file()
+    assert "Failed (does not fit): fat on netduinoplus2 (float32)" in " ".join(again.stderr.split())
+    done = [c for c in cells if c["status"] == "done"]
+    assert len(done) == 23
+    for cell in done:
+        assert (out / "cells" / cell["id"] / "bundle" / "summary.json").is_file()
+        acc = cell["figures"]["accuracy"]
+        if cell["target"]["label"] == "host":
+            assert acc["value"] is None and "interactive" in acc["unavailable_reason"]
+        else:
+            assert 0.0 <= acc["value"] <= 1.0 and acc["provenance"] == "emulated"
+            assert acc["samples"] == 6
+            if cell["options"]["dtype"] == "float32":  # labels are the float model's own
+                assert acc["value"] == 1.0, cell["id"]
+        if cell["options"]["dtype"] == "int8":
+            quant = cell["quantisation"]
+            assert "aidge_quantization" in quant["method"]
+            assert quant["calibration_samples"] == 4 and quant["calibration"] == "samples"
+        else:
+            assert cell["quantisation"] is None
+    # the int8 fat model fits the board its float32 twin overflows
+    fat_int8 = next(c for c in done if c["id"].startswith("fat-netduinoplus2-int8"))
+    assert fat_int8["fits"] is True
+
+
+def test_the_campaign_files_csv_json_history(local_campaign: dict[str, Any]) -> None:
+    import csv
+
+    from aidge_deploy.history import HistoryStore
+
+    out = local_campaign["out"]
+    with (out / "cells.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 24
+    header = list(rows[0])
+    for column in ("latency [ms]", "emulated_instructions [instructions]", "flash_bytes [B]",
+                   "accuracy [ratio]", "latency provenance"):  # fmt: skip
+        assert column in header
+    doc = json.loads((out / "cells.json").read_text())
+    assert len(doc["cells"]) == 24 and doc["int8_cost"]
+    with HistoryStore(out / "history.db") as history:
+        records = history.records(source="campaign")
+    assert len(records) == 23  # one per finished cell, over both runs
+    names = {(r.identity.name, r.identity.target, r.identity.dtype) for r in records}
+    assert ("lenet.onnx", "mps3-an547", "int8") in names  # as profile --history names it
+
+
+def test_the_campaign_report_renders_with_its_pareto_charts(
+    local_campaign: dict[str, Any], chromium: Any
+) -> None:
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((local_campaign["out"] / "report.html").as_uri())
+    charts = page.locator("svg.scatter")
+    assert charts.count() == 2 * len(TARGETS)
+    assert page.locator("svg.scatter circle.point").count() >= 23
+    box = charts.first.bounding_box()
+    assert box is not None and box["width"] > 200 and box["height"] > 100
+    assert page.locator('td[data-state="does-not-fit"]').count() >= 1
+    assert page.locator('table[data-table="int8"] tr').count() > 1
+    screenshot(page, "campaign-report")
+    page.close()
