@@ -134,6 +134,25 @@ def test_profile_targets_gives_four_bundles_side_by_side_as_single_runs(
             assert one["latency"]["value"] == many["latency"]["value"]
 
 
+def test_run_an_export_on_several_boards_of_its_target(export_factory: Any, tmp_path: Path) -> None:
+    """``run EXPORT --targets``: the same firmware on QEMU here and on a lab's emulated board."""
+    export = Path(export_factory("benchmark", target="mps2-an386", nb_iterations=3).path)
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("version: 1\nboards:\n  an386-b: {target: mps2-an386, emulated: true}\n")
+    out = tmp_path / "two"
+    done = cli("run", str(export), "--targets", "mps2-an386,lab:an386-b", "--lab", str(lab),
+               "--report", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = json.loads((out / "cells.json").read_text())["cells"]
+    assert [c["target"]["label"] for c in cells] == ["mps2-an386", "lab:an386-b"]
+    a, b = (c["figures"] for c in cells)
+    assert a["emulated_instructions"] == b["emulated_instructions"]
+    # an export runs on its own target only: said before anything runs
+    refused = cli("run", str(export), "--targets", "mps2-an386,host")
+    assert refused.returncode == 2
+    assert "is an export for mps2-an386" in " ".join(refused.stderr.split())
+
+
 # ----------------------------------------------------------------------------- campaign
 
 
@@ -203,6 +222,12 @@ def local_campaign(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
            "again": again}  # fmt: skip
 
 
+#: the 24-cell campaign runs twice (stopped, then finished) in its fixture: past the
+#: default per-test timeout on a loaded machine
+CAMPAIGN_TIMEOUT = pytest.mark.timeout(1800)
+
+
+@CAMPAIGN_TIMEOUT
 def test_campaign_interrupted_then_rerun_runs_only_the_missing_cells(
     local_campaign: dict[str, Any],
 ) -> None:
@@ -292,3 +317,122 @@ def test_the_campaign_report_renders_with_its_pareto_charts(
     assert page.locator('table[data-table="int8"] tr').count() > 1
     screenshot(page, "campaign-report")
     page.close()
+
+
+# ----------------------------------------------------------------------------- farm
+
+FARM_ADMIN = ("admin", "admin-pass-123")
+FARM_TARGETS = [f"farm:{t}" for t in EMULATED]
+
+
+@pytest.fixture(scope="module")
+def farm_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``aidge-deploy farm up``: coordinator, service and one agent with the three emulated
+    boards, as a lab runs it on one machine; its API URL."""
+    from farmkit import farm_available
+
+    reason = farm_available()
+    if reason is not None:
+        from envparts import missing
+
+        missing(reason)
+    data = tmp_path_factory.mktemp("campaign-farm") / "farm"
+    env = {**os.environ, "AIDGE_DEPLOY_API_PASSWORD": FARM_ADMIN[1]}
+    exe = str(Path(sys.executable).parent / "aidge-deploy")
+    subprocess.run([exe, "farm", "user", "add", FARM_ADMIN[0], "--admin", "--data-dir",
+                    str(data)], env=env, check=True, capture_output=True, timeout=120)  # fmt: skip
+    log = (data.parent / "farm-up.log").open("wb")
+    up = subprocess.Popen(
+        [exe, "farm", "up", "--data-dir", str(data), "--port", "0"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        url = _farm_ready(data, up)
+        yield url
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGTERM)
+            try:
+                up.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(up.pid, signal.SIGKILL)
+                up.wait(10)
+        log.close()
+
+
+def _farm_ready(data: Path, up: subprocess.Popen[bytes]) -> str:
+    import contextlib
+
+    import httpx
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert up.poll() is None, (data.parent / "farm-up.log").read_text()[-3000:]
+        url_file = data / "service.url"
+        if url_file.exists():
+            url = url_file.read_text().strip()
+            with contextlib.suppress(httpx.HTTPError, KeyError):
+                token = httpx.post(
+                    url + "/api/token",
+                    json={"username": FARM_ADMIN[0], "password": FARM_ADMIN[1]},
+                ).json()["access_token"]
+                boards = httpx.get(
+                    url + "/api/boards", headers={"Authorization": f"Bearer {token}"}
+                ).json()
+                if len(boards) == 3 and all(b["state"] == "idle" for b in boards):
+                    return url
+        time.sleep(0.3)
+    raise AssertionError("farm up never had its three boards idle")
+
+
+def _farm_jobs(url: str, ids: list[int]) -> list[dict[str, Any]]:
+    import httpx
+
+    token = httpx.post(
+        url + "/api/token", json={"username": FARM_ADMIN[0], "password": FARM_ADMIN[1]}
+    ).json()["access_token"]
+    headers = {"Authorization": f"Bearer {token}"}
+    return [httpx.get(f"{url}/api/jobs/{i}", headers=headers).json() for i in ids]
+
+
+@pytest.mark.timeout(2400)  # 30 firmware builds on the farm's agent, at its lower priority
+def test_the_same_campaign_on_the_farm_runs_concurrent_jobs_with_the_same_figures(
+    zoo: Path, local_campaign: dict[str, Any], farm_up: str, tmp_path: Path
+) -> None:
+    spec = campaign_file(zoo, tmp_path, FARM_TARGETS,
+                         farm={"url": farm_up + "/api", "username": FARM_ADMIN[0]})  # fmt: skip
+    out = tmp_path / "out"
+    done = cli("campaign", str(spec), "--out", str(out), timeout=2400,
+               env={"AIDGE_DEPLOY_API_PASSWORD": FARM_ADMIN[1]})  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]  # the float32 MLP does not fit there either
+    farm_cells = json.loads((out / "cells.json").read_text())["cells"]
+    local_cells = json.loads((local_campaign["out"] / "cells.json").read_text())["cells"]
+    local = {
+        (c["model"]["name"], c["target"]["target"], c["options"]["dtype"]): c for c in local_cells
+    }
+    assert len(farm_cells) == 3 * 3 * 2
+    for cell in farm_cells:
+        twin = local[cell["model"]["name"], cell["target"]["target"], cell["options"]["dtype"]]
+        assert cell["status"] == twin["status"], cell["id"]
+        if cell["status"] != "done":
+            assert cell["error"]["does_not_fit"] and cell["error"]["type"] == "MemoryFitError"
+            continue
+        assert cell["farm"]["job_id"] and cell["farm"]["board"] == cell["target"]["target"]
+        # the board host's bundle, downloaded: the same figures as the local run's
+        for name in (*EXACT, "latency", "accuracy"):
+            if name in twin["figures"]:
+                mine, theirs = cell["figures"][name], twin["figures"][name]
+                assert (mine["value"], mine["unit"], mine["provenance"]) == (
+                    theirs["value"], theirs["unit"], theirs["provenance"]
+                ), (cell["id"], name)  # fmt: skip
+    # the cells ran as farm jobs at the same time: some ran while another was running
+    jobs = _farm_jobs(farm_up, [c["farm"]["job_id"] for c in farm_cells if c.get("farm")])
+    spans = [(j["times"]["running"], j["times"]["done"]) for j in jobs if j["state"] == "done"]
+    overlapping = sum(
+        1 for i, (s1, e1) in enumerate(spans) for s2, e2 in spans[i + 1 :] if s1 < e2 and s2 < e1
+    )
+    assert overlapping >= 1, spans
+    assert {j["board"] for j in jobs} == set(EMULATED)

@@ -160,6 +160,7 @@ def test_validation_samples_and_per_model_sets(models: Path) -> None:
         ({**BASE, "targets": ["stm32h7a3"]}, "is a physical board: say which one"),
         ({**BASE, "models": ["nothing/*.onnx"]}, "matches nothing"),
         ({**BASE, "run": {"timeout": "nan"}}, "run.timeout"),
+        ({**BASE, "measure": {"power": {"mps2-an368": "emulated"}}}, "not a target of the"),
     ],
 )
 def test_bad_files_are_refused_before_anything_runs(
@@ -278,3 +279,13 @@ def test_the_commands_refuse_bad_input_before_running(models: Path, tmp_path: Pa
     res = _invoke("campaign", str(doc), "--out", str(tmp_path / "mine"))
     assert res.exit_code == 2 and "holds no campaign" in _flat(res.output)
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+def test_power_per_target_keys_only_those_cells(models: Path) -> None:
+    plain = {c.id.rsplit("-", 1)[0]: c.key for c in plan_of(models, BASE).cells}
+    doc = {**BASE, "measure": {"power": {"mps2-an386": "emulated"}}}
+    plan = plan_of(models, doc)
+    assert plan.measure.power_for("mps2-an386", "mps2-an386") == "emulated"
+    assert plan.measure.power_for("host", "host") is None
+    changed = {c.id.rsplit("-", 1)[0] for c in plan.cells if c.key not in plain.values()}
+    assert changed == {k for k in plain if "mps2-an386" in k}

@@ -173,7 +173,7 @@ def _run(
         **values,
         report_dir=cell_dir / BUNDLE_DIR,
         counters=measure.counters,
-        power=measure.power,
+        power=measure.power_for(cell.target.label, cell.target.target),
         power_window_s=measure.power_window,
     )
     result = deploy(artifact, config, progress=forward, work_dir=logs / "run")
@@ -290,7 +290,7 @@ def preflight(plan: CampaignPlan) -> None:
         config = DeployConfig(
             **deploy_values(cell, plan),
             counters=measure.counters,
-            power=measure.power,
+            power=measure.power_for(target.label, target.target),
             power_window_s=measure.power_window,
         )
         try:

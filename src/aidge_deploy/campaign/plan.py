@@ -188,7 +188,7 @@ def cell_key(
         "measure": {
             "profile": measure.profile,
             "counters": list(measure.counters),
-            "power": measure.power,
+            "power": measure.power_for(target.label, target.target),
             "power_window": measure.power_window,
             "dataset": None if model.dataset is None else model.dataset.digest,
         },

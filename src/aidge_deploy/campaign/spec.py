@@ -22,7 +22,7 @@ relative to the file. Example::
     calibration: calib/                             # int8 calibration samples (.npy/.npz)
     measure:
       counters: [emulated]
-      power: emulated
+      power: {mps2-an386: emulated, host: rapl}     # or one monitor for every target
       validation: {dataset: labelled/, samples: 50} # .npz files with x and y: accuracy
     run: {timeout: 300, jobs: 2, farm_jobs: 8}
     history: results.db                             # the results history (or a database URL)
@@ -187,10 +187,18 @@ class MeasureSpec(BaseModel):
     #: per-layer profile (the export's profiling); off makes smaller, faster firmware
     profile: bool = True
     counters: tuple[str, ...] = ()
-    #: a power monitor (``--power``): emulated, reference, rapl, hwmon[:NAME], joulescope...
-    power: str | None = None
+    #: a power monitor (``--power``: emulated, reference, rapl, hwmon[:NAME], joulescope...)
+    #: for every target, or per target (``{mps2-an386: emulated, lab:pi: hwmon}``; the
+    #: targets it does not name measure no power)
+    power: str | dict[str, str] | None = None
     power_window: float | None = Field(default=None, gt=0)
     validation: ValidationSpec | None = None
+
+    def power_for(self, label: str, target: str) -> str | None:
+        """The power monitor of the target named ``label`` (hardware target ``target``)."""
+        if isinstance(self.power, dict):
+            return self.power.get(label) or self.power.get(target)
+        return self.power
 
     @field_validator("counters", mode="before")
     @classmethod
@@ -240,6 +248,13 @@ class CampaignFile(BaseModel):
             raise ValueError(f"targets named twice: {', '.join(repeated)}")
         if any(t.kind is TargetKind.LAB for t in self.targets) and self.lab is None:
             raise ValueError("lab:BOARD targets need the campaign's 'lab' file")
+        if isinstance(self.measure.power, dict):
+            known = set(labels) | {t.name for t in self.targets}
+            unknown = sorted(set(self.measure.power) - known)
+            if unknown:
+                raise ValueError(
+                    f"measure.power names {', '.join(unknown)}, not a target of the campaign"
+                )
         if any(t.kind is TargetKind.FARM for t in self.targets) and self.farm is None:
             raise ValueError(
                 "farm:TARGET targets need the campaign's 'farm' ({url: ..., username: ...})"

@@ -230,13 +230,24 @@ def targets_plan(
             "lab": None if lab is None else str(lab.absolute()),
         }
     )
-    return plan_campaign(
+    plan = plan_campaign(
         spec,
         None,
         calibration=calibration,
         local_options=local,
         farm_options=farm or None,
     )
+    export_target = plan.models[0].export_target
+    others = [
+        t.label for t in plan.targets if t.target.lower() != (export_target or t.target).lower()
+    ]
+    if others:
+        raise CampaignError(
+            f"{model} is an export for {export_target}: it cannot run on {', '.join(others)}",
+            hint=f"Name {export_target} targets only (here, a lab board or the farm), or "
+            "profile the ONNX model on several targets.",
+        )
+    return plan
 
 
 def profile_targets(
