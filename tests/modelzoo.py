@@ -76,13 +76,17 @@ def gap_cnn(path: Path, seed: int = 0) -> Path:
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
-def big_mlp(path: Path, seed: int = 0) -> Path:
-    """Gemm(1024->256) + ReLU + Gemm(256->10): ~1.05 MB of float32 weights."""
+def _mlp(path: Path, name: str, inputs: int, hidden: int, seed: int, w2_scale: float) -> Path:
+    """Gemm(inputs->hidden) + ReLU + Gemm(hidden->10), zero biases."""
     rng = np.random.default_rng(seed)
     inits = [
-        numpy_helper.from_array((rng.standard_normal((256, 1024)) * 0.05).astype(np.float32), "W1"),
-        numpy_helper.from_array(np.zeros(256, np.float32), "B1"),
-        numpy_helper.from_array((rng.standard_normal((10, 256)) * 0.05).astype(np.float32), "W2"),
+        numpy_helper.from_array(
+            (rng.standard_normal((hidden, inputs)) * 0.05).astype(np.float32), "W1"
+        ),
+        numpy_helper.from_array(np.zeros(hidden, np.float32), "B1"),
+        numpy_helper.from_array(
+            (rng.standard_normal((10, hidden)) * w2_scale).astype(np.float32), "W2"
+        ),
         numpy_helper.from_array(np.zeros(10, np.float32), "B2"),
     ]
     nodes = [
@@ -92,12 +96,17 @@ def big_mlp(path: Path, seed: int = 0) -> Path:
     ]
     graph = helper.make_graph(
         nodes,
-        "big_mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, inputs])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
         inits,
     )
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def big_mlp(path: Path, seed: int = 0) -> Path:
+    """Gemm(1024->256) + ReLU + Gemm(256->10): ~1.05 MB of float32 weights."""
+    return _mlp(path, "big_mlp", 1024, 256, seed, w2_scale=0.05)
 
 
 def wide_conv(path: Path, seed: int = 0, channels: int = 8, size: int = 64) -> Path:
@@ -301,26 +310,7 @@ def fat_mlp(path: Path, seed: int = 0) -> Path:
     """Gemm(128->2048) + ReLU + Gemm(2048->10): 1.13 MB of float32 weights, more than the
     1 MiB flash of netduinoplus2; int8 (283 KB) fits. (A wider first layer would exceed the
     C++ template depth of Aidge's fully-connected kernel.)"""
-    rng = np.random.default_rng(seed)
-    inits = [
-        numpy_helper.from_array((rng.standard_normal((2048, 128)) * 0.05).astype(np.float32), "W1"),
-        numpy_helper.from_array(np.zeros(2048, np.float32), "B1"),
-        numpy_helper.from_array((rng.standard_normal((10, 2048)) * 0.02).astype(np.float32), "W2"),
-        numpy_helper.from_array(np.zeros(10, np.float32), "B2"),
-    ]
-    nodes = [
-        helper.make_node("Gemm", ["x", "W1", "B1"], ["h"], transB=1),
-        helper.make_node("Relu", ["h"], ["r"]),
-        helper.make_node("Gemm", ["r", "W2", "B2"], ["y"], transB=1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "fat_mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-        inits,
-    )
-    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return _mlp(path, "fat_mlp", 128, 2048, seed, w2_scale=0.02)
 
 
 def labelled_set(model_path: Path, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aidge_deploy.campaign.figures import ACCURACY, COMPUTE, FLASH, LATENCY, accuracy_entry
+from aidge_deploy.campaign.figures import ACCURACY, FLASH, INSTRUCTIONS, LATENCY, accuracy_entry
 from aidge_deploy.campaign.html import render_campaign_html
 from aidge_deploy.campaign.tables import (
     CellState,
@@ -133,7 +133,7 @@ def test_each_cell_shows_its_figure_or_why_not(records: list[dict[str, Any]]) ->
     host_acc = figure_cell(by_id["lenet-host-float32"], ACCURACY)
     assert host_acc.state is CellState.UNAVAILABLE
     # an emulated count keeps its name: never shown as cycles
-    compute = figure_cell(by_id["lenet-mps2-an386-float32"], COMPUTE)
+    compute = figure_cell(by_id["lenet-mps2-an386-float32"], INSTRUCTIONS)
     assert compute.figure == "emulated_instructions" and "instr." in compute.text
     assert figure_cell(by_id["lenet-host-float32"], FLASH).figure == "image_bytes"
 
@@ -142,7 +142,7 @@ def test_a_table_per_quantity_models_by_targets_options_as_subcolumns(
     records: list[dict[str, Any]],
 ) -> None:
     tables = {t.quantity.key: t for t in metric_tables(records)}
-    assert {"latency", "compute", "flash", "ram", "accuracy"} <= set(tables)
+    assert {"latency", "instructions", "flash", "ram", "accuracy"} <= set(tables)
     latency = tables["latency"]
     assert latency.models == ("lenet", "fat")
     assert latency.targets == ("host", "mps2-an386", "netduinoplus2")
@@ -212,8 +212,30 @@ def test_the_page_marks_what_did_not_fit_and_charts_every_target(
     assert ">lenet<" in lenet_row and 'class="best"' not in lenet_row
     # ...while figures of one kind are (emulated instructions on two boards; a host program's
     # image is not a firmware's flash either)
-    compute = page.split('data-table="compute"')[1].split("</table>")[0]
+    compute = page.split('data-table="instructions"')[1].split("</table>")[0]
     assert 'class="best"' in compute.split("<tbody>")[1].split("</tr>")[0]
     flash = page.split('data-table="flash"')[1].split("</table>")[0]
     assert 'class="best"' not in flash.split("<tbody>")[1].split("</tr>")[0]
     assert "<script" not in page
+
+
+def test_side_by_side_shows_energy_and_estimated_cycles_where_they_exist() -> None:
+    from aidge_deploy.campaign.figures import CYCLES, ENERGY
+    from aidge_deploy.campaign.tables import side_by_side
+
+    host = record("lenet", "host", "float32", latency_ms=0.004)
+    board = record("lenet", "mps2-an386", "float32", latency_ms=0.6, accuracy=1.0)
+    board["figures"]["estimated_cycles"] = fig(17_000, "cycles", "estimated")
+    board["figures"]["energy_per_inference"] = fig(2.5, "uJ", "estimated")
+    (view,) = side_by_side([host, board])
+    rows = {q.key: cells for q, cells in view.rows}
+    assert ENERGY.key in rows and CYCLES.key in rows
+    host_energy, board_energy = rows[ENERGY.key]
+    assert host_energy.state is CellState.UNAVAILABLE  # not measured there: never 0
+    assert (board_energy.value, board_energy.unit, board_energy.provenance) == (
+        2.5,
+        "uJ",
+        "estimated",
+    )
+    assert rows[CYCLES.key][1].figure == "estimated_cycles"
+    assert view.capacities == ((None, None), (1 << 20, 192 << 10))

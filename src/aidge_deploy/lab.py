@@ -311,22 +311,15 @@ def parse_lab(data: Any, source: Path | None = None) -> LabMap:
 
 def load_lab(path: str | Path) -> LabMap:
     """Read and validate a lab file."""
+    from aidge_deploy.yamlfile import read_yaml
+
     file = Path(path).expanduser()
-    if file.is_dir():
-        raise LabError(f"{file} is a folder, not a lab file", hint="Pass the lab YAML file.")
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LabError(
-            f"lab file {file} not found",
-            hint="`aidge-deploy boards scan --write lab.yaml` writes one for this machine.",
-        ) from None
-    except OSError as exc:
-        raise LabError(f"cannot read lab file {file}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise LabError(f"{file}: not valid YAML: {exc}", hint="Check indentation.") from None
+    data = read_yaml(
+        file,
+        "lab file",
+        LabError,
+        "`aidge-deploy boards scan --write lab.yaml` writes one for this machine.",
+    )
     return parse_lab(data, source=file)
 
 

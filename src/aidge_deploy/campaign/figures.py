@@ -4,9 +4,9 @@ Why this module exists: a campaign's tables, charts, CSV and history records mus
 numbers the cell's own bundle holds — the same ``summary.json`` a single ``profile`` run
 writes, with each figure's unit, provenance and resolution — never a re-computation.
 The quantities say which of a summary's figures answer each question of the report: a
-latency, a count of cycles *or* of emulated instructions (kept under their own names: an
-emulated instruction count is never a cycle count), the memory the program needs against
-what the board has, the energy, the accuracy.
+latency, cycles (read on silicon, or estimated by an emulated board's timing model: the
+figure's name says which), emulated instructions (never shown as cycles), the memory the
+program needs against what the board has, the energy, the accuracy.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ class Quantity:
 
 
 LATENCY = Quantity("latency", "Latency per inference", ("latency",))
-COMPUTE = Quantity(
-    "compute",
-    "Cycles or instructions per inference",
-    ("cycles", "estimated_cycles", "emulated_instructions"),
+#: cycles read on silicon, or estimated by an emulated board's timing model: never both in
+#: one cell (a cell's target is one or the other), and the figure's name says which
+CYCLES = Quantity("cycles", "Cycles per inference", ("cycles", "estimated_cycles"))
+INSTRUCTIONS = Quantity(
+    "instructions", "Emulated instructions per inference", ("emulated_instructions",)
 )
 FLASH = Quantity("flash", "Flash (program image)", ("flash_bytes", "image_bytes"))
 RAM = Quantity("ram", "Static RAM", ("ram_bytes", "static_data_bytes"))
@@ -49,7 +50,16 @@ ENERGY = Quantity("energy", "Energy per inference", ("energy_per_inference",))
 ACCURACY = Quantity("accuracy", "Top-1 accuracy on target", ("accuracy",), Better.HIGHER)
 
 #: the quantities of the report's tables, in the order they are shown
-QUANTITIES: tuple[Quantity, ...] = (LATENCY, COMPUTE, FLASH, RAM, ACTIVATIONS, ENERGY, ACCURACY)
+QUANTITIES: tuple[Quantity, ...] = (
+    LATENCY,
+    CYCLES,
+    INSTRUCTIONS,
+    FLASH,
+    RAM,
+    ACTIVATIONS,
+    ENERGY,
+    ACCURACY,
+)
 
 
 def pick(figures: Mapping[str, Mapping[str, Any]], quantity: Quantity) -> tuple[str, Metric] | None:
@@ -136,9 +146,10 @@ def figure_columns(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]
 __all__ = [
     "ACCURACY",
     "ACTIVATIONS",
-    "COMPUTE",
+    "CYCLES",
     "ENERGY",
     "FLASH",
+    "INSTRUCTIONS",
     "LATENCY",
     "QUANTITIES",
     "RAM",

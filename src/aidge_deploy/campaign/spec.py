@@ -37,7 +37,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -288,20 +287,9 @@ def parse_campaign(data: Any, source: Path | None = None) -> CampaignFile:
 
 def load_campaign(path: Path) -> CampaignFile:
     """Read and validate a campaign file."""
-    if path.is_dir():
-        raise CampaignError(f"{path} is a folder, not a campaign file", hint="Pass the YAML file.")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CampaignError(
-            f"campaign file {path} not found", hint="Pass the campaign's YAML file."
-        ) from None
-    except OSError as exc:
-        raise CampaignError(f"cannot read campaign file {path}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CampaignError(f"{path}: not valid YAML: {exc}", hint="Check indentation.") from None
+    from aidge_deploy.yamlfile import read_yaml
+
+    data = read_yaml(path, "campaign file", CampaignError, "Pass the campaign's YAML file.")
     return parse_campaign(data, source=path)
 
 

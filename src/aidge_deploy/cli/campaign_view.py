@@ -154,7 +154,7 @@ def print_outcome(result: CampaignResult, *, side_by_side_view: bool) -> None:
     if side_by_side_view:
         print_side_by_side(records)
     else:
-        print_metric_tables(records, ("latency", "compute", "flash", "accuracy"))
+        print_metric_tables(records, ("latency", "cycles", "instructions", "flash", "accuracy"))
     for record in result.failed:
         err = record.get("error") or {}
         mark = " (does not fit)" if err.get("does_not_fit") else ""
