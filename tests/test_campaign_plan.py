@@ -281,11 +281,14 @@ def test_the_commands_refuse_bad_input_before_running(models: Path, tmp_path: Pa
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 
-def test_power_per_target_keys_only_those_cells(models: Path) -> None:
+def test_power_and_counters_per_target_key_only_those_cells(models: Path) -> None:
     plain = {c.id.rsplit("-", 1)[0]: c.key for c in plan_of(models, BASE).cells}
-    doc = {**BASE, "measure": {"power": {"mps2-an386": "emulated"}}}
+    doc = {**BASE, "measure": {"power": {"mps2-an386": "emulated"},
+                               "counters": {"mps2-an386": "emulated"}}}  # fmt: skip
     plan = plan_of(models, doc)
     assert plan.measure.power_for("mps2-an386", "mps2-an386") == "emulated"
     assert plan.measure.power_for("host", "host") is None
+    assert plan.measure.counters_for("mps2-an386", "mps2-an386") == ("emulated",)
+    assert plan.measure.counters_for("host", "host") == ()
     changed = {c.id.rsplit("-", 1)[0] for c in plan.cells if c.key not in plain.values()}
     assert changed == {k for k in plain if "mps2-an386" in k}

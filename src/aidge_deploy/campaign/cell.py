@@ -172,7 +172,7 @@ def _run(
     config = DeployConfig(
         **values,
         report_dir=cell_dir / BUNDLE_DIR,
-        counters=measure.counters,
+        counters=measure.counters_for(cell.target.label, cell.target.target),
         power=measure.power_for(cell.target.label, cell.target.target),
         power_window_s=measure.power_window,
     )
@@ -289,7 +289,7 @@ def preflight(plan: CampaignPlan) -> None:
             continue
         config = DeployConfig(
             **deploy_values(cell, plan),
-            counters=measure.counters,
+            counters=measure.counters_for(target.label, target.target),
             power=measure.power_for(target.label, target.target),
             power_window_s=measure.power_window,
         )

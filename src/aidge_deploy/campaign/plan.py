@@ -187,7 +187,7 @@ def cell_key(
         "options": options.as_dict(),
         "measure": {
             "profile": measure.profile,
-            "counters": list(measure.counters),
+            "counters": list(measure.counters_for(target.label, target.target)),
             "power": measure.power_for(target.label, target.target),
             "power_window": measure.power_window,
             "dataset": None if model.dataset is None else model.dataset.digest,

@@ -21,7 +21,7 @@ relative to the file. Example::
       heuristic: [nb_op, mem]
     calibration: calib/                             # int8 calibration samples (.npy/.npz)
     measure:
-      counters: [emulated]
+      counters: {mps2-an386: [emulated], host: [task-clock]}  # or a list for every target
       power: {mps2-an386: emulated, host: rapl}     # or one monitor for every target
       validation: {dataset: labelled/, samples: 50} # .npz files with x and y: accuracy
     run: {timeout: 300, jobs: 2, farm_jobs: 8}
@@ -185,7 +185,9 @@ class MeasureSpec(BaseModel):
 
     #: per-layer profile (the export's profiling); off makes smaller, faster firmware
     profile: bool = True
-    counters: tuple[str, ...] = ()
+    #: counters (``--counters``) for every target, or per target (``{mps2-an386: [emulated],
+    #: host: [task-clock]}``; the targets it does not name count none)
+    counters: tuple[str, ...] | dict[str, tuple[str, ...]] = ()
     #: a power monitor (``--power``: emulated, reference, rapl, hwmon[:NAME], joulescope...)
     #: for every target, or per target (``{mps2-an386: emulated, lab:pi: hwmon}``; the
     #: targets it does not name measure no power)
@@ -199,12 +201,23 @@ class MeasureSpec(BaseModel):
             return self.power.get(label) or self.power.get(target)
         return self.power
 
+    def counters_for(self, label: str, target: str) -> tuple[str, ...]:
+        """The counters of the target named ``label`` (hardware target ``target``)."""
+        if isinstance(self.counters, dict):
+            return self.counters.get(label) or self.counters.get(target) or ()
+        return self.counters
+
     @field_validator("counters", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(c.strip() for c in value.split(",") if c.strip())
-        return value
+        def split(item: Any) -> Any:
+            if isinstance(item, str):
+                return tuple(c.strip() for c in item.split(",") if c.strip())
+            return item
+
+        if isinstance(value, dict):
+            return {k: split(v) for k, v in value.items()}
+        return split(value)
 
 
 class RunSpec(BaseModel):
@@ -247,13 +260,17 @@ class CampaignFile(BaseModel):
             raise ValueError(f"targets named twice: {', '.join(repeated)}")
         if any(t.kind is TargetKind.LAB for t in self.targets) and self.lab is None:
             raise ValueError("lab:BOARD targets need the campaign's 'lab' file")
-        if isinstance(self.measure.power, dict):
-            known = set(labels) | {t.name for t in self.targets}
-            unknown = sorted(set(self.measure.power) - known)
-            if unknown:
-                raise ValueError(
-                    f"measure.power names {', '.join(unknown)}, not a target of the campaign"
-                )
+        known = set(labels) | {t.name for t in self.targets}
+        for what, per_target in (
+            ("power", self.measure.power),
+            ("counters", self.measure.counters),
+        ):
+            if isinstance(per_target, dict):
+                unknown = sorted(set(per_target) - known)
+                if unknown:
+                    raise ValueError(
+                        f"measure.{what} names {', '.join(unknown)}, not a target of the campaign"
+                    )
         if any(t.kind is TargetKind.FARM for t in self.targets) and self.farm is None:
             raise ValueError(
                 "farm:TARGET targets need the campaign's 'farm' ({url: ..., username: ...})"
