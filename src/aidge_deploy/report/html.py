@@ -148,7 +148,7 @@ def _timing_model(summary: Mapping[str, Any]) -> str:
     if model.get("unavailable"):
         return (
             f'<section data-timing-model="unavailable"><h2>Estimated cycles</h2><p>'
-            f"{_chip('estimated')}The {name} did not run: "
+            f"{provenance_chip('estimated')}The {name} did not run: "
             f"{escape(str(model['unavailable']))}. Times are one cycle per instruction.</p>"
             "</section>"
         )
@@ -156,7 +156,7 @@ def _timing_model(summary: Mapping[str, Any]) -> str:
     left = "".join(f"<li>{escape(str(a))}</li>" for a in model.get("leaves_out") or [])
     return (
         f'<section data-timing-model="{escape(str(model.get("core")))}"><h2>Estimated cycles: '
-        f"{name}</h2><p>{_chip('estimated')}Estimated cycles are the output of the {name}: "
+        f"{name}</h2><p>{provenance_chip('estimated')}Estimated cycles are the output of the {name}: "
         "each instruction the emulator ran, priced from its core's published timing "
         f"(the data file cites the table and row of every number). They are estimates, "
         f"not measurements; instructions stay beside them.</p><h3>Assumptions</h3>"
