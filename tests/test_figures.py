@@ -335,7 +335,7 @@ def test_targets_shows_this_machines_memory_and_the_sources() -> None:
     assert host.memories == f"mem {real / (1 << 30):.1f} GiB" and "this machine" in host.sources
     assert "flash 1 MB" in rows[("stm32f746", "local")].memories
     assert rows[("stm32f746", "local")].sources == "aidge_core.hw_model"
-    res = CliRunner().invoke(app, ["targets"])
+    res = CliRunner().invoke(app, ["targets"], env={"COLUMNS": "200"})  # cells whole
     assert res.exit_code == 0, res.output
     squeezed = re.sub(r"\s+", "", res.output)  # rich wraps cells over several lines
     assert f"mem{real / (1 << 30):.1f}" in squeezed and "954" not in squeezed

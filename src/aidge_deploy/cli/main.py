@@ -15,7 +15,7 @@ import typer
 from aidge_deploy.cli import doctor as doctor_cmd
 from aidge_deploy.cli.invocation import INVOCATION
 from aidge_deploy.cli.options import config_values, with_connection_options
-from aidge_deploy.cli.render import EXIT_INTERNAL, console, print_error
+from aidge_deploy.cli.render import EXIT_INTERNAL, console, follow_columns, print_error
 from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
 from aidge_deploy.errors import ConfigError, InternalError
 
@@ -39,6 +39,7 @@ def main(
     ] = False,
 ) -> None:
     INVOCATION.verbose = verbose
+    follow_columns()
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -23,6 +23,22 @@ if TYPE_CHECKING:  # results imports numpy and aidge_core: not at --help time
 console = Console(log_path=False)
 err_console = Console(stderr=True)
 
+
+def follow_columns() -> None:
+    """Give both consoles the width ``$COLUMNS`` says now, when it says one.
+
+    rich reads ``$COLUMNS`` once, when a console is made (at import); a command invoked
+    again in the same process with another ``COLUMNS`` (a test's ``CliRunner(env=...)``)
+    would still print at the first width. Called at the start of every command.
+    """
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        for each in (console, err_console):
+            each.width = int(columns)
+
+
 #: what a run is, by the provenance of its counts
 _PROVENANCE_LABEL = {
     Provenance.SILICON.value: "measured on target",
