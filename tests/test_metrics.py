@@ -123,4 +123,5 @@ def test_a_target_without_timing_provenance_is_refused() -> None:
         register_deploy_target("host", "forgetful-backend")(Forgetful)
     assert ("host", "forgetful-backend") not in registered_targets()
     for cls in registered_targets().values():
-        assert isinstance(cls.timing_provenance, Provenance)
+        if issubclass(cls, DeployTarget):  # a remote backend's result says what it measured
+            assert isinstance(cls.timing_provenance, Provenance)
