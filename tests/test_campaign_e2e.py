@@ -436,3 +436,21 @@ def test_the_same_campaign_on_the_farm_runs_concurrent_jobs_with_the_same_figure
     )
     assert overlapping >= 1, spans
     assert {j["board"] for j in jobs} == set(EMULATED)
+    # the farm's dashboard shows the campaign's farm cells, as its live view did
+    page = _dashboard(farm_up, "/campaigns")
+    assert 'data-campaign="three-models-' in page
+    flat = " ".join(page.split())
+    assert "18</b> farm cells" in flat and "17</b> done" in flat and "1</b> failed" in flat
+
+
+def _dashboard(url: str, path: str) -> str:
+    """A dashboard page, logged in through its login form."""
+    import httpx
+
+    from farmweb import csrf
+
+    with httpx.Client(base_url=url, timeout=60) as client:
+        token = csrf(client.get("/login").text)
+        login = {"username": FARM_ADMIN[0], "password": FARM_ADMIN[1], "csrf_token": token}
+        assert client.post("/login", data={**login, "next": "/jobs"}).status_code == 303
+        return client.get(path).text

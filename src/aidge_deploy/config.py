@@ -74,6 +74,20 @@ def _normalize_backend(value: object) -> str:
     return kind.strip().lower()
 
 
+@dataclass(frozen=True)
+class FarmCampaign:
+    """The campaign a farm job belongs to (``aidge-deploy campaign``), for the farm's
+    dashboard: its progress page groups the campaign's farm cells, by ``id``."""
+
+    #: the campaign run's id (its name and folder, hashed: two runs of one folder share it)
+    id: str
+    name: str
+    #: the cell (model, target, options) this job is
+    cell: str
+    #: how many of the campaign's cells run on this farm
+    cells: int
+
+
 @dataclass(repr=False)
 class DeployConfig:
     """Everything ``deploy()`` needs besides the export itself.
@@ -100,6 +114,8 @@ class DeployConfig:
     api_request_timeout: float = 30.0
     #: longest wait for a farm job, queue included (the job is cancelled past it)
     api_job_timeout: float = 3600.0
+    #: the campaign this farm job is a cell of: the farm's dashboard groups its jobs by it
+    api_campaign: FarmCampaign | None = None
 
     # SSH / SBC backend
     ssh_host: str | None = None
@@ -450,6 +466,8 @@ def _key_values(items: Any, option: str) -> dict[str, str]:
 def _json_safe(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, FarmCampaign):
+        return dataclasses.asdict(value)
     if isinstance(value, StrEnum):
         return value.value
     if isinstance(value, dict):
@@ -466,5 +484,6 @@ __all__ = [
     "Backend",
     "BenchmarkConfig",
     "DeployConfig",
+    "FarmCampaign",
     "ValidationConfig",
 ]

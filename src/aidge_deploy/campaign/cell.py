@@ -63,19 +63,38 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def deploy_values(cell: Cell, plan: CampaignPlan) -> dict[str, Any]:
+def deploy_values(cell: Cell, plan: CampaignPlan, folder: Path | None = None) -> dict[str, Any]:
     """The cell's ``DeployConfig`` keyword arguments, the farm password included (from the
-    environment; it is never written anywhere)."""
+    environment; it is never written anywhere). A farm cell of a campaign in ``folder``
+    carries its campaign, for the farm's dashboard."""
     values: dict[str, Any] = dict(cell.target.deploy_options)
     values["target"] = cell.target.target
     values["run_timeout"] = plan.run.timeout
     if cell.target.reach is Reach.FARM:
+        from aidge_deploy.config import FarmCampaign
         from aidge_deploy.farm.client import password_from_env
 
         password = password_from_env()
         if password:
             values["api_password"] = password
+        if folder is not None:
+            values["api_campaign"] = FarmCampaign(
+                id=campaign_id(plan, folder),
+                name=plan.name,
+                cell=f"{cell.model.name} · {cell.target.label} · "
+                f"{cell.options.label(plan.varying)}",
+                cells=sum(1 for c in plan.cells if c.target.reach is Reach.FARM),
+            )
     return values
+
+
+def campaign_id(plan: CampaignPlan, folder: Path) -> str:
+    """The id of a campaign run in ``folder``: its name and the folder's path, hashed (a
+    campaign run again in its folder keeps it; the same file elsewhere is another)."""
+    import hashlib
+
+    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:10]
+    return f"{plan.name[:80]}-{digest}"
 
 
 def _describe_error(exc: BaseException, cell: Cell) -> dict[str, Any]:
@@ -120,7 +139,7 @@ def run_cell(
     by the reference engine), kept beside the target's.
     """
     say = progress or (lambda _cell, _what: None)
-    cell_dir = folder.start_cell(cell)
+    folder.start_cell(cell)
     record = cell_record_base(cell, plan)
     record.update(started=_now(), quantisation=quantisation_record(cell))
     record["ran_on"] = where_it_runs(cell)
@@ -136,7 +155,7 @@ def run_cell(
 
     try:
         with control.activate():
-            _run(cell, plan, cell_dir, record, forward, say)
+            _run(cell, plan, folder, record, forward, say)
         record["status"] = CellStatus.DONE.value
         record["error"] = None
     except RunInterrupted:
@@ -156,7 +175,7 @@ def run_cell(
 def _run(
     cell: Cell,
     plan: CampaignPlan,
-    cell_dir: Path,
+    folder: CampaignFolder,
     record: dict[str, Any],
     forward: Callable[[ProgressUpdate], None],
     say: CellProgress,
@@ -164,8 +183,9 @@ def _run(
     from aidge_deploy.api import deploy
     from aidge_deploy.config import DeployConfig
 
+    cell_dir = folder.cell_dir(cell)
     logs = cell_dir / LOGS_DIR
-    values = deploy_values(cell, plan)
+    values = deploy_values(cell, plan, folder.root)
     measure = plan.measure
     say(cell, "Export")
     artifact = _export(cell, plan, ApplicationKind.BENCHMARK, logs, record, "export")
@@ -303,6 +323,7 @@ def preflight(plan: CampaignPlan) -> None:
 __all__ = [
     "CellOutcome",
     "CellProgress",
+    "campaign_id",
     "deploy_values",
     "farm_password_missing",
     "preflight",

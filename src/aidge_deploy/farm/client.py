@@ -28,6 +28,7 @@ from aidge_deploy.errors import (
 from aidge_deploy.farm.models import (
     SERVICE_NAME,
     BoardView,
+    CampaignTag,
     ErrorBody,
     EventsPage,
     ExportView,
@@ -225,9 +226,15 @@ class FarmClient:
         target: str | None,
         config: dict[str, Any],
         priority: float = 0.0,
+        campaign: CampaignTag | None = None,
     ) -> JobView:
         body = SubmitRequest(
-            export=export_id, board=board, target=target, config=config, priority=priority
+            export=export_id,
+            board=board,
+            target=target,
+            config=config,
+            priority=priority,
+            campaign=campaign,
         )
         r = self.request("POST", "/jobs", json=body.model_dump(mode="json"))
         return JobView.model_validate(r.json())

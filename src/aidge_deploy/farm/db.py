@@ -168,6 +168,20 @@ class Job(Base):
         return JobState(self.state)
 
 
+class CampaignJob(Base):
+    """A job that is a cell of a campaign (``aidge-deploy campaign``): what the dashboard's
+    ``/campaigns`` page groups. A table of its own, so a farm database made before it
+    gains it without altering ``jobs``."""
+
+    __tablename__ = "campaign_jobs"
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
+    campaign: Mapped[str] = mapped_column(String(100), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    cell: Mapped[str] = mapped_column(String(200))
+    #: how many of the campaign's cells run on this farm (as the client counted them)
+    cells: Mapped[int] = mapped_column(Integer)
+
+
 class Reservation(Base):
     """A labgrid reservation the service created, owned by the job it queues (or whose
     board it locks again): cancelled with the job, swept if the job ended without it.

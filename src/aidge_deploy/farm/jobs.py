@@ -22,7 +22,15 @@ from sqlalchemy import ColumnElement, Row, select, update
 from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.db import Board, ExportOwner, ExportRecord, Job, JobEvent, now
+from aidge_deploy.farm.db import (
+    Board,
+    CampaignJob,
+    ExportOwner,
+    ExportRecord,
+    Job,
+    JobEvent,
+    now,
+)
 from aidge_deploy.farm.models import SubmitRequest
 from aidge_deploy.farm.refusals import FarmRequestError, not_found
 from aidge_deploy.farm.states import ON_BOARD, ORDER, WAITING, FailureKind, JobState
@@ -231,6 +239,13 @@ def submit_job(s: Session, who: Principal, body: SubmitRequest) -> int:
     s.add(job)
     s.flush()
     s.add(JobEvent(job_id=job.id, at=job.queued_at, kind="state", state="queued"))
+    tag = body.campaign
+    if tag is not None:
+        s.add(
+            CampaignJob(
+                job_id=job.id, campaign=tag.id, name=tag.name, cell=tag.cell, cells=tag.cells
+            )
+        )
     return int(job.id)
 
 

@@ -106,12 +106,24 @@ class ExportView(Answer):
     size: int
 
 
+class CampaignTag(Model):
+    """The campaign a job is a cell of (``aidge-deploy campaign``): the dashboard's
+    ``/campaigns`` page groups its jobs by ``id``."""
+
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
+    name: str = Field(max_length=100)
+    cell: str = Field(max_length=200)
+    #: how many of the campaign's cells run on this farm
+    cells: int = Field(ge=1, le=1_000_000)
+
+
 class SubmitRequest(Model):
     export: ExportId
     board: BoardName | None = None
     target: TargetName | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     priority: Priority = 0.0
+    campaign: CampaignTag | None = None
 
 
 class JobError(Answer):
@@ -272,6 +284,7 @@ __all__ = [
     "Answer",
     "BoardSpec",
     "BoardView",
+    "CampaignTag",
     "ClaimAnswer",
     "ErrorAnswer",
     "ErrorBody",

@@ -30,7 +30,7 @@ from aidge_deploy.errors import (
 )
 from aidge_deploy.exportspec import Export
 from aidge_deploy.farm.client import FarmClient, credentials_from_env
-from aidge_deploy.farm.models import JobView
+from aidge_deploy.farm.models import CampaignTag, JobView
 from aidge_deploy.farm.states import JobState
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.registry import RemoteBackend, register_remote_backend
@@ -129,11 +129,17 @@ class _FarmRun:
                 farm.login(str(c.api_username), c.api_password or creds.password or "")
             self.status("packing and uploading the export")
             export = farm.upload_export(pack_export(export_dir), name=export_dir.name)
+            campaign = c.api_campaign
             job = farm.submit(
                 export.id,
                 board=c.api_board_name,
                 target=None if c.api_board_name else self.target,
                 config=encode_config(c),
+                campaign=None
+                if campaign is None
+                else CampaignTag(
+                    id=campaign.id, name=campaign.name, cell=campaign.cell, cells=campaign.cells
+                ),
             )
             try:
                 final = self._follow(farm, job)

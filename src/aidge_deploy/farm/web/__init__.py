@@ -1,7 +1,8 @@
 """The farm's web dashboard: server-rendered pages served by the farm service itself.
 
 ``/login``, ``/boards`` (live), ``/jobs`` (queue and history), ``/jobs/{id}`` (progress,
-log, then the bundle's own HTML report), ``/compare``, ``/submit``, ``/admin`` and the
+log, then the bundle's own HTML report), ``/compare``, ``/submit``, ``/campaigns`` (each
+campaign's farm cells), ``/admin`` and the
 API's own docs (``/api/docs``). Jinja2
 templates and a few small scripts ship as package data: no front-end server, no build
 step, nothing fetched from elsewhere, so it works in a lab without internet access.
@@ -36,7 +37,16 @@ def _is_api(request: Request) -> bool:
 
 #: the modules of the dashboard's pages, each with its ``router``: a new page is a module
 #: here (its template in ``templates/``, its script, if any, in ``static/``)
-PAGE_MODULES = ("login", "pages", "jobpage", "submit", "compare", "history", "admin")
+PAGE_MODULES = (
+    "login",
+    "pages",
+    "jobpage",
+    "submit",
+    "compare",
+    "campaigns",
+    "history",
+    "admin",
+)
 
 
 def mount_web(app: FastAPI, *, api_docs: bool = True) -> None:
