@@ -89,3 +89,28 @@ def test_an_exception_outside_any_stage_exits_3_with_its_traceback_kept(
     assert "Internal error: RuntimeError: the table fell over" in err and "report it" in err
     log = Path(err.split("Log: ", 1)[1].split(" ", 1)[0])
     assert "raise RuntimeError" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("remote_type", "internal"),
+    [("InternalError", True), ("PipelineError", True), ("BuildError", False), (None, False)],
+)
+def test_a_bug_on_a_farm_board_is_an_internal_error_here_too(
+    remote_type: str | None, internal: bool
+) -> None:
+    """The farm's board host reports its error's type; a bug there (exit 3 there) is a bug
+    here, exit 3, while a build failure stays the user's error (exit 2)."""
+    from types import SimpleNamespace
+
+    from aidge_deploy.errors import FarmJobFailed
+    from aidge_deploy.farm.models import JobError, JobUrls, JobView
+    from aidge_deploy.farm.remote import _FarmRun
+    from aidge_deploy.farm.states import JobState
+
+    urls = JobUrls(self="/j/7", events="/j/7/e", log="/j/7/log", result="/j/7/r", bundle="/j/7/b")
+    error = None if remote_type is None else JobError(message="it broke", type=remote_type)
+    view = JobView(id=7, state=JobState.FAILED, export="e", target="host", urls=urls, error=error)
+    with pytest.raises(FarmJobFailed) as info:
+        _FarmRun._raise_if_failed(None, view, None, SimpleNamespace(root="http://farm"))  # type: ignore[arg-type]
+    assert isinstance(info.value, InternalError) is internal
+    assert info.value.job_id == 7 and "http://farm/j/7/log" in (info.value.hint or "")

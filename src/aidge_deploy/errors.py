@@ -162,6 +162,11 @@ class PipelineError(InternalError):
     """A stage read a context field that its producing stage has not set (a bug)."""
 
 
+class FarmJobBug(FarmJobFailed, InternalError):
+    """The deploy failed on the farm's board with a bug of aidge-deploy there (an
+    ``InternalError`` on the board's host): exit 3 here too, "report it"."""
+
+
 class ReportError(DeployError):
     """Writing, verifying or comparing a result bundle failed.
 
@@ -182,6 +187,7 @@ __all__ = [
     "DeployError",
     "ExecutionError",
     "FarmError",
+    "FarmJobBug",
     "FarmJobCancelled",
     "FarmJobFailed",
     "FarmTimeout",

@@ -83,7 +83,7 @@ def run_job(
     """Run the job ``spec``, writing its result or error in ``out``; the exit status."""
     from aidge_deploy.api import deploy
     from aidge_deploy.config import DeployConfig
-    from aidge_deploy.errors import DeployError
+    from aidge_deploy.errors import REPORT_HINT, DeployError, InternalError
     from aidge_deploy.farm.jobconfig import decode_config
     from aidge_deploy.farm.resultcodec import encode_result
 
@@ -121,9 +121,9 @@ def run_job(
         _write(
             out / "error.json",
             {
-                "type": type(exc).__name__,
+                "type": InternalError.__name__,
                 "message": f"unexpected error on the board host: {type(exc).__name__}: {exc}",
-                "hint": "This is likely a bug in aidge-deploy; the farm log has the details.",
+                "hint": f"{REPORT_HINT} The farm log has its traceback.",
             },
         )
         raise

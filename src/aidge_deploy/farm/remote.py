@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from aidge_deploy.errors import (
     ConfigError,
     DeployError,
+    FarmJobBug,
     FarmJobCancelled,
     FarmJobFailed,
     FarmTimeout,
@@ -35,6 +36,9 @@ from aidge_deploy.farm.states import JobState
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.registry import RemoteBackend, register_remote_backend
 from aidge_deploy.results import DeployResult
+
+#: the errors of a board host that are bugs of aidge-deploy there (exit 3 here as there)
+INTERNAL_TYPES = frozenset({"InternalError", "PipelineError"})
 
 #: the progress stage under which the farm's own steps (upload, queue) are reported
 FARM_STAGE = "Farm"
@@ -242,7 +246,8 @@ class _FarmRun:
                 **common,
             )
         hint = (err.hint if err else "").strip()
-        raise FarmJobFailed(
+        failed = FarmJobBug if err is not None and err.type in INTERNAL_TYPES else FarmJobFailed
+        raise failed(
             f"farm job {view.id} failed{where}: {err.message if err else 'no reason given'}",
             hint=(hint + " " if hint else "") + f"Farm log: {log_url}",
             **common,
