@@ -13,7 +13,7 @@ from aidge_deploy import runcontrol
 from aidge_deploy.artifact import check_target, load_export_artifact
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.errors import ConfigError
+from aidge_deploy.errors import ConfigError, InternalError
 from aidge_deploy.exportspec import Export
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
@@ -103,7 +103,7 @@ def _deploy_remote(
     target = check_target(config, artifact.manifest, artifact.manifest_path)
     backend = check_deploy_config(config, target)
     if not isinstance(backend, RemoteBackend):  # remote_backend() said it was one
-        raise ConfigError(f"backend {config.backend_kind!r} is not a remote backend")
+        raise InternalError(f"backend {config.backend_kind!r} is not a remote backend")
     return backend.deploy(artifact, work_dir=run_dir, progress=progress)
 
 
