@@ -325,7 +325,7 @@ def test_run_and_validate_record_into_the_history_too(tmp_path: Path, export_fac
     assert (run.source, run.identity.name, run.identity.kind) == ("run", export.name, "benchmark")
     assert run.figures["latency"].provenance == "host" and run.bundle is not None
     assert (check.source, check.identity.kind) == ("validate", "output")
-    assert check.identity.name == "validate m.onnx"
+    assert check.identity.name == "m"  # the model's stem, as profile names it
     bad = runner.invoke(app, ["run", str(export), "--history", str(tmp_path)])
     assert bad.exit_code == 2 and "is a folder, not a database file" in " ".join(bad.output.split())
 

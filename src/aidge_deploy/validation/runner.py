@@ -266,8 +266,9 @@ def validate_model(
 
 
 def _validation_name(request: ValidationRequest) -> str:
-    """The history name of a validation's runs: the model's file name."""
-    return f"validate {request.model.name}"
+    """The history name of a validation's runs: the model file's stem, as ``profile``'s
+    (its runs are output runs: another identity than the benchmarks of the same name)."""
+    return request.model.stem
 
 
 def onnx_output_names(model: Path) -> list[str]:
