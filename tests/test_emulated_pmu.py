@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from elftools.elf.elffile import ELFFile
@@ -23,6 +24,7 @@ from aidge_deploy.profiling.qemu_plugin import (
     plugin_path,
     read_trace,
 )
+from aidge_deploy.profiling.timing import load_model, plugin_table_path
 from envparts import missing
 
 pytestmark = pytest.mark.qemu
@@ -32,9 +34,15 @@ QEMU = shutil.which("qemu-system-arm")
 GCC = shutil.which("arm-none-eabi-gcc")
 
 
-def _expected(n: int) -> dict[str, int]:
-    """Counts between two marks around kernel(n): see the comment at the top of pmu_fw.c."""
-    return {"instructions": 4 * n + 6, "loads": n + 1, "stores": n, "branches_taken": n + 3}
+def _expected(n: int, io: bool = False) -> dict[str, int]:
+    """Counts between two marks around kernel(n) or kernel_io(n) (``io``, which loads one
+    more literal first): see the comment at the top of pmu_fw.c."""
+    return {
+        "instructions": 4 * n + 6 + io,
+        "loads": n + 1 + io,
+        "stores": n,
+        "branches_taken": n + 3,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +85,7 @@ def _symbol(elf: Path, name: str) -> int:
 
 
 def _run(
-    firmware: Path, plugin: Path, out: Path, boundaries: list[int]
+    firmware: Path, plugin: Path, out: Path, boundaries: list[int], *extra: str, **options: Any
 ) -> subprocess.CompletedProcess[str]:
     assert QEMU is not None
     return subprocess.run(
@@ -94,7 +102,8 @@ def _run(
             "enable=on,target=native",
             "-kernel",
             str(firmware),
-            *plugin_option(plugin, boundaries, out),
+            *extra,
+            *plugin_option(plugin, boundaries, out, **options),
         ],
         capture_output=True,
         text=True,
@@ -116,13 +125,39 @@ def test_plugin_counts_a_known_loop_exactly_and_deterministically(
     (text0, trace), (text1, _) = traces
     assert text0 == text1, "two runs of the same firmware must give identical counts"
     assert trace.boundaries == (mark & ~1,)
-    assert [s.seq for s in trace.snapshots] == [0, 1, 2] and {
+    assert [s.seq for s in trace.snapshots] == [0, 1, 2, 3] and {
         s.boundary for s in trace.snapshots
     } == {0}
-    assert trace.intervals() == (_expected(1000), _expected(3000))
+    assert trace.intervals() == (_expected(1000), _expected(3000), _expected(1000, io=True))
     assert trace.total is not None
     last = trace.snapshots[-1].counts
     assert all(trace.total[k] > last[k] for k in ("instructions",))
+
+
+def test_device_reads_replayed_under_icount_change_no_count(
+    firmware: Path, plugin: Path, tmp_path: Path
+) -> None:
+    """Under -icount (as deploys run) QEMU stops a block at each device access and replays
+    that instruction alone; the plugin counts whole blocks, so it must add exactly the part
+    of a stopped block that ran: every count and estimated cycle equals the run without
+    -icount (no replay), kernel_io's 1000 replays included."""
+    mark = _symbol(firmware, "pmu_mark")
+    timing = plugin_table_path(load_model("cortex-m4"), tmp_path)
+    runs = []
+    for name, extra in (("plain", ()), ("icount", ("-icount", "shift=6,align=off,sleep=off"))):
+        for memory in (False, True):
+            out = tmp_path / f"{name}-{memory}.txt"
+            proc = _run(firmware, plugin, out, [mark], *extra, timing=timing, count_memory=memory)
+            assert proc.returncode == 0, proc.stderr
+            runs.append((name, memory, read_trace(out)))
+    by_memory: dict[bool, list[tuple[str, Any]]] = {False: [], True: []}
+    for name, memory, trace in runs:
+        by_memory[memory].append((name, trace.snapshots))
+    for memory, [(_, plain), (_, icount)] in by_memory.items():
+        assert icount == plain, f"memory counters {'on' if memory else 'off'}"
+    kernel_io = runs[-1][2].intervals()[2]  # under -icount, memory counted
+    assert {k: kernel_io[k] for k in _expected(1000)} == _expected(1000, io=True)
+    assert kernel_io["estimated_cycles"] > kernel_io["instructions"]
 
 
 def test_plugin_without_boundary_still_totals(firmware: Path, plugin: Path, tmp_path: Path) -> None:

@@ -5,8 +5,7 @@
  * guest event counts from this plugin instead. Counted, for the whole guest (all vCPUs
  * into one set of counters; Cortex-M machines have one):
  *
- *   instructions    guest instructions executed (an inline +1 before each instruction,
- *                   so an instruction that faults is still counted once)
+ *   instructions    guest instructions executed (see "Counting per block" below)
  *   loads           guest memory reads, one per access QEMU performs (an LDM of 4 words
  *                   counts 4, a literal-pool LDR counts 1; MMIO reads included)
  *   stores          guest memory writes, likewise (PUSH/STM count once per word)
@@ -18,14 +17,28 @@
  *                   blocks split for other reasons continue sequentially and count 0 (a
  *                   block cut short by an I/O access resumes sequentially too).
  *   estimated_cycles  with timing=FILE: the core's timing model (timing_model.h). Each
- *                   instruction is decoded and priced when its block is translated (an
- *                   inline add of its cost before it), and the dynamic parts are added as
+ *                   instruction is decoded and priced when its block is translated (the
+ *                   block's static cycles are summed then), and the dynamic parts are added as
  *                   they happen: the pipeline refill of each taken control transfer, the
  *                   pairing of a block's first instruction with the last one of the block
  *                   before when execution continues sequentially, exception entry, and
  *                   memory wait states of the ws= regions (instruction fetch after a taken
  *                   branch into the region, each data read from it). Without timing= the
  *                   column is 0 and the header says "model none".
+ *
+ * Counting per block: QEMU translates each block once but may run it many times, so the
+ * static part of the counts (its instructions, their summed costs) is added by two inline
+ * adds per block, placed before its last instruction: one add per block run instead of
+ * two per instruction (a warm deploy's QEMU spends most of its time translating, and
+ * every inline op is translated too). Placed last, they also tell whether the block ran to
+ * its end. A block stops early only when an instruction in it aborts: an I/O access under
+ * -icount (QEMU replays that one instruction alone, in a block that runs no plugin
+ * callbacks but memory ones, then resumes after it) or a fault. The block that runs next
+ * adds the part that did run: up to and including the replayed instruction, found by a
+ * memory callback on every one-instruction block (the replay is one); after a fault, the
+ * whole block (the run then ends in the fault report). Blocks holding a boundary are
+ * counted instruction by instruction (an inline +1 and +cost before each, the boundary's
+ * callback for itself), so a snapshot inside a block sees exactly what ran before it.
  *
  * Arguments (-plugin libaidge_pmu.so,boundary=0x...,out=FILE[,timing=FILE][,ws=...][,mem=off]):
  *   boundary=ADDR  (repeatable, up to 16) snapshot the counters each time execution
@@ -85,11 +98,21 @@ struct block {
     uint64_t start, end;
     uint32_t n_insns;
     uint16_t fetch_wait_states; /* of the region holding the block's first instruction */
+    uint8_t per_insn;           /* counted instruction by instruction (it holds a boundary) */
     struct insn_info first, last;
+    const struct block *seq_pred; /* the block this one last continued sequentially ... */
+    int seq_delta;                /* ... and tm_entry_delta of that pairing */
+    /* per instruction i: its offset from start, and the static cycles of instructions
+     * 0..i-1 (cycles_before[n_insns]: the whole block) */
+    uint32_t *offset;
+    uint64_t *cycles_before;
 };
 
-static const struct block *last_block;
+static struct block *last_block;
 static uint64_t insns_at_block_start;
+/* start of the last instruction QEMU replayed alone after an I/O access (0: none since the
+ * last block started) */
+static uint64_t replayed_at;
 
 static void emit(const char *line) {
     if (out) {
@@ -109,18 +132,41 @@ static unsigned wait_states_at(uint64_t addr) {
     return 0;
 }
 
+/* A block counted as a whole stopped before its last instruction: add what ran of it. */
+static void count_cut_short(const struct block *b) {
+    uint32_t ran = b->n_insns; /* a fault: the whole block (see the header) */
+    if (replayed_at >= b->start && replayed_at < b->end) {
+        uint32_t offset = (uint32_t)(replayed_at - b->start);
+        for (uint32_t i = 0; i < b->n_insns; ++i) {
+            if (b->offset[i] == offset) {
+                ran = i + 1; /* the replayed instruction was counted before it aborted */
+                break;
+            }
+        }
+    }
+    n_insns += ran;
+    n_cycles += b->cycles_before[ran];
+}
+
 static void on_block(unsigned int vcpu, void *udata) {
     (void)vcpu;
-    const struct block *b = udata;
+    struct block *b = udata;
     const struct block *prev = last_block;
     if (prev) {
         uint64_t executed = n_insns - insns_at_block_start;
         if (executed < prev->n_insns) {
             /* cut short by an I/O access replayed on its own: execution resumes right
              * after it, sequentially (no branch, no pairing across the replay) */
+            if (executed == 0 && !prev->per_insn) {
+                count_cut_short(prev);
+            }
         } else if (b->start == prev->end) {
             if (timing_on) {
-                n_cycles += (uint64_t)(int64_t)tm_entry_delta(&model, &prev->last, &b->first);
+                if (b->seq_pred != prev) {
+                    b->seq_pred = prev;
+                    b->seq_delta = tm_entry_delta(&model, &prev->last, &b->first);
+                }
+                n_cycles += (uint64_t)(int64_t)b->seq_delta;
             }
         } else {
             ++n_taken;
@@ -136,6 +182,7 @@ static void on_block(unsigned int vcpu, void *udata) {
     }
     last_block = b;
     insns_at_block_start = n_insns;
+    replayed_at = 0;
 }
 
 /* udata of a boundary instruction: its boundary index and its own cost */
@@ -152,9 +199,23 @@ static void on_boundary(unsigned int vcpu, void *udata) {
     n_cycles += packed >> 8;
 }
 
+/* udata: the block, when it holds one instruction (it may be the replay of an I/O access) */
+static void note_replay(const struct block *b) {
+    if (b && b != last_block) { /* its on_block never ran: QEMU's replay of one instruction */
+        replayed_at = b->start;
+    }
+}
+
+static void on_replay(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata) {
+    (void)vcpu;
+    (void)info;
+    (void)vaddr;
+    note_replay(udata);
+}
+
 static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata) {
     (void)vcpu;
-    (void)udata;
+    note_replay(udata);
     int store = qemu_plugin_mem_is_store(info);
     if (count_memory) {
         if (store) {
@@ -184,7 +245,11 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
         return;
     }
     struct block *b = calloc(1, sizeof *b);
-    if (!b) {
+    uint32_t *offset = calloc(n, sizeof *offset);
+    uint64_t *cycles_before = calloc(n + 1, sizeof *cycles_before);
+    unsigned *cost = calloc(n, sizeof *cost);
+    int *index = calloc(n, sizeof *index);
+    if (!b || !offset || !cycles_before || !cost || !index) {
         abort();
     }
     struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, n - 1);
@@ -192,43 +257,67 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     b->end = qemu_plugin_insn_vaddr(last) + qemu_plugin_insn_size(last);
     b->n_insns = (uint32_t)n;
     b->fetch_wait_states = (uint16_t)wait_states_at(b->start);
+    b->offset = offset;
+    b->cycles_before = cycles_before;
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, b);
     struct tm_state state;
     tm_reset(&state);
-    int memory_cb = count_memory || n_ws;
     for (size_t i = 0; i < n; ++i) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         uint64_t vaddr = qemu_plugin_insn_vaddr(insn);
         struct insn_info info;
         thumb_decode(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn), &info);
-        unsigned cost = timing_on ? tm_cost(&model, &state, &info) : 0;
+        cost[i] = timing_on ? tm_cost(&model, &state, &info) : 0;
         if (i == 0) {
             b->first = info;
         }
         b->last = info;
-        int index = n_boundaries ? boundary_index(vaddr) : -1;
-        if (index >= 0) {
-            uintptr_t packed = (uintptr_t)index | ((uintptr_t)cost << 8);
-            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_boundary, QEMU_PLUGIN_CB_NO_REGS,
-                                                   (void *)packed);
-        } else {
-            qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &n_insns, 1);
-            if (cost) {
-                qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64,
-                                                           &n_cycles, cost);
-            }
-        }
-        if (memory_cb) {
-            /* reads and writes: QEMU 7.2 never calls a QEMU_PLUGIN_MEM_R callback */
-            qemu_plugin_register_vcpu_mem_cb(insn, on_access, QEMU_PLUGIN_CB_NO_REGS,
-                                             QEMU_PLUGIN_MEM_RW, NULL);
+        offset[i] = (uint32_t)(vaddr - b->start);
+        cycles_before[i + 1] = cycles_before[i] + cost[i];
+        index[i] = n_boundaries ? boundary_index(vaddr) : -1;
+        if (index[i] >= 0) {
+            b->per_insn = 1;
         }
     }
+    for (size_t i = 0; i < n; ++i) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        if (index[i] >= 0) {
+            uintptr_t packed = (uintptr_t)index[i] | ((uintptr_t)cost[i] << 8);
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_boundary, QEMU_PLUGIN_CB_NO_REGS,
+                                                   (void *)packed);
+        } else if (b->per_insn) {
+            qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &n_insns, 1);
+            if (cost[i]) {
+                qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64,
+                                                           &n_cycles, cost[i]);
+            }
+        } else if (i == n - 1) { /* the whole block, before its last instruction */
+            qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &n_insns, n);
+            if (cycles_before[n]) {
+                qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64,
+                                                           &n_cycles, cycles_before[n]);
+            }
+        }
+        void *block_of_one = n == 1 ? b : NULL;
+        if (count_memory || n_ws) {
+            /* reads and writes: QEMU 7.2 never calls a QEMU_PLUGIN_MEM_R callback */
+            qemu_plugin_register_vcpu_mem_cb(insn, on_access, QEMU_PLUGIN_CB_NO_REGS,
+                                             QEMU_PLUGIN_MEM_RW, block_of_one);
+        } else if (block_of_one) {
+            qemu_plugin_register_vcpu_mem_cb(insn, on_replay, QEMU_PLUGIN_CB_NO_REGS,
+                                             QEMU_PLUGIN_MEM_RW, block_of_one);
+        }
+    }
+    free(cost);
+    free(index);
 }
 
 static void on_plugin_exit(qemu_plugin_id_t id, void *udata) {
     (void)id;
     (void)udata;
+    if (last_block && !last_block->per_insn && n_insns == insns_at_block_start) {
+        count_cut_short(last_block); /* stopped inside its last block */
+    }
     char line[160];
     snprintf(line, sizeof line, "T %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
              n_insns, n_loads, n_stores, n_taken, n_cycles);
