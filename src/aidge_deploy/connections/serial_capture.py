@@ -16,8 +16,11 @@ so the evidence is on disk whatever happens next (timeout, exception, Ctrl-C).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import socket
+import struct
+import termios
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -37,6 +40,11 @@ _log = logging.getLogger(__name__)
 
 #: how long one blocking ``read(1)`` may wait, i.e. the granularity of deadline checks
 POLL_INTERVAL_S = 0.05
+#: how long a line still arriving is left to gather before the reader looks again: an
+#: emulated UART sends each byte as the firmware writes it, and reading each as it came
+#: cost a benchmark run on QEMU ~600 reads (~3 ms of CPU beside the emulator); a line is
+#: late by at most this much
+GATHER_S = 0.001
 
 
 class CaptureOutcome(StrEnum):
@@ -100,6 +108,23 @@ def open_serial(url: str, *, baudrate: int = 115200, timeout_s: float = 5.0) -> 
         ) from exc
     _log.debug("opened %s in %.3f s", url, time.monotonic() - started)
     return port
+
+
+def _bytes_waiting(port: SerialBase) -> int:
+    """How many bytes a read can take at once without waiting.
+
+    pyserial's socket ports answer ``in_waiting`` with 0 or 1 (readable or not), which made
+    the reader take an emulated UART's output one byte per call; the socket's own count
+    (``FIONREAD``) is asked instead. A closed peer reads as 0 bytes there but as readable
+    to ``in_waiting``, which is then what answers, so ``read(1)`` still sees the end.
+    """
+    sock = getattr(port, "_socket", None) if isinstance(port, SocketSerial) else None
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            (count,) = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))
+            if count > 0:
+                return int(count)
+    return int(port.in_waiting)
 
 
 def close_serial(port: SerialBase) -> None:
@@ -316,7 +341,10 @@ class SerialChannel:
                 self._receive(chunk)
                 if time.monotonic() >= budget_end:
                     break
-                waiting = self._port.in_waiting
+                waiting = _bytes_waiting(self._port)
+                if not waiting and self._partial:  # the rest of the line is on its way
+                    time.sleep(GATHER_S)
+                    waiting = _bytes_waiting(self._port)
                 chunk = self._port.read(waiting) if waiting else b""
         except (SerialException, OSError) as exc:
             self._eof_reason = str(exc) or type(exc).__name__
