@@ -264,6 +264,11 @@ def test_the_commands_refuse_bad_input_before_running(models: Path, tmp_path: Pa
         (["profile", model, "--targets", "host,host"], "twice"),
         (["profile", model, "--target", "mps2-an386", "--targets", "host"], "exclude each other"),
         (["profile", model, "--lab", str(tmp_path / "lab.yaml")], "--lab names the boards"),
+        (["profile", model, "--dataset", str(tmp_path)], "--dataset goes with --targets"),
+        (
+            ["profile", model, "--targets", "host", "--dataset", str(tmp_path / "no")],
+            "is not a folder of samples",
+        ),
         (["profile", model, "--targets", "lab:nucleo"], "lab"),
         (["profile", model, "--targets", "farm:mps2-an386"], "farm"),
     ]

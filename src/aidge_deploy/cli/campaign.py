@@ -188,6 +188,7 @@ def targets_plan(
     warmup: int = 2,
     calibration: Path | None = None,
     lab: Path | None = None,
+    dataset: Path | None = None,
 ) -> CampaignPlan:
     """The one-model campaign of ``profile MODEL --targets`` (or ``run EXPORT --targets``);
     ``lab``: the lab file that ``lab:BOARD`` targets name."""
@@ -219,7 +220,10 @@ def targets_plan(
         )
     spec = parse_campaign(
         {
-            "models": [{"path": str(model.absolute())}],
+            "models": [
+                {"path": str(model.absolute())}
+                | ({} if dataset is None else {"dataset": str(dataset.absolute())})
+            ],
             "targets": list(refs),
             "options": {"dtype": dtype, "iterations": iterations, "warmup": warmup},
             "measure": measure,
@@ -264,6 +268,7 @@ def profile_targets(
     lab: Path | None = None,
     history: Path | None = None,
     history_name: str | None = None,
+    dataset: Path | None = None,
 ) -> None:
     """``profile MODEL --targets a,b,c`` and ``run EXPORT --targets a,b,c``: one cell per
     target, concurrently where the targets allow, then the targets side by side; with
@@ -287,6 +292,7 @@ def profile_targets(
             warmup=warmup,
             calibration=calibration,
             lab=lab,
+            dataset=dataset,
         )
         _check_farm_password(plan)
         preflight(plan)

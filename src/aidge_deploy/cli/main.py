@@ -143,6 +143,13 @@ def profile(
         Path | None,
         typer.Option(help="int8: folder of .npy/.npz inputs to calibrate the quantisation on."),
     ] = None,
+    dataset: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --targets: folder of .npz files with x (samples) and y (labels): the "
+            "top-1 accuracy on each target that can report it."
+        ),
+    ] = None,
     iterations: Annotated[int, typer.Option(help="Timed inferences.")] = 10,
     warmup: Annotated[int, typer.Option(help="Warm-up inferences.")] = 2,
     work_dir: Annotated[
@@ -165,6 +172,15 @@ def profile(
     from aidge_deploy.cli.runs import HistoryRequest, profile_model
 
     _lab_needs_targets(lab, targets)
+    if dataset is not None and targets is None:
+        print_error(
+            ConfigError(
+                "--dataset goes with --targets",
+                hint="e.g. --targets host,mps2-an386 --dataset val/ (or `aidge-deploy "
+                "validate --dataset`).",
+            )
+        )
+        raise typer.Exit(code=2)
     values = {**config_values(connection), "run_timeout": timeout}
     if targets is not None:
         from aidge_deploy.cli.campaign import profile_targets
@@ -185,6 +201,7 @@ def profile(
             lab=lab,
             history=history,
             history_name=history_name,
+            dataset=dataset,
         )
         return
     profile_model(
