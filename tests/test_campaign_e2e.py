@@ -428,9 +428,14 @@ def test_the_same_campaign_on_the_farm_runs_concurrent_jobs_with_the_same_figure
                 assert (mine["value"], mine["unit"], mine["provenance"]) == (
                     theirs["value"], theirs["unit"], theirs["provenance"]
                 ), (cell["id"], name)  # fmt: skip
-    # the cells ran as farm jobs at the same time: some ran while another was running
+    # the cells ran as farm jobs at the same time: some held a board (from its build to its
+    # end) while another held its own
     jobs = _farm_jobs(farm_up, [c["farm"]["job_id"] for c in farm_cells if c.get("farm")])
-    spans = [(j["times"]["running"], j["times"]["done"]) for j in jobs if j["state"] == "done"]
+    spans = [
+        (j["times"]["building"], j["times"].get("done") or j["times"]["failed"])
+        for j in jobs
+        if "building" in j["times"]
+    ]
     overlapping = sum(
         1 for i, (s1, e1) in enumerate(spans) for s2, e2 in spans[i + 1 :] if s1 < e2 and s2 < e1
     )
