@@ -86,6 +86,10 @@ class FarmCampaign:
     cell: str
     #: how many of the campaign's cells run on this farm
     cells: int
+    #: this job is step ``step`` of the cell's ``steps`` farm jobs (its run, then its
+    #: accuracy run on the labelled set): the cell is finished when its last step is
+    step: int = 1
+    steps: int = 1
 
 
 @dataclass(repr=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from aidge_deploy.campaign.folder import (
 from aidge_deploy.campaign.models import ModelKind
 from aidge_deploy.campaign.plan import CampaignPlan, Cell, quantisation_record
 from aidge_deploy.campaign.progress import where_it_runs
+from aidge_deploy.config import FarmCampaign
 from aidge_deploy.errors import DeployError, MemoryFitError
 from aidge_deploy.lab import Reach
 from aidge_deploy.modelexport import ApplicationKind
@@ -43,6 +44,9 @@ from aidge_deploy.validation.accuracy import no_interactive_protocol
 
 #: (cell, what it is doing now) — the live view's feed
 CellProgress = Callable[[Cell, str], None]
+
+#: why a cell of an export made elsewhere has no accuracy
+_MADE_ELSEWHERE = "an export made elsewhere is a benchmark export: accuracy needs the ONNX model"
 
 #: error types that mean "the model does not fit this board's memory"
 _FIT_ERRORS = frozenset({MemoryFitError.__name__})
@@ -71,7 +75,6 @@ def deploy_values(cell: Cell, plan: CampaignPlan, folder: Path | None = None) ->
     values["target"] = cell.target.target
     values["run_timeout"] = plan.run.timeout
     if cell.target.reach is Reach.FARM:
-        from aidge_deploy.config import FarmCampaign
         from aidge_deploy.farm.client import password_from_env
 
         password = password_from_env()
@@ -189,6 +192,18 @@ def _run(
     measure = plan.measure
     say(cell, "Export")
     artifact = _export(cell, plan, ApplicationKind.BENCHMARK, logs, record, "export")
+    # accuracy on the labelled set: a second run of the cell (None: it has none, or why not)
+    no_accuracy = (
+        None
+        if cell.model.dataset is None
+        else no_interactive_protocol(artifact.manifest.environment, cell.target.target)
+        or (_MADE_ELSEWHERE if cell.model.kind is ModelKind.EXPORT else None)
+    )
+    accuracy_run = cell.model.dataset is not None and no_accuracy is None
+    campaign = values.get("api_campaign")
+    if isinstance(campaign, FarmCampaign) and accuracy_run:
+        # the farm's dashboard counts the cell done once its accuracy job is
+        values["api_campaign"] = replace(campaign, step=1, steps=2)
     config = DeployConfig(
         **values,
         report_dir=cell_dir / BUNDLE_DIR,
@@ -211,11 +226,14 @@ def _run(
         record["farm"] = {"job_id": result.farm_job_id, "board": result.farm_board}
     if cell.model.dataset is not None:
         say(cell, "Accuracy")
-        why = no_interactive_protocol(artifact.manifest.environment, cell.target.target)
+        if isinstance(campaign, FarmCampaign) and accuracy_run:
+            values["api_campaign"] = replace(campaign, step=2, steps=2)
         record["figures"]["accuracy"] = (
-            accuracy_entry(None, len(cell.model.dataset.arrays), record.get("provenance"), why)
-            if why is not None
-            else _accuracy(cell, plan, logs, record, values, forward)
+            _accuracy(cell, plan, logs, record, values, forward)
+            if accuracy_run
+            else accuracy_entry(
+                None, len(cell.model.dataset.arrays), record.get("provenance"), no_accuracy
+            )
         )
 
 
@@ -259,13 +277,6 @@ def _accuracy(
     dataset = cell.model.dataset
     if dataset is None:  # pragma: no cover - checked by the caller
         raise ValueError("no dataset")
-    if cell.model.kind is ModelKind.EXPORT:
-        return accuracy_entry(
-            None,
-            len(dataset.arrays),
-            record.get("provenance"),
-            "an export made elsewhere is a benchmark export: accuracy needs the ONNX model",
-        )
     artifact = _export(cell, plan, ApplicationKind.VALIDATION, logs, record, "validation_export")
     result = accuracy_on_target(
         artifact,

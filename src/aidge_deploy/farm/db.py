@@ -24,6 +24,8 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    inspect,
+    text,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
@@ -180,6 +182,19 @@ class CampaignJob(Base):
     cell: Mapped[str] = mapped_column(String(200))
     #: how many of the campaign's cells run on this farm (as the client counted them)
     cells: Mapped[int] = mapped_column(Integer)
+    #: this job is step ``step`` of the cell's ``steps`` farm jobs (its run, then its
+    #: accuracy run on the labelled set): the cell is done when its last step is
+    step: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    steps: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+
+
+#: columns added to a table after farms had created it: (table, column, its SQL type and
+#: default); ``create_all`` makes missing tables only, so a farm database gains these
+#: with ``ALTER TABLE ... ADD COLUMN`` (SQLite and PostgreSQL both take it with a default)
+ADDED_COLUMNS = (
+    ("campaign_jobs", "step", "INTEGER NOT NULL DEFAULT 1"),
+    ("campaign_jobs", "steps", "INTEGER NOT NULL DEFAULT 1"),
+)
 
 
 class Reservation(Base):
@@ -244,6 +259,7 @@ class Database:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._factory = sessionmaker(self.engine, expire_on_commit=False)
         Base.metadata.create_all(self.engine)
+        _add_columns(self.engine)
 
     @property
     def sessions(self) -> sessionmaker[Session]:
@@ -269,6 +285,20 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _add_columns(engine: Engine) -> None:
+    """The ``ADDED_COLUMNS`` a database made before them lacks."""
+    found = inspect(engine)
+    missing = [
+        (table, column, sql)
+        for table, column, sql in ADDED_COLUMNS
+        if column not in {c["name"] for c in found.get_columns(table)}
+    ]
+    if missing:
+        with engine.begin() as conn:
+            for table, column, sql in missing:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {sql}"))
 
 
 def _private_file(url: str) -> None:
@@ -297,6 +327,7 @@ __all__ = [
     "ApiToken",
     "Base",
     "Board",
+    "CampaignJob",
     "Database",
     "ExportOwner",
     "ExportRecord",

@@ -243,7 +243,13 @@ def submit_job(s: Session, who: Principal, body: SubmitRequest) -> int:
     if tag is not None:
         s.add(
             CampaignJob(
-                job_id=job.id, campaign=tag.id, name=tag.name, cell=tag.cell, cells=tag.cells
+                job_id=job.id,
+                campaign=tag.id,
+                name=tag.name,
+                cell=tag.cell,
+                cells=tag.cells,
+                step=tag.step,
+                steps=tag.steps,
             )
         )
     return int(job.id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aidge_deploy.farm.states import BoardState, JobState
 
@@ -115,6 +115,16 @@ class CampaignTag(Model):
     cell: str = Field(max_length=200)
     #: how many of the campaign's cells run on this farm
     cells: int = Field(ge=1, le=1_000_000)
+    #: this job is step ``step`` of the cell's ``steps`` farm jobs (its run, then its
+    #: accuracy run): the dashboard counts the cell done once its last step is
+    step: int = Field(default=1, ge=1, le=16)
+    steps: int = Field(default=1, ge=1, le=16)
+
+    @model_validator(mode="after")
+    def _step_of_steps(self) -> CampaignTag:
+        if self.step > self.steps:
+            raise ValueError(f"step {self.step} of {self.steps}")
+        return self
 
 
 class SubmitRequest(Model):

@@ -142,7 +142,12 @@ class _FarmRun:
                 campaign=None
                 if campaign is None
                 else CampaignTag(
-                    id=campaign.id, name=campaign.name, cell=campaign.cell, cells=campaign.cells
+                    id=campaign.id,
+                    name=campaign.name,
+                    cell=campaign.cell,
+                    cells=campaign.cells,
+                    step=campaign.step,
+                    steps=campaign.steps,
                 ),
             )
             try:

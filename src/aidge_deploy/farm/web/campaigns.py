@@ -1,10 +1,13 @@
 """``/campaigns``: the farm cells of each campaign, as the campaign's live view shows them.
 
 A campaign (``aidge-deploy campaign``, ``profile --targets``) tags each farm job it submits
-with the campaign and the cell (``db.CampaignJob``). ``/campaigns`` lists the campaigns:
-their farm cells queued, running, done and failed, the rate at which they finish and the
-time left at that rate — what the campaign's terminal view shows for its farm cells.
-``/campaigns/{id}`` lists its cells: state, board, stage, times, each a link to its job.
+with the campaign, the cell and the job's step in the cell (``db.CampaignJob``): a cell
+validated on a labelled set is two farm jobs, its run and then its accuracy run, and a cell
+run again (the campaign re-run after a crash) has the jobs of each attempt. ``/campaigns``
+counts cells, not jobs — a cell is where its latest job is, and done once its last step is
+— queued, running, done and failed, the rate at which they finish and the time left at that
+rate: what the campaign's terminal view shows for its farm cells. ``/campaigns/{id}``
+lists its jobs: cell, step, state, board, stage, times, each a link to its job.
 A user sees their own campaigns, an admin all; a page with cells still to finish reloads
 itself (no script: the pages' Content-Security-Policy allows none inline).
 """
@@ -12,7 +15,9 @@ itself (no script: the pages' Content-Security-Policy allows none inline).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -25,7 +30,7 @@ from aidge_deploy.farm.db import CampaignJob, Job, User
 from aidge_deploy.farm.deps import StateDep
 from aidge_deploy.farm.refusals import not_found
 from aidge_deploy.farm.state import FarmState
-from aidge_deploy.farm.states import ON_BOARD, TERMINAL, WAITING, JobState
+from aidge_deploy.farm.states import ON_BOARD, WAITING, JobState
 from aidge_deploy.farm.web.session import PageUser
 from aidge_deploy.farm.web.templating import render
 
@@ -36,6 +41,8 @@ REFRESH_S = 5
 
 @dataclass(frozen=True)
 class CellRow:
+    """One farm job of a cell."""
+
     job: int
     cell: str
     state: str
@@ -43,6 +50,28 @@ class CellRow:
     board: str | None
     queued_at: float | None
     finished_at: float | None
+    step: int = 1
+    steps: int = 1
+
+
+class CellPhase(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+def cell_phase(latest: CellRow) -> CellPhase:
+    """Where a cell is, from its latest job: a done job that is not the cell's last step
+    leaves the cell running (its client prepares the next step)."""
+    state = JobState(latest.state)
+    if state in WAITING:
+        return CellPhase.QUEUED
+    if state in ON_BOARD:
+        return CellPhase.RUNNING
+    if state is JobState.DONE:
+        return CellPhase.DONE if latest.step >= latest.steps else CellPhase.RUNNING
+    return CellPhase.FAILED
 
 
 @dataclass
@@ -52,6 +81,7 @@ class CampaignRow:
     user: str
     #: the campaign's farm cells, as its client counted them (some may not be submitted yet)
     cells: int
+    #: cells with a job, by the phase of their latest job
     queued: int = 0
     running: int = 0
     done: int = 0
@@ -100,25 +130,43 @@ def campaigns(state: FarmState, who: Principal, campaign: str | None = None) -> 
                 (tag.campaign, user), CampaignRow(tag.campaign, tag.name, user, tag.cells)
             )
             row.cells = max(row.cells, tag.cells)
-            job_state = JobState(job.state)
-            if job_state in WAITING:
-                row.queued += 1
-            elif job_state in ON_BOARD:
-                row.running += 1
-            elif job_state is JobState.DONE:
-                row.done += 1
-            elif job_state in TERMINAL:
-                row.failed += 1
-            end = _finished_at(job)
             row.started = min(filter(None, (row.started, job.queued_at)), default=None)
-            row.last = max(filter(None, (row.last, end)), default=None)
             row.rows.append(
-                CellRow(job.id, tag.cell, job.state, job.stage, job.board, job.queued_at, end)
+                CellRow(
+                    job=job.id,
+                    cell=tag.cell,
+                    state=job.state,
+                    stage=job.stage,
+                    board=job.board,
+                    queued_at=job.queued_at,
+                    finished_at=_finished_at(job),
+                    step=tag.step,
+                    steps=tag.steps,
+                )
             )
     rows = list(found.values())
     for row in rows:
+        _count(row)
         _rate(row)
     return sorted(rows, key=lambda r: -(r.started or 0))
+
+
+def _count(row: CampaignRow) -> None:
+    """The campaign's cells by the phase of their latest job (``row.rows`` in job order);
+    ``last``: when its last finished cell finished."""
+    latest: dict[str, CellRow] = {}
+    for job in row.rows:
+        latest[job.cell] = job
+    phases = {cell: cell_phase(job) for cell, job in latest.items()}
+    counts = Counter(phases.values())
+    row.queued, row.running = counts[CellPhase.QUEUED], counts[CellPhase.RUNNING]
+    row.done, row.failed = counts[CellPhase.DONE], counts[CellPhase.FAILED]
+    ends = [
+        latest[cell].finished_at
+        for cell, phase in phases.items()
+        if phase in (CellPhase.DONE, CellPhase.FAILED)
+    ]
+    row.last = max(filter(None, ends), default=None)
 
 
 def _rate(row: CampaignRow) -> None:
@@ -151,4 +199,4 @@ async def campaign_page(
     return render(request, "campaigns.html", who, **context)
 
 
-__all__ = ["REFRESH_S", "CampaignRow", "CellRow", "campaigns", "router"]
+__all__ = ["REFRESH_S", "CampaignRow", "CellPhase", "CellRow", "campaigns", "cell_phase", "router"]
