@@ -272,6 +272,22 @@ def test_fake_server_flash_regions_use_vflash_and_memory_map(
     assert "X20000100,0" in fake_server.commands  # binary writes probed, then used for RAM
 
 
+def test_pipelined_memory_requests_keep_their_order(fake_server: FakeFlashServer) -> None:
+    """With ``pipeline`` > 1 several memory packets go out before their replies are read
+    (one round trip for the lot); the bytes land and read back as one at a time would."""
+    payload = bytes((i * 7) & 0xFF for i in range(RAM_SIZE - 0x100))
+    with GdbRemoteClient(timeout=5, pipeline=4) as client:
+        client.connect("127.0.0.1", fake_server.port)
+        client.write_memory(RAM_BASE + 0x100, payload)
+        assert client.read_memory(RAM_BASE + 0x100, len(payload)) == payload
+    assert fake_server.ram[0x100:] == payload
+    writes = [c for c in fake_server.commands if c.startswith("X") and not c.endswith(",0")]
+    reads = [c for c in fake_server.commands if c.startswith("m")]
+    assert len(writes) > 4 and len(reads) > 4  # several batches of up to 4
+    addresses = [int(c[1:].split(",")[0], 16) for c in writes]
+    assert addresses == sorted(addresses) and addresses[0] == RAM_BASE + 0x100
+
+
 def test_fake_server_erase_all_flash(fake_server: FakeFlashServer, tmp_path: Path) -> None:
     with GdbRemoteClient(timeout=5) as client:
         client.connect("127.0.0.1", fake_server.port)
@@ -382,7 +398,8 @@ def test_qemu_client_reads_back_what_it_wrote(run_dir: Path) -> None:
             "pc": 15,
             "xpsr": 25,
         }
-        payload = bytes(range(256)) * 40  # 10 KiB: several packets
+        assert client.pipeline > 1  # QEMU's stub takes memory packets pipelined
+        payload = bytes(range(256)) * 160  # 40 KiB: 20 packets, more than one batch
         client.write_memory(0x20001000, payload)
         assert client.read_memory(0x20001000, len(payload)) == payload
         client.write_register("pc", 0x1234)

@@ -53,6 +53,9 @@ _log = logging.getLogger(__name__)
 QEMU_INSTALL_HINT = "install it: apt-get install -y --no-install-recommends qemu-system-arm"
 _LOOPBACK = "127.0.0.1"
 _RETRY_INTERVAL_S = 0.01
+#: memory packets in flight to QEMU's GDB stub, which handles its input in order: an image's
+#: write and read-back take one round trip per 16 packets (64 KB) instead of one per packet
+_RSP_PIPELINE = 16
 _VERSION_RE = re.compile(r"version\s+(\d+\.\d+(?:\.\d+)?)")
 
 
@@ -318,7 +321,7 @@ class QemuMachine:
         # client at a time, is free for connect_gdb() or any external GDB client — unless
         # the caller flashes through connect_gdb() itself (``keep_debugger``): then the
         # probe is that connection, and a second handshake is saved.
-        client = GdbRemoteClient(timeout=self.start_timeout_s)
+        client = GdbRemoteClient(timeout=self.start_timeout_s, pipeline=_RSP_PIPELINE)
         try:
             client.connect(_LOOPBACK, gdb_port)
         except DeployError:
@@ -344,7 +347,7 @@ class QemuMachine:
             return ready
         deadline = time.monotonic() + timeout_s
         while True:
-            client = GdbRemoteClient(timeout=timeout_s)
+            client = GdbRemoteClient(timeout=timeout_s, pipeline=_RSP_PIPELINE)
             try:
                 client.connect(_LOOPBACK, self.gdb_port)
                 return client

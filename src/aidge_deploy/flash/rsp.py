@@ -16,6 +16,7 @@ import contextlib
 import logging
 import socket
 import time
+from collections.abc import Sequence
 
 from aidge_deploy.errors import ConnectError
 
@@ -253,3 +254,25 @@ class RspTransport:
         """Send a packet and return the reply packet."""
         self.send_packet(payload, timeout)
         return self.receive_packet(timeout)
+
+    def request_pipelined(
+        self, payloads: Sequence[bytes], timeout: float | None = None
+    ) -> list[bytes]:
+        """Send several packets at once, then read their replies in order: one round trip
+        for the lot instead of one each (on a loaded machine each round trip also waits for
+        both processes to be scheduled). For requests whose replies do not decide the next
+        request, on a server that reads its packets in order from the stream (QEMU's stub).
+        A NAK fails the lot: it cannot say which packet to send again."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        self._send_raw(b"".join(frame(payload) for payload in payloads), deadline)
+        replies: list[bytes] = []
+        for _ in payloads:
+            if self.ack_mode:
+                while (byte := self._read_byte(deadline)) != ord("+"):
+                    if byte == ord("-"):
+                        raise ConnectError(
+                            f"the GDB server at {self._peer} rejected a pipelined packet",
+                            "the connection is corrupting data; check what else talks to that port",
+                        )
+            replies.append(self.receive_packet(max(deadline - time.monotonic(), 0.001)))
+        return replies
