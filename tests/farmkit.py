@@ -332,6 +332,49 @@ def service_farm(farm_root: Path) -> Iterator[Farm]:
         farm.stop_all()
 
 
+@dataclass(frozen=True)
+class StalledExport:
+    """A copy of an emulated board's export whose firmware holds its board for a while."""
+
+    path: str
+
+
+STALL_MARK = 'DEMO EXPORT ARM ******************\\r\\n");'
+
+
+def stalled_export(export: Any, root: Path, seconds: int) -> StalledExport:
+    """Copy ``export`` (a QEMU board's) under ``root``: its firmware prints its start banner,
+    then waits ``seconds`` of the host's wall-clock time (semihosting ``SYS_TIME``, read
+    through QEMU) before its inference, so a job on it is "running" for that long whatever
+    the machine's speed, and an orphaned QEMU of it still ends on its own."""
+    dst = root / f"{Path(export.path).name}-stalled-{seconds}s"
+    if not dst.exists():
+        tmp = root / f".{dst.name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(export.path, tmp)
+        main = tmp / "main.cpp"
+        text = main.read_text()
+        assert text.count(STALL_MARK) == 1, "the QEMU boards' start banner is not in main.cpp"
+        stall = (
+            "\n    {  /* test stall: hold the board, in host wall-clock seconds */\n"
+            "        fflush(stdout);\n"
+            "        aidge_qemu_uart_flush();\n"
+            "        auto host_seconds = []() -> unsigned long {\n"
+            "            unsigned long t;\n"
+            '            __asm volatile("movs r0, #0x11\\n\\tmovs r1, #0\\n\\tbkpt 0xab\\n\\tmov %0, r0"\n'
+            '                           : "=r"(t) : : "r0", "r1", "memory");\n'
+            "            return t;\n"
+            "        };\n"
+            f"        const unsigned long until = host_seconds() + {int(seconds)}UL;\n"
+            "        while (host_seconds() < until) {\n"
+            "        }\n"
+            "    }\n"
+        )
+        main.write_text(text.replace(STALL_MARK, STALL_MARK + stall))
+        tmp.rename(dst)
+    return StalledExport(str(dst))
+
+
 def qemu_available() -> bool:
     return (
         shutil.which("qemu-system-arm") is not None

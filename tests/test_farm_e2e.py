@@ -26,7 +26,7 @@ import pytest
 import aidge_deploy
 from aidge_deploy.config import DeployConfig
 from envparts import needs
-from farmkit import ALICE, Farm, make_farm, needs_farm, qemu_available
+from farmkit import ALICE, Farm, make_farm, needs_farm, qemu_available, stalled_export
 
 pytestmark = [
     needs_farm(),
@@ -258,8 +258,8 @@ def _assert_background_work(farm: Farm, job_id: int) -> None:
 
 
 def test_cancel_running_job_leaves_nothing(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
-    # a benchmark long enough to be cancelled while QEMU runs
-    export = export_factory("benchmark", target="mps2-an386", nb_iterations=400)
+    # a firmware that holds its board long enough to be cancelled while QEMU runs
+    export = stalled_export(export_factory("output", target="mps2-an386"), farm.root, 120)
     with farm.client(*ALICE) as alice:
         job_id = _submit(alice, export, "an386-a", run_timeout=300)
         _wait_job(alice, job_id, {"running"}, timeout=180)
@@ -282,8 +282,8 @@ def test_cancel_running_job_leaves_nothing(farm: Farm, export_factory) -> None: 
 def test_run_timeout_fails_the_job_and_frees_the_board(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
     """A job whose run outlasts its ``run_timeout`` fails with the deploy's own error; the
     agent ends its processes and frees the board for the next job."""
-    slow = export_factory("benchmark", target="mps2-an386", nb_iterations=400)
     quick = export_factory("output", target="mps2-an386")
+    slow = stalled_export(quick, farm.root, 60)
     with farm.client(*ALICE) as alice:
         job_id = _submit(alice, slow, "an386-b", run_timeout=1)
         job = _wait_job(alice, job_id, {"failed", "done", "cancelled"}, timeout=240)
@@ -301,8 +301,8 @@ def test_run_timeout_fails_the_job_and_frees_the_board(farm: Farm, export_factor
 
 
 def test_agent_killed_mid_run(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
-    slow = export_factory("benchmark", target="mps2-an386", nb_iterations=400)
     quick = export_factory("output", target="mps2-an386")
+    slow = stalled_export(quick, farm.root, 120)
     with farm.client(*ALICE) as alice:
         # both an386 boards busy, then one more job waits for either
         first = _submit(alice, slow, "an386-a", run_timeout=300)
@@ -346,7 +346,8 @@ def test_service_restart_loses_no_job(farm: Farm, export_factory) -> None:  # ty
         client = threading.Thread(target=follow, daemon=True)
         client.start()
         deadline = time.monotonic() + 120
-        while len(alice.get("/api/jobs").json()) <= len(ids):  # its job is submitted
+        # its job is submitted (the earlier tests' jobs are in the list too)
+        while max(j["id"] for j in alice.get("/api/jobs").json()) <= max(ids):
             assert time.monotonic() < deadline
             time.sleep(0.1)
         # some jobs are on boards, the rest queued
@@ -397,8 +398,8 @@ def test_cli_backend_api(farm: Farm, export_factory) -> None:  # type: ignore[no
 def test_coordinator_restart_is_survived(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
     """labgrid drops every lock and reservation when its coordinator restarts: the service
     re-creates the queue and locks the running job's board again; all jobs end done."""
-    slow = export_factory("benchmark", target="mps2-an386", nb_iterations=150)
     quick = export_factory("output", target="mps2-an386")
+    slow = stalled_export(quick, farm.root, 12)  # running across the coordinator's restart
     with farm.client(*ALICE) as alice:
         running = _submit(alice, slow, "an386-b", run_timeout=300)
         _wait_job(alice, running, {"running"}, timeout=180)

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from envparts import needs
-from farmkit import ADMIN, ALICE, needs_farm, qemu_available, stop
+from farmkit import ADMIN, ALICE, needs_farm, qemu_available, stalled_export, stop
 
 pytestmark = [needs_farm()]
 EXE = str(Path(sys.executable).parent / "aidge-deploy")
@@ -192,12 +192,15 @@ def test_farm_up_restarted_three_times_on_its_data_folder(farm_up: FarmUp, expor
 @pytest.mark.slow
 @pytest.mark.qemu
 @needs(qemu_available(), "QEMU or the Arm toolchain is missing")
-def test_farm_up_brings_back_a_killed_service_and_agent(farm_up: FarmUp, export_factory) -> None:  # type: ignore[no-untyped-def]
+def test_farm_up_brings_back_a_killed_service_and_agent(  # type: ignore[no-untyped-def]
+    farm_up: FarmUp, export_factory, tmp_path: Path
+) -> None:
     from aidge_deploy.farm.archive import pack_export
 
     quick = pack_export(Path(export_factory("output", target="mps2-an386").path))
+    # a firmware that holds its board until the agent is killed (and ends on its own)
     slow = pack_export(
-        Path(export_factory("benchmark", target="mps3-an547", nb_iterations=400).path)
+        Path(stalled_export(export_factory("output", target="mps3-an547"), tmp_path, 60).path)
     )
     farm_up.start()
     with farm_up.client() as c:

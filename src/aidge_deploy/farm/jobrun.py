@@ -86,7 +86,9 @@ class JobRun:
         self.cancel_reason = ""
         #: stopped by the agent itself (stopping), not by the job's owner
         self.interrupted = False
-        #: the board was unlocked and the reservation cancelled here
+        #: the board was unlocked here (and the reservation cancelled): not when the place
+        #: holds another reservation than the job's own, as after a coordinator restart the
+        #: service's re-lock does — the service, which knows that token, unlocks it then
         self.released = False
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"job-{self.id}")
         self._pending: list[StageEvent] = []
@@ -160,8 +162,9 @@ class JobRun:
         labgrid = self.agent.labgrid
         if labgrid is not None and self._locked:
             try:  # the reservation, then the lock: the next job gets the board at once
-                labgrid.call(lambda: free_board(labgrid.link, self.token, self.board))
-                self.released = True
+                self.released = labgrid.call(
+                    lambda: free_board(labgrid.link, self.token, self.board)
+                )
             except Exception as exc:  # the service frees it when the job ends
                 log.warning("job %s: freeing %s: %s", self.id, self.board, exc)
         self.on_board = False
