@@ -134,6 +134,27 @@ def test_profile_targets_gives_four_bundles_side_by_side_as_single_runs(
             assert one["latency"]["value"] == many["latency"]["value"]
 
 
+def test_profile_targets_with_a_labelled_set_shows_each_targets_accuracy(
+    zoo: Path, tmp_path: Path
+) -> None:
+    """``--dataset``: the top-1 accuracy where the target can report it (a board that
+    answers sample by sample), and why not where it cannot (the host benchmark)."""
+    model = zoo / "models" / "tiny.onnx"
+    out = tmp_path / "acc"
+    done = cli("profile", str(model), "--targets", "host,mps2-an386", "--iterations", "2",
+               "--dataset", str(zoo / "data" / "tiny"), "--report", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = {c["target"]["label"]: c for c in json.loads((out / "cells.json").read_text())["cells"]}
+    board = cells["mps2-an386"]["figures"]["accuracy"]
+    # the labels are the float model's own predictions: the board's float32 build agrees
+    assert (board["value"], board["samples"], board["provenance"]) == (1.0, 6, "emulated")
+    host = cells["host"]["figures"]["accuracy"]
+    assert host["value"] is None and "interactive" in host["unavailable_reason"]
+    text = " ".join(done.stdout.split())
+    assert "Top-1 accuracy on target" in text
+    assert 'data-quantity="accuracy"' in (out / "report.html").read_text()
+
+
 def test_run_an_export_on_several_boards_of_its_target(export_factory: Any, tmp_path: Path) -> None:
     """``run EXPORT --targets``: the same firmware on QEMU here and on a lab's emulated board."""
     export = Path(export_factory("benchmark", target="mps2-an386", nb_iterations=3).path)
