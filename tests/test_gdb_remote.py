@@ -280,7 +280,9 @@ def test_pipelined_memory_requests_keep_their_order(fake_server: FakeFlashServer
         client.connect("127.0.0.1", fake_server.port)
         client.write_memory(RAM_BASE + 0x100, payload)
         assert client.read_memory(RAM_BASE + 0x100, len(payload)) == payload
+        client.write_registers({"sp": RAM_BASE + RAM_SIZE, "pc": FLASH_BASE, "xpsr": 1 << 24})
     assert fake_server.ram[0x100:] == payload
+    assert fake_server.registers == {13: RAM_BASE + RAM_SIZE, 15: FLASH_BASE, 16: 1 << 24}
     writes = [c for c in fake_server.commands if c.startswith("X") and not c.endswith(",0")]
     reads = [c for c in fake_server.commands if c.startswith("m")]
     assert len(writes) > 4 and len(reads) > 4  # several batches of up to 4

@@ -371,14 +371,24 @@ class GdbRemoteClient:
         return info
 
     def write_register(self, name: str, value: int) -> None:
-        info = self._register(name)
-        encoded = value.to_bytes(info.bitsize // 8, "little").hex()
-        reply = self.request(f"P{info.number:x}={encoded}")
-        if reply != b"OK":
-            raise FlashError(
-                f"writing register {name} failed ({_describe(reply)})",
-                "the server refused the register write; use reset='monitor' instead",
-            )
+        self.write_registers({name: value})
+
+    def write_registers(self, values: Mapping[str, int]) -> None:
+        """Write registers in order (``P`` packets, pipelined when the client may)."""
+        packets: list[tuple[str, bytes]] = []
+        for name, value in values.items():
+            info = self._register(name)
+            encoded = value.to_bytes(info.bitsize // 8, "little").hex()
+            packets.append((name, f"P{info.number:x}={encoded}".encode("ascii")))
+        for first in range(0, len(packets), self.pipeline):
+            batch = packets[first : first + self.pipeline]
+            replies = self._requests([packet for _, packet in batch])
+            for (name, _), reply in zip(batch, replies, strict=True):
+                if reply != b"OK":
+                    raise FlashError(
+                        f"writing register {name} failed ({_describe(reply)})",
+                        "the server refused the register write; use reset='monitor' instead",
+                    )
 
     def read_register(self, name: str) -> int:
         info = self._register(name)

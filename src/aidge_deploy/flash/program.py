@@ -111,11 +111,9 @@ def program(
     sp = entry = None
     if reset is ResetMode.VECTOR:
         sp, entry = image.initial_sp_and_entry()
-        client.write_register("sp", sp)
-        client.write_register("pc", entry & ~1)
         # A halted-from-reset core with empty memory has EPSR.T = 0; without T the first
         # instruction faults and the core locks up (lab pitfall 2).
-        client.write_register("xpsr", _XPSR_THUMB)
+        client.write_registers({"sp": sp, "pc": entry & ~1, "xpsr": _XPSR_THUMB})
     elif reset is ResetMode.MONITOR:
         client.monitor(reset_command)
     if detach:
