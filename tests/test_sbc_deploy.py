@@ -45,6 +45,7 @@ from aidge_deploy.report.metadata import toolchain_versions
 from aidge_deploy.results import BuildStatus, DeployResult, Provenance, Toolchain
 from boards import Aarch64Board, DockerBoard, SshBoard
 from envparts import not_applicable
+from proctree import patch_main
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 
@@ -70,18 +71,6 @@ def private_copy(artifact: Any, tmp_path: Path, name: str = "export") -> Path:
     dest = tmp_path / f"{name}-{uuid.uuid4().hex[:8]}"
     shutil.copytree(Path(artifact.path), dest)
     return dest
-
-
-def patch_main(export_dir: Path, statement: str) -> None:
-    """Insert ``statement`` at the start of the export's ``main()`` (fault injection)."""
-    main = export_dir / "main.cpp"
-    text = main.read_text()
-    head, sep, tail = text.partition("int main()")
-    assert sep, "main() not found in the export"
-    brace = tail.index("{") + 1
-    main.write_text(
-        "#include <unistd.h>\n" + head + sep + tail[:brace] + "\n    " + statement + tail[brace:]
-    )
 
 
 def progress_log() -> tuple[list[str], Callable[[ProgressUpdate], None]]:
