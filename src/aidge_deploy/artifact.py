@@ -15,6 +15,8 @@ import hashlib
 import json
 import os
 import re
+import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +30,7 @@ from aidge_deploy.exportspec import (
     Export,
     Manifest,
 )
+from aidge_deploy.filememo import FileMemo, Signature, signature, signature_of
 
 if TYPE_CHECKING:
     from aidge_core.export_utils import ExportArtifact
@@ -364,39 +367,72 @@ def _peaks_from_memory_info(path: Path) -> tuple[int, ...]:
     return tuple(planes[k] for k in sorted(planes))
 
 
-def export_source_files(root: Path) -> list[Path]:
-    """The export's sources and manifest, sorted (build outputs and logs left out).
+_SKIP_FILES = frozenset(("export_log.log", "uart_output.txt", ".aidge-deploy-build.json"))
+_SKIP_SUFFIXES = frozenset((".o", ".d", ".elf", ".log", ".map"))
 
-    Walked with ``os.walk`` on strings: every deploy hashes the export (the build cache key),
-    and ``Path.rglob`` plus ``relative_to`` cost several ms on an export of 60 files.
+
+def _source_entries(
+    top: str, folders: list[tuple[str, Signature]] | None = None
+) -> list[tuple[tuple[str, ...], str, os.stat_result]]:
+    """``(relative parts, path, stat)`` of every source file under ``top``, sorted by parts.
+
+    The walk of ``os.walk`` (links to folders not followed, top-level build folders left
+    out, regular files only, links to them followed), one ``stat`` a file. ``folders``
+    receives every folder listed with its signature, taken before it was listed.
     """
-    found: list[tuple[tuple[str, ...], str]] = []
-    top = str(root)
-    for folder, dirs, names in os.walk(top):
-        rel_folder = os.path.relpath(folder, top)
-        parts = () if rel_folder == "." else tuple(rel_folder.split(os.sep))
-        if not parts:
-            dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
-        for name in names:
-            if name in ("export_log.log", "uart_output.txt", ".aidge-deploy-build.json"):
-                continue
-            if os.path.splitext(name)[1] in (".o", ".d", ".elf", ".log", ".map"):
-                continue
-            full = os.path.join(folder, name)
-            if os.path.isfile(full):
-                found.append(((*parts, name), full))
-    found.sort()  # by path components, as sorting Paths does
-    return [Path(full) for _, full in found]
+    found: list[tuple[tuple[str, ...], str, os.stat_result]] = []
+    pending: list[tuple[tuple[str, ...], str, Signature]] = [((), top, signature(top))]
+    while pending:
+        parts, folder, folder_sig = pending.pop()
+        if folders is not None:
+            folders.append((folder, folder_sig))
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            try:
+                if is_dir:
+                    if not entry.is_symlink() and (parts or entry.name not in _SKIP_DIRS):
+                        pending.append(
+                            ((*parts, entry.name), entry.path, signature_of(entry.stat()))
+                        )
+                    continue
+                name = entry.name
+                if name in _SKIP_FILES or os.path.splitext(name)[1] in _SKIP_SUFFIXES:
+                    continue
+                st = entry.stat()
+            except OSError:
+                continue  # gone, or a broken link
+            if stat.S_ISREG(st.st_mode):
+                found.append(((*parts, name), entry.path, st))
+    found.sort(key=lambda item: item[0])  # by path components, as sorting Paths does
+    return found
 
 
-def _content_hash(root: Path, files: list[Path]) -> str:
+def export_source_files(root: Path) -> list[Path]:
+    """The export's sources and manifest, sorted (build outputs and logs left out)."""
+    return [Path(path) for _, path, _ in _source_entries(str(root))]
+
+
+def _content_hash(files: list[tuple[tuple[str, ...], str, os.stat_result]]) -> str:
     digest = hashlib.sha256()
-    for path in files:
-        digest.update(str(path.relative_to(root)).encode())
+    for parts, path, _ in files:
+        digest.update(os.sep.join(parts).encode())
         digest.update(b"\0")
-        digest.update(path.read_bytes())
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+#: export hashes by folder, kept while no file or folder of the export changed
+_HASHES: FileMemo[str, str] = FileMemo()
 
 
 def export_hash(artifact: Export) -> str:
@@ -404,34 +440,46 @@ def export_hash(artifact: Export) -> str:
 
     Two exports with the same hash build to the same program, so it keys the build cache.
     The content hash is memoised per export folder against a cheap fingerprint (path,
-    size and mtime of every file), so re-deploying an unchanged export reads no sources.
+    size, mtime and ctime of every file), so re-deploying an unchanged export reads no sources;
+    within one process, while no file or folder of the export changed (``filememo``), it
+    is not even fingerprinted again.
     """
     root = Path(artifact.path)
-    files = export_source_files(root)
+    top = str(root)
+    known = _HASHES.get(top)
+    if known is not None:
+        return known
+    since = time.time_ns()
+    folders: list[tuple[str, Signature]] = []
+    files = _source_entries(top, folders)
     fingerprint = hashlib.sha256()
-    prefix = len(str(root)) + 1  # the walk yields root + "/" + the relative path
-    for path in files:
-        text = str(path)
-        st = os.stat(text)
-        fingerprint.update(f"{text[prefix:]}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    for parts, _, st in files:
+        rel = os.sep.join(parts)
+        # ctime too: a same-size rewrite whose mtime was put back (cp -p, tar, rsync -t)
+        # cannot put it back
+        fingerprint.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
     key = fingerprint.hexdigest()
     memo = (
         default_cache_root()
         / "hashes"
         / (hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24] + ".json")
     )
+    digest: str | None = None
     try:
         stored = json.loads(memo.read_text(encoding="utf-8"))
         if stored.get("fingerprint") == key and isinstance(stored.get("hash"), str):
-            return str(stored["hash"])
+            digest = str(stored["hash"])
     except (OSError, json.JSONDecodeError):
         pass
-    digest = _content_hash(root, files)
-    try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"fingerprint": key, "hash": digest}), encoding="utf-8")
-        tmp.replace(memo)
-    except OSError:
-        pass  # a read-only cache only costs speed
+    if digest is None:
+        digest = _content_hash(files)
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"fingerprint": key, "hash": digest}), encoding="utf-8")
+            tmp.replace(memo)
+        except OSError:
+            pass  # a read-only cache only costs speed
+    signed = [*folders, *((path, signature_of(st)) for _, path, st in files)]
+    _HASHES.put(top, digest, signed, since)
     return digest

@@ -1,0 +1,223 @@
+"""In-process memos of file facts (``filememo``) and the export hash kept with one.
+
+A memo must never answer for a file that changed: every test below changes a file in a way a
+cheaper signature would miss (same size, mtime put back), or adds, removes or replaces an
+entry, and checks that the answer is derived again. The files are first left to *settle*
+(a memo keeps nothing read from a file changed within its times' resolution), else the memo
+would not be exercised at all; each test checks that it was.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from aidge_deploy import artifact, filememo
+from aidge_deploy.filememo import FileMemo, settled, signature
+
+
+def _settle(*paths: Path) -> None:
+    """Wait until every path's last change is old enough for a memo to keep it."""
+    for path in paths:
+        while not settled(signature(str(path)), time.time_ns()):
+            time.sleep(0.02)
+
+
+def _rewrite_keeping_size_and_mtime(path: Path, text: str) -> None:
+    before = path.stat()
+    assert len(text.encode()) == before.st_size
+    path.write_text(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def _kept(memo: FileMemo[str, str], key: str, *paths: Path) -> None:
+    """Store ``key`` -> "old" derived from ``paths``, and check the memo serves it."""
+    since = time.time_ns()
+    memo.put(key, "old", [(str(p), signature(str(p))) for p in paths], since)
+    assert memo.get(key) == "old"
+
+
+def test_an_unchanged_file_is_answered_from_memory(tmp_path: Path) -> None:
+    f = tmp_path / "a.h"
+    f.write_text("#define A 1\n")
+    _settle(f)
+    memo: FileMemo[str, str] = FileMemo()
+    _kept(memo, "k", f)
+    assert memo.get("k") == "old" and memo.get("other") is None
+
+
+def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen(tmp_path: Path) -> None:
+    f = tmp_path / "a.h"
+    f.write_text("#define A 1\n")
+    _settle(f)
+    memo: FileMemo[str, str] = FileMemo()
+    _kept(memo, "k", f)
+    _rewrite_keeping_size_and_mtime(f, "#define A 2\n")
+    assert memo.get("k") is None
+    assert memo.get("k") is None  # and forgotten
+
+
+def test_a_file_replaced_by_rename_is_seen(tmp_path: Path) -> None:
+    f = tmp_path / "a.h"
+    f.write_text("one\n")
+    _settle(f)
+    memo: FileMemo[str, str] = FileMemo()
+    _kept(memo, "k", f)
+    other = tmp_path / "b.tmp"
+    other.write_text("two\n")
+    os.utime(other, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns))
+    other.replace(f)
+    assert memo.get("k") is None
+
+
+def test_an_entry_added_to_or_removed_from_a_folder_is_seen(tmp_path: Path) -> None:
+    folder = tmp_path / "layers"
+    folder.mkdir()
+    (folder / "a.h").write_text("a\n")
+    _settle(folder)
+    memo: FileMemo[str, str] = FileMemo()
+    _kept(memo, "k", folder)
+    (folder / "b.h").write_text("b\n")
+    assert memo.get("k") is None
+    _settle(folder)
+    _kept(memo, "k", folder)
+    (folder / "b.h").unlink()
+    assert memo.get("k") is None
+
+
+def test_a_missing_file_that_appears_or_a_file_removed_is_seen(tmp_path: Path) -> None:
+    missing, present = tmp_path / "later.h", tmp_path / "now.h"
+    present.write_text("x\n")
+    _settle(present)
+    memo: FileMemo[str, str] = FileMemo()
+    _kept(memo, "k", missing, present)
+    missing.write_text("y\n")
+    assert memo.get("k") is None
+    _settle(missing)
+    _kept(memo, "k", missing, present)
+    present.unlink()
+    assert memo.get("k") is None
+
+
+def test_a_file_changed_a_moment_ago_is_not_kept(tmp_path: Path) -> None:
+    """Within its times' resolution a second change could keep the same times: not kept."""
+    f = tmp_path / "a.h"
+    f.write_text("x\n")
+    memo: FileMemo[str, str] = FileMemo()
+    memo.put("k", "v", [(str(f), signature(str(f)))], time.time_ns())
+    assert memo.get("k") is None
+
+
+def test_settled_needs_longer_on_a_file_system_of_whole_seconds() -> None:
+    def sig(ctime_ns: int) -> filememo.Signature:
+        return (1, 2, 3, ctime_ns, ctime_ns, 0o100644)
+
+    fine, coarse = 1_700_000_000_123_456_789, 1_700_000_000_000_000_000
+    assert settled(sig(fine), fine + filememo.SETTLED_NS + 1)
+    assert not settled(sig(fine), fine + filememo.SETTLED_NS)
+    assert not settled(sig(coarse), coarse + filememo.SETTLED_NS + 1)
+    assert settled(sig(coarse), coarse + filememo.SETTLED_COARSE_NS + 1)
+    assert settled(None, 0)  # a missing path: its appearance is the change
+
+
+def test_the_memo_keeps_the_last_answers_only(tmp_path: Path) -> None:
+    f = tmp_path / "a"
+    f.write_text("x")
+    _settle(f)
+    memo: FileMemo[str, str] = FileMemo(kept=2)
+    for key in ("k1", "k2", "k3"):
+        _kept(memo, key, f)
+    assert memo.get("k1") is None and memo.get("k2") == memo.get("k3") == "old"
+
+
+# -- the export hash ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def export_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AIDGE_DEPLOY_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "export"
+    (root / "dnn" / "include" / "layers").mkdir(parents=True)
+    (root / "dnn" / "include" / "layers" / "conv.h").write_text("#define CONV_SIZE 8\n")
+    (root / "main.cpp").write_text("int main() { return 0; }\n")
+    (root / ".aidge-export.json").write_text("{}\n")
+    (root / "build").mkdir()
+    (root / "build" / "run.o").write_text("object")
+    _settle(*(p for p in [root, *root.rglob("*")]))
+    return root
+
+
+def _fresh_hash(root: Path) -> str:
+    """The hash as a new process computes it: no memo of either kind."""
+    artifact._HASHES.clear()
+    for memo in (Path(os.environ["AIDGE_DEPLOY_CACHE_DIR"]) / "hashes").glob("*.json"):
+        memo.unlink()
+    return artifact.export_hash(SimpleNamespace(path=root))  # type: ignore[arg-type]
+
+
+def _walks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    walked: list[str] = []
+    walk = artifact._source_entries
+
+    def counting(top: str, folders: list[tuple[str, filememo.Signature]] | None = None):  # type: ignore[no-untyped-def]
+        walked.append(top)
+        return walk(top, folders)
+
+    monkeypatch.setattr(artifact, "_source_entries", counting)
+    return walked
+
+
+def _hash(root: Path) -> str:
+    return artifact.export_hash(SimpleNamespace(path=root))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "rewrite_same_size_mtime_back",
+        "add_in_subfolder",
+        "remove",
+        "add_top_level_folder",
+        "replace_by_rename",
+    ],
+)
+def test_the_export_hash_is_kept_in_memory_and_sees_every_change(
+    export_dir: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    walked = _walks(monkeypatch)
+    artifact._HASHES.clear()
+    first = _hash(export_dir)
+    assert _hash(export_dir) == first
+    assert len(walked) == 1, "the second hash of an unchanged export walked it again"
+    header = export_dir / "dnn" / "include" / "layers" / "conv.h"
+    if change == "rewrite_same_size_mtime_back":
+        _rewrite_keeping_size_and_mtime(header, "#define CONV_SIZE 9\n")
+    elif change == "add_in_subfolder":
+        (header.parent / "fc.h").write_text("#define FC_SIZE 4\n")
+    elif change == "remove":
+        header.unlink()
+    elif change == "add_top_level_folder":
+        (export_dir / "data").mkdir()
+        (export_dir / "data" / "input.h").write_text("1\n")
+    else:
+        replacement = export_dir / "main.cpp.new"
+        replacement.write_text("int main() { return 1; }\n")
+        replacement.replace(export_dir / "main.cpp")
+    changed = _hash(export_dir)
+    assert changed != first
+    assert changed == _fresh_hash(export_dir)
+
+
+def test_build_outputs_do_not_change_the_export_hash(
+    export_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _fresh_hash(export_dir)
+    (export_dir / "build" / "more.o").write_text("object")
+    (export_dir / "export_log.log").write_text("make output")
+    assert _hash(export_dir) == first
