@@ -10,14 +10,18 @@ would not be exercised at all; each test checks that it was.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from aidge_deploy import artifact, filememo
+from aidge_deploy import artifact, filememo, toolcache
 from aidge_deploy.filememo import FileMemo, settled, signature
+from aidge_deploy.toolcache import compile_cached, find_c_compiler
+from envparts import needs
 
 
 def _settle(*paths: Path) -> None:
@@ -221,3 +225,49 @@ def test_build_outputs_do_not_change_the_export_hash(
     (export_dir / "build" / "more.o").write_text("object")
     (export_dir / "export_log.log").write_text("make output")
     assert _hash(export_dir) == first
+
+
+# -- the tool cache -------------------------------------------------------------------------
+
+
+@needs(shutil.which("cc") is not None or shutil.which("gcc") is not None, "no C compiler")
+def test_a_cached_tool_is_checked_by_stat_and_rebuilt_when_deleted_or_its_source_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "src" / "tool.c"
+    source.parent.mkdir()
+    source.write_text("int main(void) { return 3; }\n")
+    cc = find_c_compiler(purpose="a test tool")
+    compiles: list[list[str]] = []
+    real = toolcache.run_captured
+
+    def counting(cmd: list[str], **kw: object):  # type: ignore[no-untyped-def]
+        compiles.append(cmd)
+        return real(cmd, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(toolcache, "run_captured", counting)
+    reads: list[Path] = []
+    read_bytes = Path.read_bytes
+
+    def counting_read(self: Path) -> bytes:
+        reads.append(self)
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counting_read)
+
+    def build() -> Path:
+        return compile_cached("tool", [source], cc, ["-O0"], cache_root=tmp_path / "cache")
+
+    first = build()
+    assert len(compiles) == 1 and subprocess.run([first]).returncode == 3
+    _settle(source, first)
+    reads.clear()
+    assert build() == first and reads == [source]  # hashed once more, then kept
+    assert build() == first and reads == [source] and len(compiles) == 1  # kept: no read
+    first.unlink()  # a stale answer must not outlive its output
+    assert build() == first and first.is_file() and len(compiles) == 2
+    _settle(first)
+    build()
+    source.write_text("int main(void) { return 4; }\n")  # a new source version
+    second = build()
+    assert second != first and len(compiles) == 3 and subprocess.run([second]).returncode == 4

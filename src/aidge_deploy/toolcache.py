@@ -12,20 +12,26 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_captured
 from aidge_deploy.errors import BuildError, PreflightError
+from aidge_deploy.filememo import FileMemo, signature
 from aidge_deploy.readiness import ToolCheck
+
+#: outputs built, by (name, sources, compiler, flags, suffix, output folder)
+_BUILT: FileMemo[tuple[str, tuple[str, ...], str, tuple[str, ...], str, str], Path] = FileMemo()
 
 
 def find_c_compiler(explicit: str | None = None, *, purpose: str) -> str:
     """The first C compiler found among ``explicit``, ``$CC``, ``cc`` and ``gcc``."""
     for name in (explicit, os.environ.get("CC"), "cc", "gcc"):
-        if name and shutil.which(name):
-            return str(shutil.which(name))
+        found = shutil.which(name) if name else None
+        if found:
+            return found
     raise PreflightError(
         f"No C compiler found to build {purpose}",
         hint="apt-get install --no-install-recommends gcc (or set CC).",
@@ -51,15 +57,39 @@ def compile_cached(
     timeout_s: float = 120.0,
 ) -> Path:
     """Compile and link the ``.c`` files of ``sources`` (the others are hashed headers)
-    into one output, unless that exact set of sources, compiler and flags is cached."""
+    into one output, unless that exact set of sources, compiler and flags is cached.
+
+    The answer is kept for the process while the sources and the output are unchanged
+    (``filememo``): later calls stat them instead of reading and hashing the sources.
+    """
+    out_dir = (cache_root or default_cache_root()) / "tools"
+    key = (name, tuple(map(str, sources)), compiler, tuple(flags), suffix, str(out_dir))
+    known = _BUILT.get(key)
+    if known is not None:
+        return known
+    since = time.time_ns()
+    signed = [(str(src), signature(str(src))) for src in sources]
     digest = hashlib.sha256()
     for src in sources:
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
     digest.update(compiler.encode() + b"\0" + " ".join(flags).encode())
-    out_dir = (cache_root or default_cache_root()) / "tools"
     target = out_dir / f"{name}-{digest.hexdigest()[:16]}{suffix}"
-    if target.is_file():
-        return target
+    if not target.is_file():
+        _compile(name, sources, compiler, flags, suffix, out_dir, target, timeout_s)
+    _BUILT.put(key, target, [*signed, (str(target), signature(str(target)))], since)
+    return target
+
+
+def _compile(
+    name: str,
+    sources: Sequence[Path],
+    compiler: str,
+    flags: Sequence[str],
+    suffix: str,
+    out_dir: Path,
+    target: Path,
+    timeout_s: float,
+) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{name}-", suffix=suffix, dir=out_dir)
     os.close(fd)
@@ -86,4 +116,3 @@ def compile_cached(
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return target

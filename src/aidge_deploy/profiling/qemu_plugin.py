@@ -18,6 +18,7 @@ executed *before* the boundary instruction) and a final ``T`` total.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,17 +52,19 @@ _CFLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall")
 _HEADER = "# aidge_pmu 2 "
 
 
-def _source_dir() -> Path:
-    return Path(str(resources.files("aidge_deploy.profiling").joinpath("plugin")))
+@functools.cache
+def _sources() -> tuple[Path, ...]:
+    """The plugin's source files (where the package is does not change in a process)."""
+    folder = Path(str(resources.files("aidge_deploy.profiling").joinpath("plugin")))
+    return tuple(folder / name for name in _SOURCES)
 
 
 def plugin_path(cache_root: Path | None = None, compiler: str | None = None) -> Path:
     """The built plugin (``.so``), compiling it first if this source version is not cached."""
     cc = find_c_compiler(compiler, purpose="the emulated-PMU QEMU plugin")
-    src = _source_dir()
     return compile_cached(
         "libaidge_pmu",
-        [src / name for name in _SOURCES],
+        _sources(),
         cc,
         _CFLAGS,
         suffix=".so",
