@@ -20,6 +20,8 @@ import pytest
 
 from aidge_deploy import artifact, filememo, toolcache
 from aidge_deploy.filememo import FileMemo, settled, signature
+from aidge_deploy.profiling import model_analysis
+from aidge_deploy.profiling.model_analysis import analyze_export
 from aidge_deploy.toolcache import compile_cached, find_c_compiler
 from envparts import needs
 
@@ -271,3 +273,44 @@ def test_a_cached_tool_is_checked_by_stat_and_rebuilt_when_deleted_or_its_source
     source.write_text("int main(void) { return 4; }\n")  # a new source version
     second = build()
     assert second != first and len(compiles) == 3 and subprocess.run([second]).returncode == 4
+
+
+# -- the layer analysis ---------------------------------------------------------------------
+
+
+def _layer(folder: Path, name: str, weights: int) -> Path:
+    header = folder / f"{name}.h"
+    prefix = name.upper()
+    header.write_text(
+        f"#define {prefix}_OUTPUT_0_NB_OUTPUTS 4\n#define {prefix}_OUTPUT_0_OUT_HEIGHT 2\n"
+        f"#define {prefix}_OUTPUT_0_OUT_WIDTH 2\n#define {prefix}_WEIGHTS_SIZE {weights}\n"
+    )
+    return header
+
+
+def test_the_layer_analysis_is_kept_in_memory_and_sees_every_change(
+    export_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = export_dir / "dnn" / "include" / "layers"
+    conv = _layer(folder, "conv", 36)
+    _settle(folder, conv)
+    export = SimpleNamespace(path=export_dir)
+    parsed: list[Path] = []
+    defines = model_analysis._defines
+
+    def counting(path: Path) -> dict[str, int]:
+        parsed.append(path)
+        return defines(path)
+
+    monkeypatch.setattr(model_analysis, "_defines", counting)
+    model_analysis._ANALYSES.clear()
+    first = analyze_export(export)  # type: ignore[arg-type]
+    assert [(a.name, a.macs) for a in first] == [("conv", 36 * 4)]
+    parsed.clear()
+    assert analyze_export(export) == first and parsed == []  # type: ignore[arg-type]
+    _rewrite_keeping_size_and_mtime(conv, conv.read_text().replace("SIZE 36", "SIZE 37"))
+    assert [(a.name, a.macs) for a in analyze_export(export)] == [("conv", 37 * 4)]  # type: ignore[arg-type]
+    _settle(folder, conv)
+    analyze_export(export)  # type: ignore[arg-type]
+    _layer(folder, "fc", 8)
+    assert [a.name for a in analyze_export(export)] == ["conv", "fc"]  # type: ignore[arg-type]

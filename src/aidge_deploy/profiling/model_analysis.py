@@ -11,10 +11,13 @@ reshapes, pooling, element-wise) report 0 MACs: their cost is data movement, not
 from __future__ import annotations
 
 import re
+import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from aidge_deploy.exportspec import Export
+from aidge_deploy.filememo import FileMemo, signature
 
 _DEFINE = re.compile(r"^\s*#define\s+(\w+)\s+(-?\d+)\s*$", re.M)
 
@@ -35,13 +38,35 @@ def _defines(path: Path) -> dict[str, int]:
     }
 
 
+#: analyses by layer folder, kept while the folder and its headers are unchanged
+_ANALYSES: FileMemo[str, tuple[LayerAnalysis, ...]] = FileMemo()
+
+
 def analyze_export(artifact: Export) -> tuple[LayerAnalysis, ...]:
-    """MACs and parameters of every layer header found in the export (may be empty)."""
+    """MACs and parameters of every layer header found in the export (may be empty).
+
+    Kept for the process while the layer folder and its headers are unchanged (``filememo``):
+    a warm deploy of the same export stats them instead of parsing them again.
+    """
     layer_dir = Path(artifact.path) / "dnn" / "include" / "layers"
-    if not layer_dir.is_dir():
+    key = str(layer_dir)
+    known = _ANALYSES.get(key)
+    if known is not None:
+        return known
+    since = time.time_ns()
+    folder = signature(key)
+    if folder is None or not stat.S_ISDIR(folder[5]):
         return ()
+    headers = sorted(layer_dir.glob("*.h"))
+    signed = [(key, folder), *((str(h), signature(str(h))) for h in headers)]
+    analysis = _analyze(headers)
+    _ANALYSES.put(key, analysis, signed, since)
+    return analysis
+
+
+def _analyze(headers: list[Path]) -> tuple[LayerAnalysis, ...]:
     out = []
-    for header in sorted(layer_dir.glob("*.h")):
+    for header in headers:
         name = header.stem
         prefix = name.upper()
         defs = _defines(header)
