@@ -155,7 +155,7 @@ def _counts(
             f"{path}:{line_number}: expected {len(PLUGIN_COUNTERS)} counts, got {len(fields)}",
             hint="The plugin file is truncated or from another plugin version.",
         )
-    counts = dict(zip(PLUGIN_COUNTERS, (int(f) for f in fields), strict=True))
+    counts = dict(zip(PLUGIN_COUNTERS, map(int, fields), strict=True))
     if not modelled:
         del counts["estimated_cycles"]
     return MappingProxyType(counts)
