@@ -19,6 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 from aidge_deploy import artifact, filememo, toolcache
+from aidge_deploy.boards.baremetal.qemu import pmu
+from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols
 from aidge_deploy.filememo import FileMemo, settled, signature
 from aidge_deploy.profiling import model_analysis
 from aidge_deploy.profiling.model_analysis import analyze_export
@@ -314,3 +316,38 @@ def test_the_layer_analysis_is_kept_in_memory_and_sees_every_change(
     analyze_export(export)  # type: ignore[arg-type]
     _layer(folder, "fc", 8)
     assert [a.name for a in analyze_export(export)] == ["conv", "fc"]  # type: ignore[arg-type]
+
+
+# -- the emulated PMU's boundary symbols ----------------------------------------------------
+
+
+@needs(shutil.which("cc") is not None or shutil.which("gcc") is not None, "no C compiler")
+def test_the_pmu_boundaries_are_kept_in_memory_and_a_rebuilt_firmware_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cc = find_c_compiler(purpose="a test firmware")
+    elf = tmp_path / "firmware.elf"
+
+    def build(with_cycles: bool) -> None:
+        source = tmp_path / "firmware.c"
+        cycles = "void aidge_qemu_cycles(void) {}\n" if with_cycles else ""
+        source.write_text(
+            f"int model_forward(void) {{ return 0; }}\n{cycles}int main(void) {{ return 0; }}\n"
+        )
+        subprocess.run([cc, "-O0", "-o", str(elf), str(source)], check=True)
+
+    build(with_cycles=True)
+    _settle(elf)
+    reads: list[Path] = []
+    real = pmu.read_elf
+
+    def counting(path: Path, **kw: bool):  # type: ignore[no-untyped-def]
+        reads.append(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(pmu, "read_elf", counting)
+    pmu._SYMBOLS.clear()
+    first = PmuSymbols.of(elf)
+    assert first.cycles is not None and PmuSymbols.of(elf) == first and len(reads) == 1
+    build(with_cycles=False)  # the firmware rebuilt in place
+    assert PmuSymbols.of(elf).cycles is None and len(reads) == 2

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from aidge_deploy import stats
 from aidge_deploy.config import Aggregation
 from aidge_deploy.elf import ElfReadError, read_elf
 from aidge_deploy.errors import CaptureError, ConfigError, DeployError
+from aidge_deploy.filememo import FileMemo, signature
 from aidge_deploy.profiling.aggregate import aggregate_samples
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult, pass_result_from_samples
@@ -65,7 +67,23 @@ class PmuSymbols:
 
     @classmethod
     def of(cls, firmware: Path) -> PmuSymbols:
-        """The boundaries of ``firmware`` (Thumb bits cleared); ``ConfigError`` without a forward."""
+        """The boundaries of ``firmware`` (Thumb bits cleared); ``ConfigError`` without a forward.
+
+        Kept for the process while the firmware file is unchanged (``filememo``): a warm
+        deploy of the same build does not scan its symbol table again.
+        """
+        key = str(firmware)
+        known = _SYMBOLS.get(key)
+        if known is not None:
+            return known
+        since = time.time_ns()
+        signed = signature(key)
+        found = cls._read(firmware)
+        _SYMBOLS.put(key, found, [(key, signed)], since)
+        return found
+
+    @classmethod
+    def _read(cls, firmware: Path) -> PmuSymbols:
         try:
             elf = read_elf(firmware, symbols=True)
         except ElfReadError as exc:
@@ -82,6 +100,10 @@ class PmuSymbols:
                 hint="Emulated counters need an Aidge export's firmware.",
             )
         return cls(forward, cycles, sample)
+
+
+#: boundaries by firmware path, kept while the file is unchanged
+_SYMBOLS: FileMemo[str, PmuSymbols] = FileMemo()
 
 
 def emulated_counter_availability() -> dict[str, str | None]:
