@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from aidge_deploy import artifact, filememo, toolcache
+from aidge_deploy import artifact, buildsys, filememo, toolcache
 from aidge_deploy.boards.baremetal.qemu import pmu
 from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols
 from aidge_deploy.filememo import FileMemo, settled, signature
@@ -351,3 +351,55 @@ def test_the_pmu_boundaries_are_kept_in_memory_and_a_rebuilt_firmware_is_read_ag
     assert first.cycles is not None and PmuSymbols.of(elf) == first and len(reads) == 1
     build(with_cycles=False)  # the firmware rebuilt in place
     assert PmuSymbols.of(elf).cycles is None and len(reads) == 2
+
+
+# -- the export's memory plan and its Makefile's compiler -----------------------------------
+
+
+def test_the_memory_plan_is_kept_in_memory_and_sees_every_change(export_dir: Path) -> None:
+    src = export_dir / "dnn" / "src"
+    src.mkdir()
+    forward = src / "forward.cpp"
+    forward.write_text("static uint8_t mem_0[1200];\n")
+    info = export_dir / "stats" / "memory_info.txt"
+    info.parent.mkdir()
+    info.write_text("[MEM_0]\n offset: 0 size: 64\n")
+    _settle(src, forward, info)
+    export = SimpleNamespace(path=export_dir, manifest=SimpleNamespace(memory_peak_bytes=None))
+    artifact._PEAKS.clear()
+    assert artifact.memory_peaks(export) == (1200,)  # type: ignore[arg-type]
+    assert artifact._PEAKS.get(str(export_dir)) == (1200,)  # kept
+    _rewrite_keeping_size_and_mtime(forward, "static uint8_t mem_0[1300];\n")
+    assert artifact.memory_peaks(export) == (1300,)  # type: ignore[arg-type]
+    _settle(forward)
+    artifact.memory_peaks(export)  # type: ignore[arg-type]
+    (src / "other.c").write_text("static uint8_t mem_1[80];\n")
+    assert artifact.memory_peaks(export) == (1300, 80)  # type: ignore[arg-type]
+    _settle(src)
+    forward.unlink()
+    (src / "other.c").unlink()
+    artifact.memory_peaks(export)  # type: ignore[arg-type]
+    _settle(src)
+    assert artifact.memory_peaks(export) == (64,)  # type: ignore[arg-type]
+    assert artifact._PEAKS.get(str(export_dir)) == (64,)
+    _rewrite_keeping_size_and_mtime(info, "[MEM_0]\n offset: 0 size: 96\n")
+    assert artifact.memory_peaks(export) == (96,)  # type: ignore[arg-type]
+
+
+def test_the_makefile_compiler_is_kept_in_memory_and_a_changed_makefile_is_read_again(
+    export_dir: Path,
+) -> None:
+    makefile = export_dir / "Makefile"
+    makefile.write_text("CC = riscv32-unknown-elf-gcc\n")
+    _settle(makefile)
+    buildsys._MAKEFILE_COMPILERS.clear()
+    assert buildsys._makefile_compiler(export_dir) == "riscv32-unknown-elf-gcc"
+    assert buildsys._MAKEFILE_COMPILERS.get(str(makefile)) == ("riscv32-unknown-elf-gcc",)
+    _rewrite_keeping_size_and_mtime(makefile, "CC = riscv64-unknown-elf-gcc\n")
+    assert buildsys._makefile_compiler(export_dir) == "riscv64-unknown-elf-gcc"
+    _settle(makefile)
+    buildsys._makefile_compiler(export_dir)
+    _rewrite_keeping_size_and_mtime(makefile, "CC = gcc".ljust(28) + "\n")
+    assert buildsys._makefile_compiler(export_dir) is None
+    makefile.unlink()
+    assert buildsys._makefile_compiler(export_dir) is None

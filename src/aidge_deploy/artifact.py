@@ -323,25 +323,43 @@ def hydrate_runtime(config: DeployConfig, manifest: Manifest) -> RuntimeSettings
     )
 
 
+#: the peaks read from an export's sources, by export folder, kept while they are unchanged
+_PEAKS: FileMemo[str, tuple[int, ...]] = FileMemo()
+
+
 def memory_peaks(artifact: Export) -> tuple[int, ...]:
     """Per-memory peak bytes of the export's static plan.
 
     Uses the manifest value when present; Aidge 0.10.1 always writes null, so fall back to
     the ``static unsigned char mem_<i>[N];`` buffers of ``dnn/src/forward.cpp`` and then to
-    the ``[MEM_k]`` planes of ``stats/memory_info.txt``.
+    the ``[MEM_k]`` planes of ``stats/memory_info.txt`` (what they say is kept for the
+    process while those files are unchanged: ``filememo``).
     """
     declared = artifact.manifest.memory_peak_bytes
     if isinstance(declared, list) and declared:
         return tuple(int(v) for v in declared)
     if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
         return (declared,)
+    key = str(artifact.path)
+    known = _PEAKS.get(key)
+    if known is not None:
+        return known
+    since = time.time_ns()
+    src_dir = artifact.path / "dnn" / "src"
+    sources = sorted(src_dir.glob("*.c*"))
+    signed = [(str(p), signature(str(p))) for p in (src_dir, *sources)]
     peaks: dict[int, int] = {}
-    for source in sorted((artifact.path / "dnn" / "src").glob("*.c*")):
+    for source in sources:
         for match in _MEM_DECL.finditer(source.read_text(encoding="utf-8", errors="replace")):
             peaks[int(match.group(1))] = max(peaks.get(int(match.group(1)), 0), int(match.group(2)))
     if peaks:
-        return tuple(peaks[i] for i in sorted(peaks))
-    return _peaks_from_memory_info(artifact.path / "stats" / "memory_info.txt")
+        found = tuple(peaks[i] for i in sorted(peaks))
+    else:
+        info = artifact.path / "stats" / "memory_info.txt"
+        signed.append((str(info), signature(str(info))))
+        found = _peaks_from_memory_info(info)
+    _PEAKS.put(key, found, signed, since)
+    return found
 
 
 def _peaks_from_memory_info(path: Path) -> tuple[int, ...]:

@@ -37,6 +37,7 @@ from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_to_streams
 from aidge_deploy.errors import BuildError, InternalError, MemoryFitError, PreflightError
 from aidge_deploy.exportspec import Export
+from aidge_deploy.filememo import FileMemo, signature
 from aidge_deploy.results import BuildResult, BuildStatus, Toolchain
 
 STAMP_NAME = ".aidge-deploy-build.json"
@@ -152,14 +153,27 @@ _MAKE_COMPILER = re.compile(
 _CMAKE_COMPILER = re.compile(r"^CMAKE_CXX_COMPILER:[A-Z]+=(.+)$", re.MULTILINE)
 
 
+#: what each Makefile names, kept while it is unchanged
+_MAKEFILE_COMPILERS: FileMemo[str, tuple[str | None]] = FileMemo()
+
+
 def _makefile_compiler(export_dir: Path) -> str | None:
     """The cross compiler the export's Makefile names (``arm-none-eabi-gcc``), if any."""
+    makefile = str(export_dir / "Makefile")
+    known = _MAKEFILE_COMPILERS.get(makefile)
+    if known is not None:
+        return known[0]
+    since = time.time_ns()
+    signed = signature(makefile)
     try:
-        text = (export_dir / "Makefile").read_text(encoding="utf-8", errors="replace")
+        with open(makefile, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
     except OSError:
         return None
     found = _MAKE_COMPILER.search(text)
-    return found.group(1) if found else None
+    compiler = found.group(1) if found else None
+    _MAKEFILE_COMPILERS.put(makefile, (compiler,), [(makefile, signed)], since)
+    return compiler
 
 
 def _build_toolchain(plan: BuildPlan, build_dir: Path) -> Toolchain:
