@@ -9,6 +9,7 @@ would not be exercised at all; each test checks that it was.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -403,3 +404,39 @@ def test_the_makefile_compiler_is_kept_in_memory_and_a_changed_makefile_is_read_
     assert buildsys._makefile_compiler(export_dir) is None
     makefile.unlink()
     assert buildsys._makefile_compiler(export_dir) is None
+
+
+def test_a_cached_build_is_kept_in_memory_and_a_removed_artifact_or_new_stamp_is_seen(
+    tmp_path: Path,
+) -> None:
+    entry = tmp_path / "builds" / "export-0123"
+    (entry / "bin").mkdir(parents=True)
+    elf = entry / "bin" / "run.elf"
+    elf.write_bytes(b"\x7fELF firmware")
+    stamp = entry / buildsys.STAMP_NAME
+    digest = "a" * 64
+
+    def write_stamp(export_hash: str) -> None:
+        stamp.write_text(
+            json.dumps({"export_hash": export_hash, "artifact": "bin/run.elf", "log_tail": "ok"})
+        )
+
+    write_stamp(digest)
+    _settle(elf, stamp)
+    plan = buildsys.BuildPlan(
+        "make", tmp_path, entry, (), "bin/run.elf", entry, cache_entry=True, digest=digest
+    )
+    buildsys._CACHED.clear()
+    first = buildsys._cached_build(plan, digest, (1200,))
+    assert first is not None and first.artifact_path == elf and first.log == "ok"
+    assert buildsys._cached_build(plan, digest, (1200,)) is first  # kept
+    elf.unlink()
+    assert buildsys._cached_build(plan, digest, (1200,)) is None
+    elf.write_bytes(b"\x7fELF firmware")
+    _settle(elf)
+    assert buildsys._cached_build(plan, digest, (1200,)) == first
+    assert buildsys._cached_build(plan, digest, (1200,)) is not None
+    before = stamp.stat()
+    write_stamp("b" * 64)  # another export's build took the entry
+    os.utime(stamp, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert buildsys._cached_build(plan, digest, (1200,)) is None

@@ -354,14 +354,28 @@ _PRIVATE_PREFIX = ".tmp-"
 _STALE_AFTER_S = 24 * 3600.0
 
 
+#: builds found complete in the cache, kept while their stamp and artifact are unchanged
+_CACHED: FileMemo[tuple[str, str, tuple[int, ...], str, str], BuildResult] = FileMemo()
+
+
 def _cached_build(plan: BuildPlan, digest: str, peaks: tuple[int, ...]) -> BuildResult | None:
-    stamp = _read_stamp(plan.build_dir / STAMP_NAME)
+    """The build of ``plan`` if the cache holds it complete (its stamp names this export
+    hash and its artifact is there). Kept for the process while the stamp and the artifact
+    are unchanged (``filememo``), when the artifact's name is not a pattern."""
+    stamp_path = str(plan.build_dir / STAMP_NAME)
+    key = (stamp_path, digest, peaks, str(plan.artifact_root), plan.artifact_pattern)
+    known = _CACHED.get(key)
+    if known is not None:
+        return known
+    since = time.time_ns()
+    signed = signature(stamp_path)
+    stamp = _read_stamp(Path(stamp_path))
     if not stamp or stamp.get("export_hash") != digest:
         return None
     found = find_artifact(plan.artifact_root, plan.artifact_pattern)
     if found is None or found.relative_to(plan.build_dir).as_posix() != stamp.get("artifact"):
         return None
-    return BuildResult(
+    cached = BuildResult(
         artifact_path=found,
         mem_peaks=peaks,
         status=BuildStatus.CACHED,
@@ -370,6 +384,9 @@ def _cached_build(plan: BuildPlan, digest: str, peaks: tuple[int, ...]) -> Build
         build_dir=plan.build_dir,
         toolchain=Toolchain(tuple(str(p) for p in stamp.get("toolchain") or ())),
     )
+    if not any(ch in plan.artifact_pattern for ch in "*?["):  # else a folder's listing counts
+        _CACHED.put(key, cached, [(stamp_path, signed), (str(found), signature(str(found)))], since)
+    return cached
 
 
 def _run_build(

@@ -22,6 +22,7 @@ Standard library only: the build system, the tool cache and the profiling reader
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Hashable, Iterable
 
 #: (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns, st_mode); None: the path is missing
@@ -65,6 +66,7 @@ class FileMemo[K: Hashable, V]:
     def __init__(self, kept: int = 32) -> None:
         self._kept = kept
         self._answers: dict[K, tuple[V, tuple[tuple[str, Signature], ...]]] = {}
+        self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
         """The answer kept for ``key`` if every file it came from is unchanged, else None."""
@@ -74,7 +76,9 @@ class FileMemo[K: Hashable, V]:
         value, files = kept
         for path, sig in files:
             if signature(path) != sig:
-                del self._answers[key]
+                with self._lock:
+                    if self._answers.get(key) is kept:
+                        del self._answers[key]
                 return None
         return value
 
@@ -82,15 +86,17 @@ class FileMemo[K: Hashable, V]:
         """Keep ``value`` for ``key``, derived from ``files`` as signed at ``since_ns``;
         nothing is kept while one of them may still change within its time's resolution."""
         files = tuple(files)
-        self._answers.pop(key, None)
-        if not all(settled(sig, since_ns) for _, sig in files):
-            return
-        self._answers[key] = (value, files)
-        while len(self._answers) > self._kept:
-            del self._answers[next(iter(self._answers))]
+        with self._lock:  # deploys may run in threads of one process
+            self._answers.pop(key, None)
+            if not all(settled(sig, since_ns) for _, sig in files):
+                return
+            self._answers[key] = (value, files)
+            while len(self._answers) > self._kept:
+                del self._answers[next(iter(self._answers))]
 
     def clear(self) -> None:
-        self._answers.clear()
+        with self._lock:
+            self._answers.clear()
 
 
 __all__ = ["FileMemo", "Signature", "settled", "signature", "signature_of"]
