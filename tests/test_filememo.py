@@ -22,7 +22,7 @@ import pytest
 from aidge_deploy import artifact, buildsys, filememo, toolcache
 from aidge_deploy.boards.baremetal.qemu import pmu
 from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols
-from aidge_deploy.filememo import FileMemo, settled, signature
+from aidge_deploy.filememo import FileMemo, Reads, settled, signature
 from aidge_deploy.profiling import model_analysis
 from aidge_deploy.profiling.model_analysis import analyze_export
 from aidge_deploy.toolcache import compile_cached, find_c_compiler
@@ -52,22 +52,56 @@ def _kept(memo: FileMemo[str, str], key: str, *paths: Path) -> None:
     assert memo.get(key) == "old"
 
 
-def test_an_unchanged_file_is_answered_from_memory(tmp_path: Path) -> None:
+@pytest.fixture
+def header(tmp_path: Path) -> Path:
+    """A settled file."""
     f = tmp_path / "a.h"
     f.write_text("#define A 1\n")
     _settle(f)
+    return f
+
+
+def test_an_unchanged_file_is_answered_from_memory(header: Path) -> None:
     memo: FileMemo[str, str] = FileMemo()
-    _kept(memo, "k", f)
+    _kept(memo, "k", header)
     assert memo.get("k") == "old" and memo.get("other") is None
 
 
-def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen(tmp_path: Path) -> None:
-    f = tmp_path / "a.h"
-    f.write_text("#define A 1\n")
-    _settle(f)
+def test_answer_derives_once_and_keeps_nothing_after_an_error_or_forget(header: Path) -> None:
     memo: FileMemo[str, str] = FileMemo()
-    _kept(memo, "k", f)
-    _rewrite_keeping_size_and_mtime(f, "#define A 2\n")
+    derived: list[str] = []
+
+    def derive(reads: Reads) -> str:
+        reads.sign(header)
+        derived.append(header.read_text())
+        return derived[-1]
+
+    assert memo.answer("k", derive) == memo.answer("k", derive) == "#define A 1\n"
+    assert len(derived) == 1
+    _rewrite_keeping_size_and_mtime(header, "#define A 2\n")
+    assert memo.answer("k", derive) == "#define A 2\n" and len(derived) == 2
+
+    def failing(reads: Reads) -> str:
+        reads.sign(header)
+        raise OSError("unreadable")
+
+    with pytest.raises(OSError):
+        memo.answer("e", failing)
+    assert memo.get("e") is None
+
+    def forgetting(reads: Reads) -> str:
+        reads.sign(header)
+        reads.forget()
+        return "not only files"
+
+    memo.answer("f", forgetting)
+    assert memo.get("f") is None
+
+
+def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen(header: Path) -> None:
+    memo: FileMemo[str, str] = FileMemo()
+    _kept(memo, "k", header)
+    _rewrite_keeping_size_and_mtime(header, "#define A 2\n")
     assert memo.get("k") is None
     assert memo.get("k") is None  # and forgotten
 
@@ -395,7 +429,7 @@ def test_the_makefile_compiler_is_kept_in_memory_and_a_changed_makefile_is_read_
     _settle(makefile)
     buildsys._MAKEFILE_COMPILERS.clear()
     assert buildsys._makefile_compiler(export_dir) == "riscv32-unknown-elf-gcc"
-    assert buildsys._MAKEFILE_COMPILERS.get(str(makefile)) == ("riscv32-unknown-elf-gcc",)
+    assert buildsys._MAKEFILE_COMPILERS.get(str(makefile)) == "riscv32-unknown-elf-gcc"
     _rewrite_keeping_size_and_mtime(makefile, "CC = riscv64-unknown-elf-gcc\n")
     assert buildsys._makefile_compiler(export_dir) == "riscv64-unknown-elf-gcc"
     _settle(makefile)

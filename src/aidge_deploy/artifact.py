@@ -16,7 +16,6 @@ import json
 import os
 import re
 import stat
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ from aidge_deploy.exportspec import (
     Export,
     Manifest,
 )
-from aidge_deploy.filememo import FileMemo, Signature, signature, signature_of
+from aidge_deploy.filememo import FileMemo, Reads, Signature, signature, signature_of
 
 if TYPE_CHECKING:
     from aidge_core.export_utils import ExportArtifact
@@ -340,26 +339,23 @@ def memory_peaks(artifact: Export) -> tuple[int, ...]:
         return tuple(int(v) for v in declared)
     if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
         return (declared,)
-    key = str(artifact.path)
-    known = _PEAKS.get(key)
-    if known is not None:
-        return known
-    since = time.time_ns()
-    src_dir = artifact.path / "dnn" / "src"
+    return _PEAKS.answer(str(artifact.path), lambda reads: _peaks_of(artifact.path, reads))
+
+
+def _peaks_of(root: Path, reads: Reads) -> tuple[int, ...]:
+    src_dir = root / "dnn" / "src"
+    reads.sign(src_dir)
     sources = sorted(src_dir.glob("*.c*"))
-    signed = [(str(p), signature(str(p))) for p in (src_dir, *sources)]
     peaks: dict[int, int] = {}
     for source in sources:
+        reads.sign(source)
         for match in _MEM_DECL.finditer(source.read_text(encoding="utf-8", errors="replace")):
             peaks[int(match.group(1))] = max(peaks.get(int(match.group(1)), 0), int(match.group(2)))
     if peaks:
-        found = tuple(peaks[i] for i in sorted(peaks))
-    else:
-        info = artifact.path / "stats" / "memory_info.txt"
-        signed.append((str(info), signature(str(info))))
-        found = _peaks_from_memory_info(info)
-    _PEAKS.put(key, found, signed, since)
-    return found
+        return tuple(peaks[i] for i in sorted(peaks))
+    info = root / "stats" / "memory_info.txt"
+    reads.sign(info)
+    return _peaks_from_memory_info(info)
 
 
 def _peaks_from_memory_info(path: Path) -> tuple[int, ...]:
@@ -463,13 +459,12 @@ def export_hash(artifact: Export) -> str:
     is not even fingerprinted again.
     """
     root = Path(artifact.path)
-    top = str(root)
-    known = _HASHES.get(top)
-    if known is not None:
-        return known
-    since = time.time_ns()
+    return _HASHES.answer(str(root), lambda reads: _export_hash(root, reads))
+
+
+def _export_hash(root: Path, reads: Reads) -> str:
     folders: list[tuple[str, Signature]] = []
-    files = _source_entries(top, folders)
+    files = _source_entries(str(root), folders)
     fingerprint = hashlib.sha256()
     for parts, _, st in files:
         rel = os.sep.join(parts)
@@ -498,6 +493,6 @@ def export_hash(artifact: Export) -> str:
             tmp.replace(memo)
         except OSError:
             pass  # a read-only cache only costs speed
-    signed = [*folders, *((path, signature_of(st)) for _, path, st in files)]
-    _HASHES.put(top, digest, signed, since)
+    for path, sig in [*folders, *((path, signature_of(st)) for _, path, st in files)]:
+        reads.signed(path, sig)
     return digest

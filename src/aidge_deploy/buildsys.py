@@ -37,7 +37,7 @@ from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_to_streams
 from aidge_deploy.errors import BuildError, InternalError, MemoryFitError, PreflightError
 from aidge_deploy.exportspec import Export
-from aidge_deploy.filememo import FileMemo, signature
+from aidge_deploy.filememo import FileMemo, Reads
 from aidge_deploy.results import BuildResult, BuildStatus, Toolchain
 
 STAMP_NAME = ".aidge-deploy-build.json"
@@ -154,26 +154,23 @@ _CMAKE_COMPILER = re.compile(r"^CMAKE_CXX_COMPILER:[A-Z]+=(.+)$", re.MULTILINE)
 
 
 #: what each Makefile names, kept while it is unchanged
-_MAKEFILE_COMPILERS: FileMemo[str, tuple[str | None]] = FileMemo()
+_MAKEFILE_COMPILERS: FileMemo[str, str | None] = FileMemo()
 
 
 def _makefile_compiler(export_dir: Path) -> str | None:
     """The cross compiler the export's Makefile names (``arm-none-eabi-gcc``), if any."""
-    makefile = str(export_dir / "Makefile")
-    known = _MAKEFILE_COMPILERS.get(makefile)
-    if known is not None:
-        return known[0]
-    since = time.time_ns()
-    signed = signature(makefile)
+    makefile = export_dir / "Makefile"
+    return _MAKEFILE_COMPILERS.answer(str(makefile), lambda reads: _named_compiler(makefile, reads))
+
+
+def _named_compiler(makefile: Path, reads: Reads) -> str | None:
+    reads.sign(makefile)
     try:
-        with open(makefile, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = makefile.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     found = _MAKE_COMPILER.search(text)
-    compiler = found.group(1) if found else None
-    _MAKEFILE_COMPILERS.put(makefile, (compiler,), [(makefile, signed)], since)
-    return compiler
+    return found.group(1) if found else None
 
 
 def _build_toolchain(plan: BuildPlan, build_dir: Path) -> Toolchain:
@@ -355,27 +352,35 @@ _STALE_AFTER_S = 24 * 3600.0
 
 
 #: builds found complete in the cache, kept while their stamp and artifact are unchanged
-_CACHED: FileMemo[tuple[str, str, tuple[int, ...], str, str], BuildResult] = FileMemo()
+_CACHED: FileMemo[tuple[str, str, tuple[int, ...], str, str], BuildResult | None] = FileMemo()
 
 
 def _cached_build(plan: BuildPlan, digest: str, peaks: tuple[int, ...]) -> BuildResult | None:
     """The build of ``plan`` if the cache holds it complete (its stamp names this export
     hash and its artifact is there). Kept for the process while the stamp and the artifact
     are unchanged (``filememo``), when the artifact's name is not a pattern."""
-    stamp_path = str(plan.build_dir / STAMP_NAME)
-    key = (stamp_path, digest, peaks, str(plan.artifact_root), plan.artifact_pattern)
-    known = _CACHED.get(key)
-    if known is not None:
-        return known
-    since = time.time_ns()
-    signed = signature(stamp_path)
-    stamp = _read_stamp(Path(stamp_path))
+    stamp_path = plan.build_dir / STAMP_NAME
+    key = (str(stamp_path), digest, peaks, str(plan.artifact_root), plan.artifact_pattern)
+    return _CACHED.answer(key, lambda reads: _cached_entry(plan, digest, peaks, reads))
+
+
+def _cached_entry(
+    plan: BuildPlan, digest: str, peaks: tuple[int, ...], reads: Reads
+) -> BuildResult | None:
+    stamp_path = plan.build_dir / STAMP_NAME
+    reads.sign(stamp_path)
+    if any(ch in plan.artifact_pattern for ch in "*?["):
+        reads.forget()  # a folder's listing decides which artifact is found
+    stamp = _read_stamp(stamp_path)
     if not stamp or stamp.get("export_hash") != digest:
+        reads.forget()
         return None
     found = find_artifact(plan.artifact_root, plan.artifact_pattern)
     if found is None or found.relative_to(plan.build_dir).as_posix() != stamp.get("artifact"):
+        reads.forget()
         return None
-    cached = BuildResult(
+    reads.sign(found)
+    return BuildResult(
         artifact_path=found,
         mem_peaks=peaks,
         status=BuildStatus.CACHED,
@@ -384,9 +389,6 @@ def _cached_build(plan: BuildPlan, digest: str, peaks: tuple[int, ...]) -> Build
         build_dir=plan.build_dir,
         toolchain=Toolchain(tuple(str(p) for p in stamp.get("toolchain") or ())),
     )
-    if not any(ch in plan.artifact_pattern for ch in "*?["):  # else a folder's listing counts
-        _CACHED.put(key, cached, [(stamp_path, signed), (str(found), signature(str(found)))], since)
-    return cached
 
 
 def _run_build(

@@ -1,8 +1,8 @@
 """Facts derived from files, kept in the process while those files are unchanged.
 
-A warm deploy asks the same questions of the same files every time: where the compiler is on
-PATH, whether the QEMU plugin is built, what the layer headers say, what the export hashes
-to. Each answer is kept with the *signature* of every file and folder it was derived from
+A warm deploy asks the same questions of the same files every time: whether the QEMU plugin
+is built, what the layer headers and the firmware's symbols say, what the export hashes to,
+whether its build is in the cache. Each answer is kept with the *signature* of every file and folder it was derived from
 (device, inode, size, mtime, ctime, mode) and served again only while one ``stat`` of each
 still gives the same signature. Any write, rename into place, chmod or ``utime`` moves a
 file's ctime (which, unlike mtime, no user can set: ``touch -d``, ``cp -p`` and ``tar`` set
@@ -16,14 +16,18 @@ only when every file it was read from had last changed clearly before the stats 
 ``SETTLED_COARSE_NS`` when the times are whole seconds. A file changed a moment ago is read
 again each time until it settles.
 
-Standard library only: the build system, the tool cache and the profiling readers use it.
+``FileMemo.answer(key, derive)`` does it in the one safe order: the clock first, then each
+file's signature as ``derive`` names it through ``Reads.sign`` (before reading it), then the
+answer. Standard library only: the build system, the tool cache and the profiling readers
+use it.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Hashable, Iterable
+import time
+from collections.abc import Callable, Hashable, Iterable
 
 #: (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns, st_mode); None: the path is missing
 Signature = tuple[int, int, int, int, int, int] | None
@@ -56,11 +60,34 @@ def settled(sig: Signature, since_ns: int) -> bool:
     return changed < since_ns - margin
 
 
+class Reads:
+    """The files an answer is derived from, each signed before it is read."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[str, Signature]] = []
+        self.kept = True
+
+    def sign(self, path: str | os.PathLike[str]) -> Signature:
+        """Sign ``path`` (call it before reading the file or listing the folder)."""
+        name = os.fspath(path)
+        sig = signature(name)
+        self.files.append((name, sig))
+        return sig
+
+    def signed(self, path: str, sig: Signature) -> None:
+        """Record a signature the caller took itself (a walk's ``DirEntry.stat``)."""
+        self.files.append((path, sig))
+
+    def forget(self) -> None:
+        """Keep nothing of this answer (it does not depend on files alone)."""
+        self.kept = False
+
+
 class FileMemo[K: Hashable, V]:
     """The last ``kept`` answers stored, by key, each served while its files' signatures hold.
 
-    Take ``time.time_ns()`` first, then the signatures, then read the files and ``put`` the
-    answer: a change after the signatures were taken is then always seen.
+    With ``put``, take ``time.time_ns()`` first, then the signatures, then read the files:
+    a change after the signatures were taken is then always seen (``answer`` does so).
     """
 
     def __init__(self, kept: int = 32) -> None:
@@ -68,19 +95,33 @@ class FileMemo[K: Hashable, V]:
         self._answers: dict[K, tuple[V, tuple[tuple[str, Signature], ...]]] = {}
         self._lock = threading.Lock()
 
+    def answer(self, key: K, derive: Callable[[Reads], V]) -> V:
+        """The answer kept for ``key`` if its files are unchanged, else ``derive(reads)``'s,
+        kept with the files it named through ``reads.sign`` (unless it called
+        ``reads.forget()``). An exception of ``derive`` keeps nothing."""
+        kept = self._answers.get(key)
+        if kept is not None and self._valid(key, kept):
+            return kept[0]
+        since = time.time_ns()
+        reads = Reads()
+        value = derive(reads)
+        if reads.kept:
+            self.put(key, value, reads.files, since)
+        return value
+
     def get(self, key: K) -> V | None:
         """The answer kept for ``key`` if every file it came from is unchanged, else None."""
         kept = self._answers.get(key)
-        if kept is None:
-            return None
-        value, files = kept
-        for path, sig in files:
+        return kept[0] if kept is not None and self._valid(key, kept) else None
+
+    def _valid(self, key: K, kept: tuple[V, tuple[tuple[str, Signature], ...]]) -> bool:
+        for path, sig in kept[1]:
             if signature(path) != sig:
                 with self._lock:
                     if self._answers.get(key) is kept:
                         del self._answers[key]
-                return None
-        return value
+                return False
+        return True
 
     def put(self, key: K, value: V, files: Iterable[tuple[str, Signature]], since_ns: int) -> None:
         """Keep ``value`` for ``key``, derived from ``files`` as signed at ``since_ns``;
@@ -99,4 +140,4 @@ class FileMemo[K: Hashable, V]:
             self._answers.clear()
 
 
-__all__ = ["FileMemo", "Signature", "settled", "signature", "signature_of"]
+__all__ = ["FileMemo", "Reads", "Signature", "settled", "signature", "signature_of"]

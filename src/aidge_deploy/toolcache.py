@@ -12,14 +12,13 @@ import hashlib
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_captured
 from aidge_deploy.errors import BuildError, PreflightError
-from aidge_deploy.filememo import FileMemo, signature
+from aidge_deploy.filememo import FileMemo, Reads
 from aidge_deploy.readiness import ToolCheck
 
 #: outputs built, by (name, sources, compiler, flags, suffix, output folder)
@@ -64,20 +63,21 @@ def compile_cached(
     """
     out_dir = (cache_root or default_cache_root()) / "tools"
     key = (name, tuple(map(str, sources)), compiler, tuple(flags), suffix, str(out_dir))
-    known = _BUILT.get(key)
-    if known is not None:
-        return known
-    since = time.time_ns()
-    signed = [(str(src), signature(str(src))) for src in sources]
-    digest = hashlib.sha256()
-    for src in sources:
-        digest.update(src.name.encode() + b"\0" + src.read_bytes())
-    digest.update(compiler.encode() + b"\0" + " ".join(flags).encode())
-    target = out_dir / f"{name}-{digest.hexdigest()[:16]}{suffix}"
-    if not target.is_file():
-        _compile(name, sources, compiler, flags, suffix, out_dir, target, timeout_s)
-    _BUILT.put(key, target, [*signed, (str(target), signature(str(target)))], since)
-    return target
+
+    def derive(reads: Reads) -> Path:
+        for src in sources:
+            reads.sign(src)
+        digest = hashlib.sha256()
+        for src in sources:
+            digest.update(src.name.encode() + b"\0" + src.read_bytes())
+        digest.update(compiler.encode() + b"\0" + " ".join(flags).encode())
+        target = out_dir / f"{name}-{digest.hexdigest()[:16]}{suffix}"
+        if not target.is_file():
+            _compile(name, sources, compiler, flags, suffix, out_dir, target, timeout_s)
+        reads.sign(target)
+        return target
+
+    return _BUILT.answer(key, derive)
 
 
 def _compile(

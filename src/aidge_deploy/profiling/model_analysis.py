@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import re
 import stat
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from aidge_deploy.exportspec import Export
-from aidge_deploy.filememo import FileMemo, signature
+from aidge_deploy.filememo import FileMemo, Reads
 
 _DEFINE = re.compile(r"^\s*#define\s+(\w+)\s+(-?\d+)\s*$", re.M)
 
@@ -49,22 +48,16 @@ def analyze_export(artifact: Export) -> tuple[LayerAnalysis, ...]:
     a warm deploy of the same export stats them instead of parsing them again.
     """
     layer_dir = Path(artifact.path) / "dnn" / "include" / "layers"
-    key = str(layer_dir)
-    known = _ANALYSES.get(key)
-    if known is not None:
-        return known
-    since = time.time_ns()
-    folder = signature(key)
+    return _ANALYSES.answer(str(layer_dir), lambda reads: _analyze(layer_dir, reads))
+
+
+def _analyze(layer_dir: Path, reads: Reads) -> tuple[LayerAnalysis, ...]:
+    folder = reads.sign(layer_dir)
     if folder is None or not stat.S_ISDIR(folder[5]):
         return ()
     headers = sorted(layer_dir.glob("*.h"))
-    signed = [(key, folder), *((str(h), signature(str(h))) for h in headers)]
-    analysis = _analyze(headers)
-    _ANALYSES.put(key, analysis, signed, since)
-    return analysis
-
-
-def _analyze(headers: list[Path]) -> tuple[LayerAnalysis, ...]:
+    for header in headers:
+        reads.sign(header)
     out = []
     for header in headers:
         name = header.stem

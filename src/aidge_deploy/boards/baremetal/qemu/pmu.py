@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,7 +27,7 @@ from aidge_deploy import stats
 from aidge_deploy.config import Aggregation
 from aidge_deploy.elf import ElfReadError, read_elf
 from aidge_deploy.errors import CaptureError, ConfigError, DeployError
-from aidge_deploy.filememo import FileMemo, signature
+from aidge_deploy.filememo import FileMemo, Reads
 from aidge_deploy.profiling.aggregate import aggregate_samples
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult, pass_result_from_samples
@@ -72,18 +71,11 @@ class PmuSymbols:
         Kept for the process while the firmware file is unchanged (``filememo``): a warm
         deploy of the same build does not scan its symbol table again.
         """
-        key = str(firmware)
-        known = _SYMBOLS.get(key)
-        if known is not None:
-            return known
-        since = time.time_ns()
-        signed = signature(key)
-        found = cls._read(firmware)
-        _SYMBOLS.put(key, found, [(key, signed)], since)
-        return found
+        return _SYMBOLS.answer(str(firmware), lambda reads: cls._read(firmware, reads))
 
     @classmethod
-    def _read(cls, firmware: Path) -> PmuSymbols:
+    def _read(cls, firmware: Path, reads: Reads) -> PmuSymbols:
+        reads.sign(firmware)
         try:
             elf = read_elf(firmware, symbols=True)
         except ElfReadError as exc:
