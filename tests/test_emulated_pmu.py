@@ -23,6 +23,7 @@ from aidge_deploy.profiling.qemu_plugin import (
     plugin_option,
     plugin_path,
     read_trace,
+    write_boundaries,
 )
 from aidge_deploy.profiling.timing import load_model, plugin_table_path
 from envparts import missing
@@ -85,7 +86,12 @@ def _symbol(elf: Path, name: str) -> int:
 
 
 def _run(
-    firmware: Path, plugin: Path, out: Path, boundaries: list[int], *extra: str, **options: Any
+    firmware: Path,
+    plugin: Path,
+    out: Path,
+    boundaries: list[int] | Path,
+    *extra: str,
+    **options: Any,
 ) -> subprocess.CompletedProcess[str]:
     assert QEMU is not None
     return subprocess.run(
@@ -160,6 +166,34 @@ def test_device_reads_replayed_under_icount_change_no_count(
     assert kernel_io["estimated_cycles"] > kernel_io["instructions"]
 
 
+def test_boundaries_file_read_at_first_translation_counts_the_same(
+    firmware: Path, plugin: Path, tmp_path: Path
+) -> None:
+    """``boundaries=FILE`` (a deploy starts QEMU before it knows the firmware, and writes
+    the file before the core runs) gives the very trace the ``boundary=`` list gives; a
+    missing or bad file stops QEMU with status 3 and says why, never a run without them."""
+    mark = _symbol(firmware, "pmu_mark")
+    listed = tmp_path / "listed.txt"
+    assert _run(firmware, plugin, listed, [mark]).returncode == 0
+    addresses = tmp_path / "boundaries"
+    write_boundaries(addresses, [mark])
+    assert addresses.read_text() == f"{mark:#x}\n"
+    from_file = tmp_path / "file.txt"
+    proc = _run(firmware, plugin, from_file, addresses)
+    assert proc.returncode == 0, proc.stderr
+    assert from_file.read_text() == listed.read_text()
+    assert read_trace(from_file).intervals() == read_trace(listed).intervals() != ()
+
+    missing_file = _run(firmware, plugin, tmp_path / "m.txt", tmp_path / "absent")
+    assert missing_file.returncode == 3
+    assert "cannot read the boundaries file" in missing_file.stderr
+    addresses.write_text("0x10\nnot-an-address\n")
+    bad = _run(firmware, plugin, tmp_path / "b.txt", addresses)
+    assert bad.returncode == 3 and "bad or too many boundaries" in bad.stderr
+    with pytest.raises(ConfigError, match="at most 16"):
+        write_boundaries(addresses, list(range(17)))
+
+
 def test_plugin_without_boundary_still_totals(firmware: Path, plugin: Path, tmp_path: Path) -> None:
     out = tmp_path / "total.txt"
     assert _run(firmware, plugin, out, []).returncode == 0
@@ -192,6 +226,11 @@ def test_plugin_option_and_trace_errors(tmp_path: Path) -> None:
     assert plugin_option(tmp_path / "p.so", [0x41], tmp_path / "o")[1].endswith(
         f"boundary=0x41,out={tmp_path / 'o'}"
     )
+    assert plugin_option(tmp_path / "p.so", tmp_path / "b", tmp_path / "o")[1].endswith(
+        f"boundaries={tmp_path / 'b'},out={tmp_path / 'o'}"
+    )
+    with pytest.raises(ConfigError, match="comma"):
+        plugin_option(tmp_path / "p.so", tmp_path / "b,c", tmp_path / "o")
     with pytest.raises(CaptureError, match="no file"):
         read_trace(tmp_path / "missing.txt")
     bad = tmp_path / "bad.txt"
@@ -204,3 +243,24 @@ def test_plugin_option_and_trace_errors(tmp_path: Path) -> None:
     bad.write_text("hello\n")
     with pytest.raises(CaptureError, match="not an aidge_pmu trace"):
         read_trace(bad)
+
+
+def test_timing_plan_binds_only_a_firmware_with_the_benchmark_entry(
+    firmware: Path, tmp_path: Path
+) -> None:
+    """The plan made before the build names a boundaries file; a firmware without the
+    boards' timed entry (here a bare test program) gets the model's reason instead, and no
+    file is written for it."""
+    from aidge_deploy.boards.baremetal.qemu.estimate import TimingPlan, plan_timing_run
+    from aidge_deploy.profiling.timing import EstimatedCycles, TimingMode
+    from aidge_qemu_descriptors import get_board
+
+    board = get_board("mps2-an386")
+    plan, why_not = plan_timing_run(board, TimingMode.MODEL, "benchmark", {}, tmp_path)
+    assert isinstance(plan, TimingPlan) and why_not is None
+    assert f"boundaries={tmp_path / 'timing.boundaries'}" in plan.plugin_args[1]
+    bound = plan.bind(firmware)
+    assert isinstance(bound, EstimatedCycles) and bound.unavailable
+    assert not (tmp_path / "timing.boundaries").exists()
+    assert plan_timing_run(board, TimingMode.CPI1, "benchmark", {}, tmp_path) == (None, None)
+    assert plan_timing_run(board, TimingMode.MODEL, "inference", {}, tmp_path) == (None, None)

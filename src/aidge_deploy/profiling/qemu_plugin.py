@@ -11,7 +11,8 @@ the cache (``<cache>/tools/``), once per source version.
 
 Plugin interface (see the C file's header for the exact semantics of each counter):
 ``qemu-system-arm ... -plugin <so>,boundary=0x<addr>[,boundary=...],out=<file>[,timing=<table>]
-[,ws=<start>:<size>:<n>][,mem=off]``; the file holds ``S <seq> <boundary> <instructions>
+[,ws=<start>:<size>:<n>][,mem=off]`` (or ``boundaries=<file>``, read when the first block is
+translated, in place of the ``boundary=`` list); the file holds ``S <seq> <boundary> <instructions>
 <loads> <stores> <branches_taken> <estimated_cycles>`` per snapshot (counts of everything
 executed *before* the boundary instruction) and a final ``T`` total.
 """
@@ -83,7 +84,7 @@ class WaitStates:
 
 def plugin_option(
     plugin: Path,
-    boundaries: Sequence[int],
+    boundaries: Sequence[int] | Path,
     out: Path,
     *,
     timing: Path | None = None,
@@ -93,8 +94,11 @@ def plugin_option(
     """``["-plugin", "<so>,boundary=0x...,out=<file>[,timing=...]"]`` for the QEMU command
     line: ``timing`` is the core's cost table (``profiling.timing.plugin_table_path``),
     ``wait_states`` the board's slow regions, ``count_memory=False`` leaves the load and store
-    counters out (no memory callback unless a region needs one: a faster run)."""
-    if len(boundaries) > 16:
+    counters out (no memory callback unless a region needs one: a faster run).
+
+    ``boundaries`` may be a file the plugin reads when it translates the first block
+    (``write_boundaries``): QEMU can then start before the firmware is known."""
+    if not isinstance(boundaries, Path) and len(boundaries) > 16:
         raise ConfigError(
             f"{len(boundaries)} boundary addresses; the plugin takes at most 16",
             hint="Snapshot at fewer addresses.",
@@ -102,19 +106,34 @@ def plugin_option(
     if len(wait_states) > 8:
         raise ConfigError(f"{len(wait_states)} wait-state regions; the plugin takes at most 8",
                           hint="Merge the board's regions.")  # fmt: skip
-    for path in (plugin, out, timing):
+    boundaries_file = boundaries if isinstance(boundaries, Path) else None
+    for path in (plugin, out, timing, boundaries_file):
         if path is not None and "," in str(path):
             raise ConfigError(
                 f"QEMU cannot take a plugin path with a comma: {path}",
                 hint="Use a work directory without commas in its path.",
             )
-    parts = [str(plugin), *(f"boundary={addr:#x}" for addr in boundaries), f"out={out}"]
+    if isinstance(boundaries, Path):
+        parts = [str(plugin), f"boundaries={boundaries}", f"out={out}"]
+    else:
+        parts = [str(plugin), *(f"boundary={addr:#x}" for addr in boundaries), f"out={out}"]
     if timing is not None:
         parts.append(f"timing={timing}")
     parts += [f"ws={r.start:#x}:{r.size:#x}:{r.wait_states}" for r in wait_states]
     if not count_memory:
         parts.append("mem=off")
     return ["-plugin", ",".join(parts)]
+
+
+def write_boundaries(path: Path, boundaries: Sequence[int]) -> None:
+    """The boundary addresses for a plugin started with ``boundaries=path``: written before
+    the core runs (the plugin reads them when it translates the first block)."""
+    if len(boundaries) > 16:
+        raise ConfigError(
+            f"{len(boundaries)} boundary addresses; the plugin takes at most 16",
+            hint="Snapshot at fewer addresses.",
+        )
+    path.write_text("".join(f"{addr:#x}\n" for addr in boundaries), encoding="ascii")
 
 
 @dataclass(frozen=True)
@@ -216,4 +235,5 @@ __all__ = [
     "plugin_option",
     "plugin_path",
     "read_trace",
+    "write_boundaries",
 ]

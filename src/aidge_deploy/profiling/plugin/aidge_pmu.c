@@ -45,6 +45,11 @@
  *                  reaches ADDR (bit 0, the Thumb bit, is ignored). A snapshot holds the
  *                  counts of everything executed *before* the instruction at ADDR,
  *                  including the branch that reached it.
+ *   boundaries=FILE  the same addresses, one per line, read when the first block is
+ *                  translated instead of at start-up: a deploy starts QEMU (halted) before
+ *                  its firmware is built or found in the cache, and writes the file once it
+ *                  knows the firmware's symbols, before the core runs. A missing or bad
+ *                  file then stops QEMU with status 3 and a message on stderr.
  *   out=FILE       where snapshots go (default: QEMU's plugin log, -d plugin).
  *   timing=FILE    the core's cost table ("name value" lines, written from the data file).
  *   ws=START:SIZE:N  (repeatable, up to 8) N wait states on the memory region.
@@ -79,6 +84,7 @@ static uint64_t n_insns, n_loads, n_stores, n_taken, n_cycles;
 static uint64_t seq;
 static uint64_t boundaries[MAX_BOUNDARIES];
 static int n_boundaries;
+static char *boundaries_path; /* boundaries=FILE, read at the first translation */
 static FILE *out;
 
 static struct timing_model model;
@@ -238,20 +244,72 @@ static int boundary_index(uint64_t vaddr) {
     return -1;
 }
 
+static int add_boundary(const char *text) {
+    char *end = NULL;
+    unsigned long long addr = strtoull(text, &end, 0);
+    while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') {
+        ++end;
+    }
+    if (end == text || *end != '\0' || n_boundaries >= MAX_BOUNDARIES) {
+        return -1;
+    }
+    boundaries[n_boundaries++] = (uint64_t)addr & ~1ull; /* drop the Thumb bit */
+    return 0;
+}
+
+static void emit_boundaries(void) {
+    char line[96];
+    for (int i = 0; i < n_boundaries; ++i) {
+        snprintf(line, sizeof line, "B %d 0x%" PRIx64 "\n", i, boundaries[i]);
+        emit(line);
+    }
+}
+
+/* boundaries=FILE: nothing has run yet (the first block is being translated), so every
+ * boundary is in place before the first instruction executes. */
+static void load_boundaries_file(void) {
+    FILE *f = fopen(boundaries_path, "r");
+    if (!f) {
+        fprintf(stderr, "aidge_pmu: cannot read the boundaries file %s\n", boundaries_path);
+        exit(3);
+    }
+    char line[64];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '\n' || line[0] == '\0') {
+            continue;
+        }
+        if (add_boundary(line) != 0) {
+            fprintf(stderr, "aidge_pmu: bad or too many boundaries in %s: %s", boundaries_path,
+                    line);
+            exit(3);
+        }
+    }
+    fclose(f);
+    free(boundaries_path);
+    boundaries_path = NULL;
+    emit_boundaries();
+}
+
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     (void)id;
+    if (boundaries_path) {
+        load_boundaries_file();
+    }
     size_t n = qemu_plugin_tb_n_insns(tb);
     if (n == 0) {
         return;
     }
-    struct block *b = calloc(1, sizeof *b);
-    uint32_t *offset = calloc(n, sizeof *offset);
-    uint64_t *cycles_before = calloc(n + 1, sizeof *cycles_before);
-    unsigned *cost = calloc(n, sizeof *cost);
-    int *index = calloc(n, sizeof *index);
-    if (!b || !offset || !cycles_before || !cost || !index) {
+    /* one allocation per block (it lives as long as QEMU): the block, then its per-
+     * instruction tables; a warm deploy translates thousands of blocks */
+    struct block *b = calloc(1, sizeof *b + (n + 1) * sizeof(uint64_t) + n * sizeof(uint32_t));
+    /* per-instruction scratch: a block holds at most a few hundred instructions */
+    unsigned *cost = calloc(n, sizeof *cost + sizeof(int));
+    if (!b || !cost) {
         abort();
     }
+    uint64_t *cycles_before = (uint64_t *)(b + 1);
+    uint32_t *offset = (uint32_t *)(cycles_before + n + 1);
+    int *index = (int *)(cost + n);
     struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, n - 1);
     b->start = qemu_plugin_tb_vaddr(tb);
     b->end = qemu_plugin_insn_vaddr(last) + qemu_plugin_insn_size(last);
@@ -309,7 +367,6 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
         }
     }
     free(cost);
-    free(index);
 }
 
 static void on_plugin_exit(qemu_plugin_id_t id, void *udata) {
@@ -356,13 +413,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     for (int i = 0; i < argc; ++i) {
         const char *arg = argv[i];
         if (strncmp(arg, "boundary=", 9) == 0) {
-            char *end = NULL;
-            unsigned long long addr = strtoull(arg + 9, &end, 0);
-            if (end == arg + 9 || *end != '\0' || n_boundaries >= MAX_BOUNDARIES) {
+            if (add_boundary(arg + 9) != 0) {
                 fprintf(stderr, "aidge_pmu: bad or too many boundary arguments: %s\n", arg);
                 return -1;
             }
-            boundaries[n_boundaries++] = (uint64_t)addr & ~1ull; /* drop the Thumb bit */
+        } else if (strncmp(arg, "boundaries=", 11) == 0) {
+            boundaries_path = strdup(arg + 11);
+            if (!boundaries_path) {
+                return -1;
+            }
         } else if (strncmp(arg, "out=", 4) == 0) {
             out_path = arg + 4;
         } else if (strncmp(arg, "timing=", 7) == 0) {
@@ -393,10 +452,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     char line[96];
     snprintf(line, sizeof line, "M %s\n", timing_on ? model.core : "none");
     emit(line);
-    for (int i = 0; i < n_boundaries; ++i) {
-        snprintf(line, sizeof line, "B %d 0x%" PRIx64 "\n", i, boundaries[i]);
-        emit(line);
+    if (boundaries_path && n_boundaries) {
+        fprintf(stderr, "aidge_pmu: boundary= and boundaries= exclude each other\n");
+        return -1;
     }
+    emit_boundaries(); /* boundaries=FILE: when the file is read */
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
     qemu_plugin_register_atexit_cb(id, on_plugin_exit, NULL);
     return 0;

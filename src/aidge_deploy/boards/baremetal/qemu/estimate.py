@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols, estimated_cycles_of
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.errors import DeployError
-from aidge_deploy.profiling.qemu_plugin import WaitStates, plugin_option, plugin_path, read_trace
+from aidge_deploy.profiling.qemu_plugin import (
+    WaitStates,
+    plugin_option,
+    plugin_path,
+    read_trace,
+    write_boundaries,
+)
 from aidge_deploy.profiling.timing import (
     ESTIMATED_CYCLES,
     EstimatedCycles,
@@ -43,6 +49,7 @@ if TYPE_CHECKING:
     from aidge_qemu_descriptors import QemuBoard
 
 __all__ = [
+    "TimingPlan",
     "TimingRun",
     "estimated_run_times",
     "model_plugin_options",
@@ -68,6 +75,36 @@ def model_plugin_options(board: QemuBoard, mode: TimingMode) -> dict[str, Any]:
         "timing": plugin_table_path(model, default_cache_root()),
         "wait_states": wait_states_of(board),
     }
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """A run that will load the timing model, before its firmware is known.
+
+    Its plugin arguments name a boundaries file instead of the firmware's addresses, so QEMU
+    can start (halted) while the firmware is still being built or found in the cache;
+    ``bind`` writes the file once the firmware is there, before the core runs.
+    """
+
+    model: TimingModel
+    trace: Path
+    boundaries_file: Path
+    plugin_args: tuple[str, ...]
+
+    def bind(self, firmware: Path) -> TimingRun | EstimatedCycles:
+        """The run of ``firmware`` (its snapshot addresses written for the plugin), or why
+        the model cannot run on it."""
+        try:
+            symbols = PmuSymbols.of(firmware)
+        except DeployError as exc:  # not an Aidge export's firmware (no model_forward)
+            return unavailable(self.model, exc.message)
+        if symbols.sample is None or symbols.cycles is None:
+            return unavailable(
+                self.model,
+                "the firmware predates the emulated boards' benchmark entry (re-export the model)",
+            )
+        write_boundaries(self.boundaries_file, symbols.boundaries)
+        return TimingRun(self.model, symbols, self.trace, self.plugin_args)
 
 
 @dataclass(frozen=True)
@@ -104,14 +141,14 @@ def plan_timing_run(
     mode: TimingMode,
     application: str | None,
     app_config: Mapping[str, Any] | None,
-    firmware: Path,
     log_dir: Path,
-) -> tuple[TimingRun | None, EstimatedCycles | None]:
-    """The timing run of ``firmware`` on ``board``, or why there is none.
+) -> tuple[TimingPlan | None, EstimatedCycles | None]:
+    """The timing run of an export on ``board``, before its firmware is known (``bind``
+    completes it), or why there is none.
 
-    Returns ``(run, None)`` when the model will run, ``(None, unavailable estimate)`` when it
-    should but cannot, and ``(None, None)`` when it is not asked for (``cpi1``, a core without
-    a model, an export that is not a benchmark).
+    Returns ``(plan, None)`` when the model should run, ``(None, unavailable estimate)``
+    when it should but cannot, and ``(None, None)`` when it is not asked for (``cpi1``, a
+    core without a model, an export that is not a benchmark).
     """
     model = model_for_cpu(board.cpu)
     app = app_config or {}
@@ -120,23 +157,15 @@ def plan_timing_run(
     if application != "benchmark" or app.get("tinymlbenchmark"):
         return None, None
     try:
-        symbols = PmuSymbols.of(firmware)
-    except DeployError as exc:  # not an Aidge export's firmware (no model_forward)
-        return None, unavailable(model, exc.message)
-    if symbols.sample is None or symbols.cycles is None:
-        return None, unavailable(
-            model,
-            "the firmware predates the emulated boards' benchmark entry (re-export the model)",
-        )
-    try:
         plugin = plugin_path()
     except DeployError as exc:
         return None, unavailable(model, f"the QEMU plugin cannot be built: {exc.message}")
     trace = log_dir / "timing.trace"
+    boundaries = log_dir / "timing.boundaries"
     args = plugin_option(
-        plugin, symbols.boundaries, trace, count_memory=False, **model_plugin_options(board, mode)
+        plugin, boundaries, trace, count_memory=False, **model_plugin_options(board, mode)
     )
-    return TimingRun(model, symbols, trace, tuple(args)), None
+    return TimingPlan(model, trace, boundaries, tuple(args)), None
 
 
 def estimated_run_times(
