@@ -6,6 +6,7 @@ Every count here is labelled emulated (QEMU counts instructions) and every time 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from aidge_deploy.errors import (
     PreflightError,
     ProtocolError,
 )
+from aidge_deploy.progress import ProgressKind, ProgressUpdate
 from aidge_deploy.results import Provenance
 from envparts import needs
 
@@ -148,6 +150,63 @@ def test_benchmark_is_emulated_and_deterministic(export_factory, no_qemu_left) -
     assert (Path(artifact.path) / "export_log.log").is_file(), (
         "the exporter's charts read the build log there"
     )
+
+
+def _qemu_command_lines() -> dict[int, str]:
+    lines = {}
+    for pid in _our_qemus():
+        with contextlib.suppress(OSError):
+            lines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return lines
+
+
+def test_qemu_starts_before_the_build_and_is_the_one_flashed(export_factory, no_qemu_left) -> None:  # type: ignore[no-untyped-def]
+    """The board's QEMU is launched (halted) by Prepare, so its start-up overlaps the build
+    (cache check) instead of following it; the Flash stage programs that same QEMU, whose
+    timing-model plugin got its snapshot addresses from a file written at flash time."""
+    artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=2)
+    seen: dict[str, dict[int, str]] = {}
+
+    def watch(update: ProgressUpdate) -> None:
+        if update.kind is ProgressKind.START and update.stage in ("Build", "Execute"):
+            seen[update.stage] = _qemu_command_lines()
+
+    result = aidge_deploy.deploy(artifact, DeployConfig(), progress=watch)
+    assert len(seen["Build"]) == 1, seen
+    assert seen["Execute"] == seen["Build"], "Flash must program the QEMU Prepare started"
+    (command,) = seen["Build"].values()
+    assert "boundaries=" in command and "boundary=" not in command
+    assert result.metrics.get("estimated_cycles"), "the model ran with the late addresses"
+    assert result.log_path is not None
+    assert (result.log_path.parent / "timing.boundaries").read_text().count("0x") >= 2
+
+
+def test_firmware_the_model_cannot_time_runs_on_a_qemu_without_the_plugin(
+    export_factory, monkeypatch, no_qemu_left
+) -> None:  # type: ignore[no-untyped-def]
+    """When the built firmware turns out not to be timeable (its reason is reported), the
+    QEMU Prepare started with the plugin is replaced by one without it: the run is not
+    slowed by a model whose figures would be thrown away."""
+    from aidge_deploy.boards.baremetal.qemu import estimate
+
+    artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=2)
+    reason = "the firmware predates the emulated boards' benchmark entry (re-export the model)"
+    monkeypatch.setattr(
+        estimate.TimingPlan, "bind", lambda plan, firmware: estimate.unavailable(plan.model, reason)
+    )
+    seen: dict[str, dict[int, str]] = {}
+
+    def watch(update: ProgressUpdate) -> None:
+        if update.kind is ProgressKind.START and update.stage in ("Build", "Execute"):
+            seen[update.stage] = _qemu_command_lines()
+
+    result = aidge_deploy.deploy(artifact, DeployConfig(), progress=watch)
+    (early,) = seen["Build"].values()
+    (flashed,) = seen["Execute"].values()
+    assert "-plugin" in early and "-plugin" not in flashed
+    assert result.metrics["estimated_cycles"] is None
+    assert result.metrics["timing_model"]["unavailable"] == reason
+    assert result.timings is not None and len(result.timings) == 2  # CPI = 1 times instead
 
 
 def test_validation_on_target_gives_accuracy(

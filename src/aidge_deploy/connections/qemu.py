@@ -149,6 +149,8 @@ class QemuMachine:
         #: keep the start-up probe's RSP connection for the first ``connect_gdb()``
         self.keep_debugger = keep_debugger
         self._ready_client: GdbRemoteClient | None = None
+        #: the stub has answered once: QEMU is up (later connects need no explanation)
+        self._stub_answered = False
 
     # -- properties -----------------------------------------------------------------------
 
@@ -225,12 +227,18 @@ class QemuMachine:
     ) -> None:
         self.stop()
 
-    def start(self) -> QemuMachine:
-        """Launch QEMU halted and connect its serial port (wait=on ordering)."""
+    def start(self, *, wait_ready: bool = True) -> QemuMachine:
+        """Launch QEMU halted and connect its serial port (wait=on ordering).
+
+        With ``wait_ready`` (the default) it returns once QEMU answers on its GDB stub, or
+        fails with QEMU's own message. Without, it returns as soon as QEMU is launched (its
+        start-up, ~30 ms mostly in the dynamic loader, then overlaps the caller's work) and
+        the first ``connect_gdb()`` waits for it instead.
+        """
         qemu = find_qemu(self.qemu_binary)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self._launch(qemu)
+            self._launch(qemu, wait_ready=wait_ready)
             return self
         except BaseException:
             self.stop()
@@ -265,7 +273,7 @@ class QemuMachine:
             command += ["-d", "guest_errors,unimp", "-D", str(self._guest_log_path)]
         return [*command, *self.extra_args]
 
-    def _launch(self, qemu: Path) -> None:
+    def _launch(self, qemu: Path, *, wait_ready: bool) -> None:
         """Start QEMU once on two loopback sockets we bound ourselves."""
         gdb_sock, serial_sock = _listening_socket(), _listening_socket()
         try:
@@ -315,36 +323,49 @@ class QemuMachine:
                 "and the extra arguments",
                 log_path=self._stderr_path,
             ) from None
-        # The RSP handshake is answered only once QEMU is fully up and halted: doing it
-        # here makes start() return a ready machine, or fail with QEMU's own message. The
-        # probe client is closed again (QEMU stays halted) so the stub, which takes one
-        # client at a time, is free for connect_gdb() or any external GDB client — unless
-        # the caller flashes through connect_gdb() itself (``keep_debugger``): then the
-        # probe is that connection, and a second handshake is saved.
-        client = GdbRemoteClient(timeout=self.start_timeout_s, pipeline=_RSP_PIPELINE)
+        if wait_ready:
+            # The stub takes one client at a time: the probe's connection is closed again
+            # (QEMU stays halted), unless the caller flashes through connect_gdb() itself
+            # (``keep_debugger``): then it is that connection, and a handshake is saved.
+            client = self._stub_client(self.start_timeout_s)
+            if self.keep_debugger:
+                self._ready_client = client
+            else:
+                client.close()
+
+    def _stub_client(self, timeout_s: float) -> GdbRemoteClient:
+        """The first RSP connection to a just-launched QEMU, handshake done.
+
+        The handshake is answered only once QEMU is fully up and halted, so it is where a
+        bad machine name or argument shows: it fails with QEMU's own message. The connect
+        itself succeeds at once (we made the listening socket).
+        """
+        client = GdbRemoteClient(timeout=timeout_s, pipeline=_RSP_PIPELINE)
         try:
-            client.connect(_LOOPBACK, gdb_port)
+            client.connect(_LOOPBACK, self.gdb_port)
         except DeployError:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._process.wait(1.0)
+            if self._process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._process.wait(1.0)
             raise ExecutionError(
-                f"QEMU did not start (status {self._process.poll()}): "
+                f"QEMU did not start (status {self.poll()}): "
                 f"{self._stderr_tail() or '(no output)'}",
                 f"check the machine name ({self.machine!r}; list: qemu-system-arm -M help) "
                 "and the extra arguments",
                 log_path=self._stderr_path,
             ) from None
-        if self.keep_debugger:
-            self._ready_client = client
-        else:
-            client.close()
+        self._stub_answered = True
+        return client
 
     def connect_gdb(self, timeout_s: float = 10.0) -> GdbRemoteClient:
-        """A connected RSP client for this machine's GDB stub (retried until it listens)."""
+        """A connected RSP client for this machine's GDB stub (retried until it listens);
+        after ``start(wait_ready=False)`` the first one waits for QEMU to be up."""
         ready, self._ready_client = self._ready_client, None
         if ready is not None:
             ready.timeout = timeout_s
             return ready
+        if not self._stub_answered:
+            return self._stub_client(timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
             client = GdbRemoteClient(timeout=timeout_s, pipeline=_RSP_PIPELINE)
@@ -461,9 +482,11 @@ class FirmwareSession:
             raise ExecutionError("The emulated board is not started", "call start() first")
         return self._channel
 
-    def start(self) -> FirmwareSession:
+    def start(self, *, wait_ready: bool = True) -> FirmwareSession:
+        """Launch the machine and open its UART; ``wait_ready=False`` returns before QEMU is
+        up (``flash()`` then waits for it: see ``QemuMachine.start``)."""
         try:
-            self.machine.start()
+            self.machine.start(wait_ready=wait_ready)
             self._channel = SerialChannel(self.machine.serial, self.uart_log, on_line=self._on_line)
         except BaseException:
             self.close()

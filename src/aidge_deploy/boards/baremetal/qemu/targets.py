@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from aidge_deploy.boards.baremetal.base import BareMetalTarget
 from aidge_deploy.boards.baremetal.qemu.estimate import (
+    TimingPlan,
     TimingRun,
     estimated_run_times,
     plan_timing_run,
@@ -103,9 +105,13 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         super().__init__(config)
         self._session: FirmwareSession | None = None
         self.flash_report: FlashReport | None = None
-        #: the deploy run's timing model (estimate.py): loaded into QEMU with the firmware
+        #: the deploy run's timing model (estimate.py): planned with the early launch,
+        #: bound to the firmware when it is flashed
+        self._timing_plan: TimingPlan | None = None
         self._timing_run: TimingRun | None = None
         self._timing_unavailable: EstimatedCycles | None = None
+        #: a QEMU launched by prepare() and not flashed yet: (its log folder, its arguments)
+        self._early: tuple[Path, tuple[str, ...]] | None = None
 
     @property
     def board(self) -> QemuBoard:
@@ -197,19 +203,37 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     def preflight(self) -> list[ToolCheck]:
         return [*super().preflight(), apt_program_check("qemu-system-arm", "qemu-system-arm")]
 
-    def flash(self, ctx: DeployContext, build: BuildResult) -> None:
-        """Start the board halted, open its UART, write + verify the ELF, set SP/PC/xPSR;
-        with the core's timing model loaded into QEMU when the run is a benchmark."""
+    def prepare(self, ctx: DeployContext) -> None:
+        """Launch the board's QEMU now, halted: its start (~30 ms, mostly the dynamic
+        loader of a 50-library binary) overlaps the build-cache check and the stages up to
+        Flash, instead of following them. The timing model is planned now too; its
+        snapshot addresses, which need the firmware, reach the plugin through a file
+        written at flash time, before the core runs."""
+        super().prepare(ctx)
         manifest = ctx.artifact.manifest
-        self._timing_run, self._timing_unavailable = plan_timing_run(
+        self._timing_run = None
+        self._timing_plan, self._timing_unavailable = plan_timing_run(
             self.board,
             TimingMode(self.config.timing),
             manifest.application,
             manifest.application_config,
-            build.artifact_path,
             ctx.log_dir,
         )
-        self._boot(ctx, build, self._timing_run.plugin_args if self._timing_run else ())
+        args = self._timing_plan.plugin_args if self._timing_plan else ()
+        self._launch(ctx, args)
+        self._early = (ctx.log_dir, args)
+
+    def flash(self, ctx: DeployContext, build: BuildResult) -> None:
+        """Write + verify the ELF into the halted board and set SP/PC/xPSR; with the core's
+        timing model loaded into QEMU when the run is a benchmark."""
+        args: tuple[str, ...] = ()
+        if self._timing_plan is not None:
+            bound = self._timing_plan.bind(build.artifact_path)
+            if isinstance(bound, TimingRun):
+                self._timing_run, args = bound, bound.plugin_args
+            else:  # the firmware cannot be timed: no plugin (a QEMU without it is started)
+                self._timing_unavailable = bound
+        self._boot(ctx, build, args)
 
     def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
         """The protocol's result, with the timing model's estimate of the same run."""
@@ -222,6 +246,16 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         return parsed
 
     def _boot(self, ctx: DeployContext, build: BuildResult, extra_args: Sequence[str] = ()) -> None:
+        """Flash ``build`` into a halted QEMU started with ``extra_args``: the one prepare()
+        launched when it matches, else a new one."""
+        early, self._early = self._early, None
+        session = self._session
+        if session is None or early != (ctx.log_dir, tuple(extra_args)):
+            session = self._launch(ctx, extra_args)
+        self.flash_report = session.flash(load_elf(build.artifact_path))
+
+    def _launch(self, ctx: DeployContext, extra_args: Sequence[str]) -> FirmwareSession:
+        """Start the board halted with its UART open; its GDB stub is waited for by flash."""
         self._release()  # one run of the board at a time
         board = self.board
         session = FirmwareSession(
@@ -233,8 +267,8 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         )
         self._session = session
         # with wait=on QEMU holds the guest until the serial client is connected: nothing is lost
-        self._channel = session.start().channel
-        self.flash_report = session.flash(load_elf(build.artifact_path))
+        self._channel = session.start(wait_ready=False).channel
+        return session
 
     def start(self, ctx: DeployContext) -> None:
         if self._session is not None:
@@ -254,6 +288,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     def _release(self) -> None:
         """Stop this board's run: its UART, debugger connection and QEMU."""
         self._channel = None  # the session owns it
+        self._early = None
         if self._session is not None:
             self._session.close()
             self._session = None
