@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
@@ -172,9 +172,12 @@ class GdbRemoteClient:
             and self.request("QStartNoAckMode") == b"OK"
         ):
             self._conn().ack_mode = False
-        self._stop_reply = self.request("?").decode("ascii", "replace")
+        # "?" and the target description's first document go together when the client may
+        # pipeline (one round trip fewer; their answers decide nothing for each other)
+        stop, description = self._requests_and_xfers([b"?"], "features", ["target.xml"])
+        self._stop_reply = stop[0].decode("ascii", "replace")
         self._pid = _pid_from_stop_reply(self._stop_reply)
-        self._registers = self._read_target_description()
+        self._registers = self._read_target_description(description[0])
         self._memory_map = self._read_memory_map()
         _log.debug(
             "GDB server %s: packet size %d, %d registers, %d memory regions, stop %s",
@@ -187,12 +190,40 @@ class GdbRemoteClient:
 
     def read_xfer(self, obj: str, annex: str) -> bytes | None:
         """Read a whole ``qXfer:<obj>:read:<annex>`` object; ``None`` if unsupported."""
-        if self._features.get(f"qXfer:{obj}:read") != "+":
-            return None
-        data = bytearray()
+        return self.read_xfers(obj, [annex])[0]
+
+    def read_xfers(self, obj: str, annexes: Sequence[str]) -> list[bytes | None]:
+        """Several ``qXfer`` objects; their first chunks in one round trip when the client
+        may pipeline."""
+        return self._requests_and_xfers([], obj, annexes)[1]
+
+    def _requests_and_xfers(
+        self, payloads: Sequence[bytes], obj: str, annexes: Sequence[str]
+    ) -> tuple[list[bytes], list[bytes | None]]:
+        """The replies of ``payloads``, then the ``qXfer`` objects ``annexes`` (``None``
+        each if the server has no such object), the first chunks sent together."""
+        supported = self._features.get(f"qXfer:{obj}:read") == "+"
+        firsts = [self._xfer_packet(obj, annex, 0) for annex in annexes] if supported else []
+        batch = [*payloads, *firsts]
+        if self.pipeline > 1:
+            replies = self._requests(batch) if batch else []
+        else:
+            replies = [self._conn().request(packet) for packet in batch]
+        own, chunks = replies[: len(payloads)], replies[len(payloads) :]
+        if not supported:
+            return own, [None] * len(annexes)
+        return own, [
+            self._xfer_rest(obj, annex, first) for annex, first in zip(annexes, chunks, strict=True)
+        ]
+
+    def _xfer_packet(self, obj: str, annex: str, offset: int) -> bytes:
         chunk = self.packet_size - _HEADER_ROOM
+        return f"qXfer:{obj}:read:{annex}:{offset:x},{chunk:x}".encode("ascii")
+
+    def _xfer_rest(self, obj: str, annex: str, reply: bytes) -> bytes | None:
+        """A ``qXfer`` object from its first reply, reading on while the server says more."""
+        data = bytearray()
         while True:
-            reply = self.request(f"qXfer:{obj}:read:{annex}:{len(data):x},{chunk:x}")
             if not reply or reply.startswith(b"E"):
                 return None if not data else bytes(data)
             data.extend(unescape_binary(reply[1:]))
@@ -203,20 +234,19 @@ class GdbRemoteClient:
                     f"unexpected qXfer reply {reply[:16]!r} from {self._conn().peer}",
                     "the GDB server does not follow the remote protocol; update it",
                 )
+            reply = self._conn().request(self._xfer_packet(obj, annex, len(data)))
 
-    def _read_target_description(self) -> dict[str, RegisterInfo]:
+    def _read_target_description(self, top: bytes | None) -> dict[str, RegisterInfo]:
+        """Register names and numbers from ``target.xml`` (``top``) and its includes, the
+        includes of one document fetched together."""
         registers: dict[str, RegisterInfo] = {}
-        pending = ["target.xml"]
-        seen: set[str] = set()
+        seen = {"target.xml"}
         next_number = 0
-        while pending:
-            annex = pending.pop(0)
-            if annex in seen:
-                continue
-            seen.add(annex)
-            document = self.read_xfer("features", annex)
+
+        def take(document: bytes | None) -> None:
+            nonlocal next_number
             if document is None:
-                continue
+                return
             text = document.decode("utf-8", "replace")
             # Includes are spliced where they appear; registers number on from the last one,
             # so keep the order: this document's registers first, then its includes.
@@ -227,7 +257,12 @@ class GdbRemoteClient:
                 name = attrs.get("name", "").lower()
                 if name and name not in registers:
                     registers[name] = RegisterInfo(number, int(attrs.get("bitsize", "32")))
-            pending[0:0] = _INCLUDE_RE.findall(text)
+            includes = [a for a in dict.fromkeys(_INCLUDE_RE.findall(text)) if a not in seen]
+            seen.update(includes)
+            for included in self.read_xfers("features", includes) if includes else []:
+                take(included)
+
+        take(top)
         return registers
 
     def _read_memory_map(self) -> tuple[MemoryRegion, ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 import time
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from aidge_deploy.errors import ConnectError
 _log = logging.getLogger(__name__)
 
 #: bytes that must be escaped inside a packet (binary payloads and replies)
-_SPECIAL = frozenset(b"$#}*")
+_SPECIAL_RE = re.compile(rb"[$#}*]")
 _ESCAPE = 0x7D  # '}'
 _RETRANSMITS = 3
 
@@ -40,28 +41,28 @@ def frame(payload: bytes) -> bytes:
 
 def escape_binary(data: bytes) -> bytes:
     """Escape ``$ # } *`` as ``}`` + (byte ^ 0x20), as binary packets (X, vFlashWrite) need."""
-    out = bytearray()
-    for byte in data:
-        if byte in _SPECIAL:
-            out.append(_ESCAPE)
-            out.append(byte ^ 0x20)
-        else:
-            out.append(byte)
-    return bytes(out)
+    return _SPECIAL_RE.sub(_escaped, data)
+
+
+def _escaped(match: re.Match[bytes]) -> bytes:
+    return bytes((_ESCAPE, match.group()[0] ^ 0x20))
 
 
 def unescape_binary(data: bytes) -> bytes:
-    """Undo ``escape_binary`` (binary replies such as qXfer data)."""
+    """Undo ``escape_binary`` (binary replies such as qXfer data). A ``}`` with nothing after
+    it is dropped."""
+    at = data.find(b"}")
+    if at < 0:
+        return bytes(data)
     out = bytearray()
-    escaped = False
-    for byte in data:
-        if escaped:
-            out.append(byte ^ 0x20)
-            escaped = False
-        elif byte == _ESCAPE:
-            escaped = True
-        else:
-            out.append(byte)
+    start = 0
+    while at >= 0:
+        out += data[start:at]
+        if at + 1 < len(data):
+            out.append(data[at + 1] ^ 0x20)
+        start = at + 2
+        at = data.find(b"}", start)
+    out += data[start:]
     return bytes(out)
 
 
