@@ -26,17 +26,23 @@ holds now. Flashing and verifying took one RSP round trip per 2 KB packet (~30),
 waiting for both processes to be scheduled; the memory packets are pipelined to QEMU's stub
 now (two round trips).
 
-What is left above bare (one warm deploy's timeline, ~50 ms against ~37): ~3.3 ms of Python
-before QEMU starts (Preflight, the build cache's export hash, the timing plan), ~2.7 ms of
-RSP (handshake, target description, image write + read-back, registers, detach), ~5.5 ms
-more in the run (the plugin, and the UART over TCP: ~1.4 ms of QEMU CPU against a pipe) and
-~2 ms of parsing, estimating and assembling; ``setpriv`` costs ~0.5 ms over a bare exec.
-
-Measured on the shared 2-core machine (load 3-9), medians of 15-20 runs per invocation:
-default deploy / plain bare 1.25-1.30x when the bare run took 37-41 ms, 1.41-1.62x when
-others' load stretched it to 52-61 ms (every handoff between the deploy's processes then
-waits for a core); in one process against the code before the three changes above (six
-paired runs), old 1.48-1.79x, new 1.32-1.48x.
+Where the rest went, and what was done (perf and cProfile of warm deploys): QEMU's own
+start is ~33 ms of CPU on this machine before any guest code, the same for bare and deploy:
+~23 ms is the process start itself (the dynamic loader's ~245,000 relocations over ~50
+libraries, the kernel zeroing huge pages) and the rest machine set-up. The deploy ran its
+Python (Preflight, the build-cache check, the timing plan: ~4-6 ms) *before* that start;
+Prepare now launches the board's QEMU halted, so the two overlap, and the timing plugin
+reads its snapshot addresses from a file written at flash time (they need the firmware).
+The overlap gains less than it costs serially: this machine's two vCPUs slow each other
+when both are busy (a QEMU start takes 39 ms alone, 64 ms beside a spinning process), so
+less work, not only overlapped work, was needed too: the RSP handshake sends ``?`` with
+``target.xml`` and a document's includes together (two round trips instead of five), the
+escaping no longer loops over bytes in Python, the plugin makes one allocation per
+translated block instead of five, and facts derived from unchanged files (the export's
+hash, the layer analysis, the firmware's symbols, the built plugin, the compiler's path)
+are kept for the process, re-validated by one stat each. What remains above bare: the
+plugin (~3 ms of QEMU's own instrumentation, ~2 ms of ours), the RSP flash + verify
+(~2 ms), the UART over TCP (~1 ms of QEMU CPU against a pipe), parsing and assembling.
 """
 
 from __future__ import annotations
