@@ -40,7 +40,11 @@ less work, not only overlapped work, was needed too: the RSP handshake sends ``?
 escaping no longer loops over bytes in Python, the plugin makes one allocation per
 translated block instead of five, and facts derived from unchanged files (the export's
 hash, the layer analysis, the firmware's symbols, the built plugin, the compiler's path)
-are kept for the process, re-validated by one stat each. What remains above bare: the
+are kept for the process, re-validated by one stat each. The end of a run waited for QEMU
+to close the UART, which it does only after the kernel has freed its memory (~3-5 ms after
+the semihosting exit); the debugger now stays attached while the firmware runs, QEMU's stub
+announces the exit status (``W00``) before QEMU exits, the UART's last bytes are already
+received, and parsing overlaps the teardown. What remains above bare: the
 plugin (~3 ms of QEMU's own instrumentation, ~2 ms of ours), the RSP flash + verify
 (~2 ms), the UART over TCP (~1 ms of QEMU CPU against a pipe), parsing and assembling.
 """

@@ -19,12 +19,14 @@ import pytest
 
 from aidge_deploy.connections.qemu import (
     QEMU_INSTALL_HINT,
+    FirmwareSession,
     QemuMachine,
     find_qemu,
     qemu_version,
 )
 from aidge_deploy.connections.serial_capture import CaptureOutcome
 from aidge_deploy.errors import ConfigError, ExecutionError, FlashError, PreflightError
+from aidge_deploy.flash.image import load_elf
 from aidge_deploy.protocols.base import Channel
 from qemu_run import QemuRun, run_firmware
 from testfw import Variant, fw, needs_qemu, procs
@@ -302,3 +304,49 @@ def test_ctrl_c_during_capture_stops_qemu_and_keeps_the_log(
     finally:
         timer.cancel()
     assert b"HANGING" in log.read_bytes()
+
+
+@needs_qemu
+@pytest.mark.qemu
+def test_semihosting_exit_is_announced_before_qemu_exits(
+    firmware: Callable[[str, object], Path], run_dir: Path
+) -> None:
+    """The debugger stays attached while the firmware runs: QEMU's stub announces its
+    semihosting exit status before QEMU's own exit (whose teardown nobody waits for), and
+    the bytes the firmware wrote before exiting are all there to be read without waiting:
+    the same bytes a run that waits for QEMU to close the UART receives."""
+    reference = run_firmware(
+        "mps2-an386",
+        firmware("mps2-an386", Variant.DEMO),
+        end_markers="END DEMO",
+        timeout_s=20,
+        log_path=run_dir / "reference.log",
+        icount_shift=3,
+    )
+    assert reference.outcome is CaptureOutcome.END and reference.exit_status == 0
+    image = load_elf(firmware("mps2-an386", Variant.DEMO))
+    session = FirmwareSession("mps2-an386", run_dir, run_dir / "uart.log", icount_shift=3)
+    with session:
+        session.flash(image)
+        session.resume()
+        result = session.channel.capture(end_markers="END DEMO", timeout_s=20)
+        assert result.outcome is CaptureOutcome.END
+        assert session.await_exit(10.0) == 0 and session.exit_status == 0
+        complete = session.channel.drain(result)
+        assert complete.raw == reference.raw
+        assert complete.text.endswith(reference.text.splitlines()[-1])
+    assert (run_dir / "uart.log").read_bytes() == reference.raw
+
+    for variant, marker, status in ((Variant.FAIL, "FAILING", 1), (Variant.HANG, "HANGING", None)):
+        session = FirmwareSession("mps2-an386", run_dir, run_dir / f"{variant}.log")
+        with session:
+            session.flash(load_elf(firmware("mps2-an386", variant)))
+            session.resume()
+            assert session.channel.capture(end_markers=marker, timeout_s=20).outcome is (
+                CaptureOutcome.END
+            )
+            started = time.monotonic()
+            assert session.await_exit(0.3) == status and session.exit_status == status
+            if status is None:  # still running: the wait lasted its linger, no more
+                assert 0.3 <= time.monotonic() - started < 5
+    assert procs.qemu_pids_mentioning(str(run_dir)) == [], "a QEMU outlived its session"

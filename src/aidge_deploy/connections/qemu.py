@@ -4,7 +4,8 @@ An emulated board is driven exactly like a real one (reference/emulation.md sect
 QEMU starts *halted* (``-S``) with a GDB stub and its UART on a TCP socket; the host
 connects the serial socket first (``wait=on`` holds the guest until then, so no output is
 lost), programs the ELF over the GDB remote protocol with read-back verification, sets
-SP/PC/xPSR from the vector table, detaches (the core runs) and reads the UART until an end
+SP/PC/xPSR from the vector table, lets the core run with the debugger still attached (so a
+semihosting exit is announced on its link before QEMU exits) and reads the UART until an end
 marker, a semihosting exit or a deadline.
 
 Ports are picked at run time on 127.0.0.1, so several boards run in parallel. QEMU is
@@ -445,8 +446,10 @@ class FirmwareSession:
     ``start()`` launches the machine and opens its UART (``wait=on`` holds the guest until
     then, so nothing is lost); ``flash()`` programs the image over RSP with read-back
     verification and sets SP/PC/xPSR from its vector table, the core still halted;
-    ``resume()`` lets it run; ``settle()`` gives a firmware that ended through semihosting
-    a moment to exit by itself, so its exit status is its own; ``close()`` stops everything
+    ``resume()`` lets it run, the debugger still attached; ``await_exit()`` takes the exit
+    status a semihosting exit announces on the debugger's connection (before QEMU's own,
+    slower, exit), ``settle()`` waits for QEMU to exit by itself after its output ended;
+    either way the exit status is the firmware's own; ``close()`` stops everything
     (idempotent). The QEMU board target, its emulated counter passes and ``run_firmware``
     are all this one sequence.
     """
@@ -474,6 +477,9 @@ class FirmwareSession:
         self._on_line = on_line
         self._channel: SerialChannel | None = None
         self._gdb: GdbRemoteClient | None = None
+        #: the status a semihosting exit announced (``W<status>`` on the debugger's link)
+        self._announced_status: int | None = None
+        self._running = False
 
     @property
     def channel(self) -> SerialChannel:
@@ -501,22 +507,40 @@ class FirmwareSession:
         return program(self._gdb, image, verify=verify, reset=ResetMode.VECTOR, detach=False)
 
     def resume(self) -> None:
-        """Detach the debugger: the core runs from the reset vector."""
+        """The core runs from the reset vector, the debugger still attached: QEMU's stub
+        then announces a semihosting exit (``W<status>``) before QEMU itself exits, whose
+        teardown (~3 ms, the kernel freeing its memory) nobody has to wait for."""
         if self._gdb is not None:
-            gdb, self._gdb = self._gdb, None
-            try:
-                gdb.detach()
-            finally:
-                gdb.close()
+            self._gdb.resume()
+            self._running = True
+
+    def await_exit(self, wait_s: float) -> int | None:
+        """After the end of the output: the firmware's exit status if it exits within
+        ``wait_s`` (announced, not waited for), else ``None`` (it keeps running)."""
+        if self._announced_status is not None or self._gdb is None or not self._running:
+            return self._announced_status
+        try:
+            reply = self._gdb.wait_stop(wait_s)
+        except DeployError:  # the link closed: QEMU went away without announcing it
+            return None
+        if reply is not None:
+            self._running = False
+            if reply.startswith("W"):
+                with contextlib.suppress(ValueError):
+                    self._announced_status = int(reply[1:].split(";")[0], 16)
+        return self._announced_status
 
     def settle(self, wait_s: float = 2.0) -> None:
-        """After the end of the output, let a semihosting exit happen by itself."""
+        """After the output ended with the stream (QEMU exited), let that exit complete, so
+        its status is known."""
         if self._channel is not None and self._channel.at_eof:
             self.machine.wait(wait_s)
 
     @property
     def exit_status(self) -> int | None:
         """The firmware's semihosting exit status, ``None`` if it did not exit by itself."""
+        if self._announced_status is not None:
+            return self._announced_status
         return None if self.machine.stopped_by_host else self.machine.exit_status
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ so the evidence is on disk whatever happens next (timeout, exception, Ctrl-C).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import socket
@@ -323,6 +324,23 @@ class SerialChannel:
         )
         _log.debug("capture ended: %s (%s) after %.3f s", outcome, reason, result.duration_s)
         return result
+
+    def drain(self, result: CaptureResult) -> CaptureResult:
+        """``result`` with what has arrived since, read without waiting: the output a
+        program wrote before it was seen to exit (its bytes are already here)."""
+        before = len(self._raw)
+        try:
+            while not self.at_eof and (waiting := _bytes_waiting(self._port)):
+                chunk = self._port.read(waiting)
+                if not chunk:
+                    break
+                self._receive(chunk)
+        except (SerialException, OSError) as exc:
+            self._eof_reason = str(exc) or type(exc).__name__
+        self._unread.clear()
+        if len(self._raw) == before:
+            return result
+        return dataclasses.replace(result, text=self.text(), raw=self.raw)
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -456,6 +456,22 @@ class GdbRemoteClient:
             break
         return "".join(output)
 
+    def resume(self) -> None:
+        """Let the target run, the debugger still attached (``c``): its stop reply — for
+        QEMU a semihosting exit's ``W<status>``, sent before QEMU exits — is read with
+        ``wait_stop``."""
+        self._conn().send_packet(b"c")
+
+    def wait_stop(self, timeout: float) -> str | None:
+        """The stop reply after ``resume`` (``W00``: exited with status 0), ``None`` if the
+        target is still running after ``timeout`` seconds."""
+        try:
+            return self._conn().receive_packet(timeout).decode("ascii", "replace")
+        except ConnectError as exc:
+            if "did not answer" in exc.message:
+                return None
+            raise
+
     def detach(self) -> None:
         """Detach; the target resumes running."""
         multiprocess = self._features.get("multiprocess") == "+"

@@ -183,12 +183,17 @@ def _counts(
 def read_trace(path: Path) -> PluginTrace:
     """Parse the plugin's ``out=`` file."""
     try:
-        lines = path.read_text(encoding="ascii").splitlines()
+        text = path.read_text(encoding="ascii")
     except OSError as exc:
         raise CaptureError(
             f"The emulated-PMU plugin wrote no file at {path}: {exc.strerror}",
             hint="QEMU did not load the plugin (see its stderr) or failed before starting.",
         ) from exc
+    # every record ends with a newline: an unterminated last one is still being written
+    # (QEMU is exiting as the run is read) or was cut short by a kill, and is not a record
+    lines = text.splitlines()
+    if text and not text.endswith("\n"):
+        lines.pop()
     if not lines or not lines[0].startswith(_HEADER):
         raise CaptureError(
             f"{path} is not an aidge_pmu trace", hint="Rebuild the plugin (clear the cache)."

@@ -116,9 +116,9 @@ class BareMetalTarget(DeployTarget):
         result = channel.capture(
             end_markers=self.end_markers(ctx),
             timeout_s=self.capture_timeout(ctx),
-            linger_s=0.2,
+            linger_s=self.capture_linger_s,
         )
-        self.finish(ctx, result)
+        result = self.finish(ctx, result)
         if result.outcome is CaptureOutcome.TIMEOUT:
             raise CaptureError(
                 f"No end marker ({' | '.join(self.end_markers(ctx))}) on the UART: {result.reason}",
@@ -144,8 +144,13 @@ class BareMetalTarget(DeployTarget):
     def start(self, ctx: DeployContext) -> None:
         """Let the flashed firmware run (resume the core), if flashing left it halted."""
 
-    def finish(self, ctx: DeployContext, result: CaptureResult) -> None:
-        """Stop whatever runs the firmware once the capture ended."""
+    #: how long the UART is read after the end marker (a trailing banner, an exit)
+    capture_linger_s: ClassVar[float] = 0.2
+
+    def finish(self, ctx: DeployContext, result: CaptureResult) -> CaptureResult:
+        """Once the capture ended: stop whatever runs the firmware, and return the capture
+        with anything it still received."""
+        return result
 
     def exit_status(self) -> int | None:
         """The firmware's own exit status when it has one (semihosting), else None."""

@@ -36,7 +36,7 @@ from aidge_deploy.boards.baremetal.qemu.pmu import (
 )
 from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
 from aidge_deploy.connections.qemu import FirmwareSession
-from aidge_deploy.connections.serial_capture import CaptureResult
+from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.binary import MemoryCapacity
@@ -274,9 +274,22 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         if self._session is not None:
             self._session.resume()  # the core runs from the reset vector
 
-    def finish(self, ctx: DeployContext, result: CaptureResult) -> None:
-        if self._session is not None:
-            self._session.settle()
+    #: the end of a run is the exit QEMU's stub announces (finish), not the UART's close
+    capture_linger_s: ClassVar[float] = 0.0
+
+    def finish(self, ctx: DeployContext, result: CaptureResult) -> CaptureResult:
+        """After the end marker, wait (up to the base linger) for the semihosting exit the
+        debugger's link announces, then take the UART's last bytes, already received: the
+        output and the exit status are complete while QEMU is still tearing itself down.
+        After an end of stream (QEMU exited), let that exit complete instead."""
+        session = self._session
+        if session is None or self._channel is None:
+            return result
+        if result.outcome is CaptureOutcome.END:
+            session.await_exit(BareMetalTarget.capture_linger_s)
+            return self._channel.drain(result)
+        session.settle()
+        return result
 
     def exit_status(self) -> int | None:
         return self._session.exit_status if self._session is not None else None
