@@ -44,9 +44,15 @@ are kept for the process, re-validated by one stat each. The end of a run waited
 to close the UART, which it does only after the kernel has freed its memory (~3-5 ms after
 the semihosting exit); the debugger now stays attached while the firmware runs, QEMU's stub
 announces the exit status (``W00``) before QEMU exits, the UART's last bytes are already
-received, and parsing overlaps the teardown. What remains above bare: the
-plugin (~3 ms of QEMU's own instrumentation, ~2 ms of ours), the RSP flash + verify
-(~2 ms), the UART over TCP (~1 ms of QEMU CPU against a pipe), parsing and assembling.
+received, and parsing overlaps the teardown. What remains above bare (a warm deploy's
+timeline on 2 December, bare run 63-80 ms): the plugin (QEMU CPU +6-9 ms; an empty plugin
+that only sees translations already costs ~3 ms of QEMU's own instrumentation), the RSP
+flash + verify (~4.5 ms: QEMU 7.2's stub takes no binary ``X`` writes, so 29 KB go as
+58 KB of hex, parsed by the stub a byte at a time, read back in 0.8 ms), ``setpriv``'s
+extra exec for the parent-death signal (~1.3 ms), the Python before QEMU starts (~3.8 ms,
+the deploy's set-up and Preflight), the UART over TCP (~1 ms of QEMU CPU against a pipe),
+parsing and assembling (~4 ms, now during QEMU's teardown) and QEMU's teardown itself,
+which a bare run that kills QEMU at the end keyword also pays.
 """
 
 from __future__ import annotations
