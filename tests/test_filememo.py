@@ -440,6 +440,26 @@ def test_the_makefile_compiler_is_kept_in_memory_and_a_changed_makefile_is_read_
     assert buildsys._makefile_compiler(export_dir) is None
 
 
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("CXX = arm-none-eabi-g++\n", "arm-none-eabi-g++"),
+        ("CXX=arm-none-eabi-g++ -mcpu=cortex-m4\n", "arm-none-eabi-g++"),
+        ("CC := riscv32-unknown-elf-gcc\n", "riscv32-unknown-elf-gcc"),
+        ("CC = arm-none-eabi-gcc-12\n", "arm-none-eabi-gcc-12"),
+        ("CC = arm-none-eabi-gcc.exe\n", None),
+        ("CC = gcc\n", None),
+    ],
+)
+def test_the_makefile_compiler_is_the_whole_name(
+    export_dir: Path, line: str, named: str | None
+) -> None:
+    """``g++`` ends in no word character: a name read up to a word boundary missed it."""
+    (export_dir / "Makefile").write_text(line)
+    buildsys._MAKEFILE_COMPILERS.clear()
+    assert buildsys._makefile_compiler(export_dir) == named
+
+
 def test_a_cached_build_is_kept_in_memory_and_a_removed_artifact_or_new_stamp_is_seen(
     tmp_path: Path,
 ) -> None:

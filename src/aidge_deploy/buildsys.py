@@ -146,9 +146,12 @@ def plan_build(
     )
 
 
-#: the GNU cross compilers the exporters' Makefiles name (the Cortex-M BSPs)
+#: the GNU cross compilers the exporters' Makefiles name (the Cortex-M BSPs), with a
+#: version suffix if any; the name ends where the next character cannot continue it
+#: (``g++`` ends in no word character, so a ``\b`` cannot close it)
 _MAKE_COMPILER = re.compile(
-    r"\b((?:arm-none-eabi|riscv64-unknown-elf|riscv32-unknown-elf)-g(?:cc|\+\+))\b"
+    r"\b((?:arm-none-eabi|riscv64-unknown-elf|riscv32-unknown-elf)-g(?:cc|\+\+)(?:-\d+)?)"
+    r"(?![\w+.-])"
 )
 _CMAKE_COMPILER = re.compile(r"^CMAKE_CXX_COMPILER:[A-Z]+=(.+)$", re.MULTILINE)
 
