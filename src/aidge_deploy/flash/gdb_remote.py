@@ -28,6 +28,7 @@ from types import TracebackType
 
 from aidge_deploy.errors import ConnectError, FlashError
 from aidge_deploy.flash.rsp import (
+    RspTimeout,
     RspTransport,
     escape_binary,
     hex_decode,
@@ -467,10 +468,8 @@ class GdbRemoteClient:
         target is still running after ``timeout`` seconds."""
         try:
             return self._conn().receive_packet(timeout).decode("ascii", "replace")
-        except ConnectError as exc:
-            if "did not answer" in exc.message:
-                return None
-            raise
+        except RspTimeout:
+            return None
 
     def detach(self) -> None:
         """Detach; the target resumes running."""

@@ -29,6 +29,10 @@ _ESCAPE = 0x7D  # '}'
 _RETRANSMITS = 3
 
 
+class RspTimeout(ConnectError):
+    """The GDB server did not answer in time (it may still be running the target)."""
+
+
 def checksum(payload: bytes) -> int:
     """Modulo-256 sum of the payload bytes as transmitted (after escaping)."""
     return sum(payload) & 0xFF
@@ -196,8 +200,8 @@ class RspTransport:
                 "the GDB server crashed or was stopped; see its log",
             ) from exc
 
-    def _timeout_error(self) -> ConnectError:
-        return ConnectError(
+    def _timeout_error(self) -> RspTimeout:
+        return RspTimeout(
             f"the GDB server at {self._peer} did not answer within {self.timeout:g} s",
             "the server is hung or busy; restart it, or raise the flash timeout",
         )

@@ -60,6 +60,10 @@ from aidge_qemu_descriptors import (
 if TYPE_CHECKING:
     from aidge_deploy.protocols.base import ProtocolResult
 
+#: how long a firmware that printed its end marker is given to exit (the base targets'
+#: linger after the marker): one that keeps running costs no more than this
+_EXIT_WAIT_S = 0.2
+
 __all__ = [
     "TARGETS",
     "Mps2An386Target",
@@ -278,7 +282,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     capture_linger_s: ClassVar[float] = 0.0
 
     def finish(self, ctx: DeployContext, result: CaptureResult) -> CaptureResult:
-        """After the end marker, wait (up to the base linger) for the semihosting exit the
+        """After the end marker, wait (up to ``_EXIT_WAIT_S``) for the semihosting exit the
         debugger's link announces, then take the UART's last bytes, already received: the
         output and the exit status are complete while QEMU is still tearing itself down.
         After an end of stream (QEMU exited), let that exit complete instead."""
@@ -286,7 +290,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         if session is None or self._channel is None:
             return result
         if result.outcome is CaptureOutcome.END:
-            session.await_exit(BareMetalTarget.capture_linger_s)
+            session.await_exit(_EXIT_WAIT_S)
             return self._channel.drain(result)
         session.settle()
         return result
