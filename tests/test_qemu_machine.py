@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -98,6 +100,36 @@ def test_machine_starts_halted_and_stops_on_exit(run_dir: Path) -> None:
     assert qemu.stopped_by_host
     assert qemu.exit_status is None
     assert qemu.stderr_path is not None and qemu.stderr_path.exists()
+
+
+@needs_qemu
+@pytest.mark.qemu
+def test_qemu_runs_without_huge_pages_and_dies_with_a_sigkilled_host(run_dir: Path) -> None:
+    """No cleanup runs in a SIGKILLed host: QEMU's parent-death signal (child_exec) ends it."""
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from aidge_deploy.connections.qemu import QemuMachine\n"
+        "machine = QemuMachine('mps2-an386', Path(sys.argv[1])).start()\n"
+        "print(machine.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    host = subprocess.Popen(
+        [sys.executable, "-c", script, str(run_dir)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert host.stdout is not None
+        pid = int(host.stdout.readline())
+        assert procs.qemu_pids_mentioning(str(run_dir)) == [pid]  # child_exec became QEMU
+        status = Path(f"/proc/{pid}/status").read_text()
+        assert re.search(r"^THP_enabled:\s+0$", status, re.M), status
+    finally:
+        host.kill()
+        host.wait(10)
+    deadline = time.monotonic() + 10
+    while procs.qemu_pids_mentioning(str(run_dir)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert procs.qemu_pids_mentioning(str(run_dir)) == []
 
 
 @needs_qemu

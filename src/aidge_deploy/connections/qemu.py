@@ -10,8 +10,9 @@ marker, a semihosting exit or a deadline.
 
 Ports are picked at run time on 127.0.0.1, so several boards run in parallel. QEMU is
 *always* stopped when the ``QemuMachine`` context ends, whether normally, on an error or on
-Ctrl-C (SIGTERM, then SIGKILL after a grace period, then reaped); where ``setpriv`` exists
-QEMU also gets a parent-death signal so even a killed host process leaves no emulator behind.
+Ctrl-C (SIGTERM, then SIGKILL after a grace period, then reaped); QEMU is started through
+``child_exec`` with a parent-death signal, so even a killed host process leaves no emulator
+behind.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from types import TracebackType
 
 from serial import SerialBase
 
+from aidge_deploy.connections.child_exec import child_exec_prefix
 from aidge_deploy.connections.serial_capture import (
     SerialChannel,
     close_serial,
@@ -289,11 +291,9 @@ class QemuMachine:
             self._command = tuple(
                 self._build_command(qemu, gdb_sock.fileno(), serial_sock.fileno())
             )
-            setpriv = shutil.which("setpriv")
-            # setpriv execs QEMU with a parent-death signal: no orphan if the host is SIGKILLed.
-            argv = (
-                [setpriv, "--pdeathsig", "KILL", *self._command] if setpriv else list(self._command)
-            )
+            # QEMU dies with us even if we are SIGKILLed, and runs without huge pages (a short
+            # run would pay the kernel for zeroing 2 MB per region it touches: child_exec)
+            argv = [*child_exec_prefix(no_thp=True), *self._command]
             _log.debug("starting %s", " ".join(self._command))
             with self._stderr_path.open("wb") as stderr:
                 self._process = subprocess.Popen(
