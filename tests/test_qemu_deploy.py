@@ -184,10 +184,12 @@ def test_qemu_starts_before_the_build_and_is_the_one_flashed(export_factory, no_
 def test_firmware_the_model_cannot_time_runs_on_a_qemu_without_the_plugin(
     export_factory, monkeypatch, no_qemu_left
 ) -> None:  # type: ignore[no-untyped-def]
-    """When the built firmware turns out not to be timeable (its reason is reported), the
-    QEMU Prepare started with the plugin is replaced by one without it: the run is not
-    slowed by a model whose figures would be thrown away."""
+    """When the firmware turns out not to be timeable (its reason is reported), its run has
+    no plugin: the QEMU Prepare started with one before the build is replaced by one
+    without it, and when the firmware is already built Prepare starts that QEMU at once.
+    The run is not slowed by a model whose figures would be thrown away."""
     from aidge_deploy.boards.baremetal.qemu import estimate
+    from aidge_deploy.boards.baremetal.qemu.targets import QemuBoardTarget
 
     artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=2)
     reason = "the firmware predates the emulated boards' benchmark entry (re-export the model)"
@@ -200,13 +202,70 @@ def test_firmware_the_model_cannot_time_runs_on_a_qemu_without_the_plugin(
         if update.kind is ProgressKind.START and update.stage in ("Build", "Execute"):
             seen[update.stage] = _qemu_command_lines()
 
-    result = aidge_deploy.deploy(artifact, DeployConfig(), progress=watch)
+    warm = QemuBoardTarget.cached_build
+    for cached in (False, True):
+        monkeypatch.setattr(
+            QemuBoardTarget, "cached_build", warm if cached else lambda self, ctx: None
+        )
+        result = aidge_deploy.deploy(artifact, DeployConfig(), progress=watch)
+        (early,) = seen["Build"].values()
+        (flashed,) = seen["Execute"].values()
+        assert "-plugin" not in flashed
+        assert ("-plugin" in early) is not cached
+        assert result.metrics["estimated_cycles"] is None
+        assert result.metrics["timing_model"]["unavailable"] == reason
+        assert result.timings is not None and len(result.timings) == 2  # CPI = 1 times instead
+
+
+def test_a_built_firmware_is_loaded_by_qemu_itself_and_only_verified(
+    export_factory, monkeypatch, no_qemu_left
+) -> None:  # type: ignore[no-untyped-def]
+    """With the build in the cache, Prepare's QEMU loads that firmware itself (``-kernel``,
+    as a bare run does) and Flash reads it back instead of writing 30 KB of hex through
+    QEMU's stub. When that read-back differs (QEMU refused the file, or it was rebuilt in
+    between), the firmware is programmed over RSP into a new QEMU, whose errors say why."""
+    from aidge_deploy.connections.qemu import FirmwareSession
+    from aidge_deploy.errors import FlashError
+
+    artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=2)
+    first = aidge_deploy.deploy(artifact, DeployConfig())  # builds, or finds the build
+    reports: list = []  # type: ignore[type-arg]
+    flash = FirmwareSession.flash
+
+    def spy(self, image, **kwargs):  # type: ignore[no-untyped-def]
+        reports.append(flash(self, image, **kwargs))
+        return reports[-1]
+
+    seen: dict[str, dict[int, str]] = {}
+
+    def watch(update: ProgressUpdate) -> None:
+        if update.kind is ProgressKind.START and update.stage in ("Build", "Execute"):
+            seen[update.stage] = _qemu_command_lines()
+
+    monkeypatch.setattr(FirmwareSession, "flash", spy)
+    warm = aidge_deploy.deploy(artifact, DeployConfig(), progress=watch)
+    assert warm.build is not None and warm.build.status == "cached"
+    (command,) = seen["Build"].values()
+    assert f"-kernel {warm.build.artifact_path}" in command
+    assert seen["Execute"] == seen["Build"], "Flash must verify the QEMU Prepare started"
+    assert [(r.preloaded, r.verified, r.bytes_written) for r in reports] == [(True, True, 0)]
+    assert warm.metrics["estimated_cycles"] == first.metrics["estimated_cycles"]
+    assert warm.timings == first.timings
+
+    def refused(self, image, **kwargs):  # type: ignore[no-untyped-def]
+        if self.machine.kernel is not None:
+            raise FlashError("verification failed: 0x00000100 reads back 0x00 (test)")
+        return spy(self, image, **kwargs)
+
+    reports.clear()
+    monkeypatch.setattr(FirmwareSession, "flash", refused)
+    again = aidge_deploy.deploy(artifact, DeployConfig(), progress=watch)
     (early,) = seen["Build"].values()
     (flashed,) = seen["Execute"].values()
-    assert "-plugin" in early and "-plugin" not in flashed
-    assert result.metrics["estimated_cycles"] is None
-    assert result.metrics["timing_model"]["unavailable"] == reason
-    assert result.timings is not None and len(result.timings) == 2  # CPI = 1 times instead
+    assert "-kernel" in early and "-kernel" not in flashed
+    assert [(r.preloaded, r.verified) for r in reports] == [(False, True)]
+    assert reports[0].bytes_written > 0
+    assert again.metrics["estimated_cycles"] == first.metrics["estimated_cycles"]
 
 
 def test_validation_on_target_gives_accuracy(

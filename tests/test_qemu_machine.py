@@ -6,6 +6,7 @@ own temporary directory, which appears in QEMU's command line).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -382,3 +383,46 @@ def test_semihosting_exit_is_announced_before_qemu_exits(
             if status is None:  # still running: the wait lasted its linger, no more
                 assert 0.3 <= time.monotonic() - started < 5
     assert procs.qemu_pids_mentioning(str(run_dir)) == [], "a QEMU outlived its session"
+
+
+@needs_qemu
+@pytest.mark.qemu
+def test_a_preloaded_firmware_is_verified_not_written_and_a_changed_one_is_refused(
+    firmware: Callable[[str, object], Path], run_dir: Path
+) -> None:
+    """QEMU loads a firmware known before it starts itself (``-kernel``, as a bare run
+    does): flash() reads it back instead of writing it, and the run is the same; an image
+    that is no longer what QEMU loaded (the file was rebuilt since) is a FlashError."""
+    elf = firmware("mps2-an386", Variant.DEMO)
+    image = load_elf(elf)
+    reference = run_firmware(
+        "mps2-an386",
+        elf,
+        end_markers="END DEMO",
+        timeout_s=20,
+        log_path=run_dir / "reference.log",
+        icount_shift=3,
+    )
+    session = FirmwareSession(
+        "mps2-an386", run_dir, run_dir / "uart.log", icount_shift=3, preload=elf
+    )
+    with session:
+        command = session.machine.command
+        assert command[command.index("-kernel") + 1] == str(elf)
+        report = session.flash(image)
+        assert report.preloaded and report.verified and report.bytes_written == 0
+        session.resume()
+        result = session.channel.capture(end_markers="END DEMO", timeout_s=20)
+        assert result.outcome is CaptureOutcome.END
+        assert session.await_exit(10.0) == 0
+        assert session.channel.drain(result).raw == reference.raw
+
+    first = image.segments[0]
+    flipped = bytes([first.data[-1] ^ 0xFF])
+    changed = dataclasses.replace(
+        image,
+        segments=(dataclasses.replace(first, data=first.data[:-1] + flipped), *image.segments[1:]),
+    )
+    session = FirmwareSession("mps2-an386", run_dir, run_dir / "changed.log", preload=elf)
+    with session, pytest.raises(FlashError, match="verification failed"):
+        session.flash(changed)

@@ -38,6 +38,7 @@ from aidge_deploy.connections.local_process import run_to_streams
 from aidge_deploy.errors import BuildError, InternalError, MemoryFitError, PreflightError
 from aidge_deploy.exportspec import Export
 from aidge_deploy.filememo import FileMemo, Reads
+from aidge_deploy.pathsearch import which
 from aidge_deploy.results import BuildResult, BuildStatus, Toolchain
 
 STAMP_NAME = ".aidge-deploy-build.json"
@@ -217,7 +218,7 @@ def build_export(
     build folder in place, and the error says where (else it is removed with the failure).
     """
     for tool in required_tools(plan.build_system)[:1]:
-        if shutil.which(tool) is None:
+        if which(tool) is None:
             raise PreflightError(
                 f"'{tool}' is not installed",
                 hint=f"apt-get install --no-install-recommends {'cmake g++' if tool == 'cmake' else 'make'}",
@@ -281,6 +282,12 @@ def build_export(
         duration_s=time.perf_counter() - started,
         toolchain=toolchain,
     )
+
+
+def find_cached_build(artifact: Export, plan: BuildPlan) -> BuildResult | None:
+    """What ``build_export`` would return without building: the cache's complete build of
+    this export, or ``None`` (a run can then prepare its target with the firmware known)."""
+    return _cached_build(plan, plan.digest or export_hash(artifact), memory_peaks(artifact))
 
 
 def build_variant(

@@ -10,9 +10,10 @@ provide (a board's address, a probe plugged in) is listed beside, as what the ru
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from aidge_deploy.pathsearch import which
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def apt_hint(packages: str) -> str:
 
 def program_check(program: str, how: str) -> ToolCheck:
     """``program`` on PATH (its path), else "not found" and ``how`` to get it."""
-    path = shutil.which(program)
+    path = which(program)
     return ToolCheck(program, path is not None, path or "not found", None if path else how)
 
 

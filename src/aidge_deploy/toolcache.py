@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.connections.local_process import run_captured
 from aidge_deploy.errors import BuildError, PreflightError
 from aidge_deploy.filememo import FileMemo, Reads
+from aidge_deploy.pathsearch import which
 from aidge_deploy.readiness import ToolCheck
 
 #: outputs built, by (name, sources, compiler, flags, suffix, output folder)
@@ -28,7 +28,7 @@ _BUILT: FileMemo[tuple[str, tuple[str, ...], str, tuple[str, ...], str, str], Pa
 def find_c_compiler(explicit: str | None = None, *, purpose: str) -> str:
     """The first C compiler found among ``explicit``, ``$CC``, ``cc`` and ``gcc``."""
     for name in (explicit, os.environ.get("CC"), "cc", "gcc"):
-        found = shutil.which(name) if name else None
+        found = which(name) if name else None
         if found:
             return found
     raise PreflightError(

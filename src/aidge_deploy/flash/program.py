@@ -58,6 +58,9 @@ class FlashReport:
     initial_sp: int | None
     entry: int | None
     duration_s: float
+    #: the image was already in memory (an emulator loaded it at start, as ``-kernel``
+    #: does): it was read back and compared here, not written (``bytes_written`` 0)
+    preloaded: bool = False
 
 
 # -- programming --------------------------------------------------------------------------
@@ -81,12 +84,48 @@ def program(
     halt_command: str | None = None,
     reset_command: str = "system_reset",
     detach: bool = True,
+    preloaded: bool = False,
 ) -> FlashReport:
-    """Write ``image`` through a connected client, verify it, start it and detach."""
+    """Write ``image`` through a connected client, verify it, start it and detach.
+
+    ``preloaded``: the image is already in the target's memory (an emulator loaded it when
+    it started): nothing is written, it is only read back and compared (a mismatch is a
+    ``FlashError``), then the core is started as after a write.
+    """
     started = time.monotonic()
     if halt_command:
         client.monitor(halt_command)
     parts = _plan(image, client.memory_map)
+    if not preloaded:
+        _write(client, parts, erase=erase)
+    if verify or preloaded:
+        for part in parts:
+            _verify(client, part)
+    sp = entry = None
+    if reset is ResetMode.VECTOR:
+        sp, entry = image.initial_sp_and_entry()
+        # A halted-from-reset core with empty memory has EPSR.T = 0; without T the first
+        # instruction faults and the core locks up (lab pitfall 2).
+        client.write_registers({"sp": sp, "pc": entry & ~1, "xpsr": _XPSR_THUMB})
+    elif reset is ResetMode.MONITOR:
+        client.monitor(reset_command)
+    if detach:
+        client.detach()
+    return FlashReport(
+        image=image.path,
+        segments=tuple(WrittenSegment(p.address, len(p.data), p.method) for p in parts),
+        bytes_written=0 if preloaded else sum(len(p.data) for p in parts),
+        verified=verify or preloaded,
+        reset=reset,
+        initial_sp=sp,
+        entry=entry,
+        duration_s=time.monotonic() - started,
+        preloaded=preloaded,
+    )
+
+
+def _write(client: GdbRemoteClient, parts: list[_Part], *, erase: bool) -> None:
+    """Erase what flash the parts need (or all of it), write every part, finish flashing."""
     flash_parts = [part for part in parts if part.method is WriteMethod.FLASH]
     if erase:
         for region in client.memory_map:
@@ -105,29 +144,6 @@ def program(
             client.write_memory(part.address, part.data)
     if flash_parts:
         client.flash_done()
-    if verify:
-        for part in parts:
-            _verify(client, part)
-    sp = entry = None
-    if reset is ResetMode.VECTOR:
-        sp, entry = image.initial_sp_and_entry()
-        # A halted-from-reset core with empty memory has EPSR.T = 0; without T the first
-        # instruction faults and the core locks up (lab pitfall 2).
-        client.write_registers({"sp": sp, "pc": entry & ~1, "xpsr": _XPSR_THUMB})
-    elif reset is ResetMode.MONITOR:
-        client.monitor(reset_command)
-    if detach:
-        client.detach()
-    return FlashReport(
-        image=image.path,
-        segments=tuple(WrittenSegment(p.address, len(p.data), p.method) for p in parts),
-        bytes_written=sum(len(p.data) for p in parts),
-        verified=verify,
-        reset=reset,
-        initial_sp=sp,
-        entry=entry,
-        duration_s=time.monotonic() - started,
-    )
 
 
 def flash_image(

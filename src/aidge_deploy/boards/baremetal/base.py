@@ -15,7 +15,7 @@ import numpy as np
 
 from aidge_deploy.boards.baremetal.layout import to_exported_layout
 from aidge_deploy.boards.baremetal.runtime import RuntimeConfig, resolve_runtime_config
-from aidge_deploy.buildsys import build_export, plan_build
+from aidge_deploy.buildsys import BuildPlan, build_export, find_cached_build, plan_build
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult, SerialChannel
 from aidge_deploy.errors import CaptureError, ExecutionError, PipelineError
@@ -36,6 +36,7 @@ class BareMetalTarget(DeployTarget):
     def __init__(self, config: DeployConfig | None = None) -> None:
         super().__init__(config)
         self._channel: SerialChannel | None = None
+        self._planned: tuple[DeployContext, BuildPlan] | None = None
 
     # -- the exporter's contract ------------------------------------------------------------
 
@@ -62,10 +63,24 @@ class BareMetalTarget(DeployTarget):
         ctx.log_dir.mkdir(parents=True, exist_ok=True)
 
     def build(self, ctx: DeployContext) -> BuildResult:
-        plan = plan_build(ctx.artifact, self.config.build_dir, jobs=self.config.build_jobs)
         return build_export(
-            ctx.artifact, plan, ctx.log_dir / "build.log", keep_failed=self.config.keep_build_dir
+            ctx.artifact,
+            self._build_plan(ctx),
+            ctx.log_dir / "build.log",
+            keep_failed=self.config.keep_build_dir,
         )
+
+    def cached_build(self, ctx: DeployContext) -> BuildResult | None:
+        """The build ``build()`` will return without building, if the cache holds it."""
+        return find_cached_build(ctx.artifact, self._build_plan(ctx))
+
+    def _build_plan(self, ctx: DeployContext) -> BuildPlan:
+        """The run's build plan, made once (hashing the export): ``prepare`` may need it
+        before ``build``."""
+        if self._planned is None or self._planned[0] is not ctx:
+            plan = plan_build(ctx.artifact, self.config.build_dir, jobs=self.config.build_jobs)
+            self._planned = (ctx, plan)
+        return self._planned[1]
 
     def protocol(self, ctx: DeployContext) -> OutputProtocol:
         return get_protocol(ctx.artifact.manifest.protocol)

@@ -37,6 +37,7 @@ from aidge_deploy.boards.baremetal.qemu.pmu import (
 from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
 from aidge_deploy.connections.qemu import FirmwareSession
 from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult
+from aidge_deploy.errors import ExecutionError, FlashError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.binary import MemoryCapacity
@@ -114,8 +115,11 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         self._timing_plan: TimingPlan | None = None
         self._timing_run: TimingRun | None = None
         self._timing_unavailable: EstimatedCycles | None = None
-        #: a QEMU launched by prepare() and not flashed yet: (its log folder, its arguments)
-        self._early: tuple[Path, tuple[str, ...]] | None = None
+        #: a QEMU launched by prepare() and not flashed yet: its log folder, its arguments
+        #: and the cached firmware it loaded itself (None: not known before the build)
+        self._early: tuple[Path, tuple[str, ...], Path | None] | None = None
+        #: the timing model bound by prepare() to that cached firmware
+        self._early_bound: TimingRun | EstimatedCycles | None = None
 
     @property
     def board(self) -> QemuBoard:
@@ -210,9 +214,11 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     def prepare(self, ctx: DeployContext) -> None:
         """Launch the board's QEMU now, halted: its start (~30 ms, mostly the dynamic
         loader of a 50-library binary) overlaps the build-cache check and the stages up to
-        Flash, instead of following them. The timing model is planned now too; its
-        snapshot addresses, which need the firmware, reach the plugin through a file
-        written at flash time, before the core runs."""
+        Flash, instead of following them. When the cache already holds the build, QEMU
+        loads that firmware itself (as a bare run does) and Flash only verifies it, and the
+        timing model is bound to it now; otherwise the model's snapshot addresses, which
+        need the firmware, reach the plugin through a file written at flash time, before
+        the core runs."""
         super().prepare(ctx)
         manifest = ctx.artifact.manifest
         self._timing_run = None
@@ -223,16 +229,37 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
             manifest.application_config,
             ctx.log_dir,
         )
-        args = self._timing_plan.plugin_args if self._timing_plan else ()
-        self._launch(ctx, args)
-        self._early = (ctx.log_dir, args)
+        cached = self.cached_build(ctx)
+        firmware = cached.artifact_path if cached is not None else None
+        args = self._timing_args(firmware)
+        self._launch(ctx, args, preload=firmware)
+        self._early = (ctx.log_dir, args, firmware)
+
+    def _timing_args(self, firmware: Path | None) -> tuple[str, ...]:
+        """The plugin's arguments for a run of ``firmware`` (``None``: not known yet),
+        binding the timing model to it; none when the model cannot time it."""
+        self._early_bound = None
+        if self._timing_plan is None:
+            return ()
+        if firmware is not None:
+            self._early_bound = self._timing_plan.bind(firmware)
+            if not isinstance(self._early_bound, TimingRun):
+                return ()
+        return self._timing_plan.plugin_args
 
     def flash(self, ctx: DeployContext, build: BuildResult) -> None:
         """Write + verify the ELF into the halted board and set SP/PC/xPSR; with the core's
         timing model loaded into QEMU when the run is a benchmark."""
         args: tuple[str, ...] = ()
         if self._timing_plan is not None:
-            bound = self._timing_plan.bind(build.artifact_path)
+            early = self._early
+            bound = (
+                self._early_bound
+                if early is not None
+                and early[2] == build.artifact_path
+                and self._early_bound is not None
+                else self._timing_plan.bind(build.artifact_path)
+            )
             if isinstance(bound, TimingRun):
                 self._timing_run, args = bound, bound.plugin_args
             else:  # the firmware cannot be timed: no plugin (a QEMU without it is started)
@@ -251,15 +278,33 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
 
     def _boot(self, ctx: DeployContext, build: BuildResult, extra_args: Sequence[str] = ()) -> None:
         """Flash ``build`` into a halted QEMU started with ``extra_args``: the one prepare()
-        launched when it matches, else a new one."""
+        launched when it matches, else a new one, which loads the firmware itself."""
         early, self._early = self._early, None
+        firmware = build.artifact_path
         session = self._session
-        if session is None or early != (ctx.log_dir, tuple(extra_args)):
+        if (
+            session is None
+            or early is None
+            or early[:2] != (ctx.log_dir, tuple(extra_args))
+            or early[2] not in (None, firmware)
+        ):
+            session = self._launch(ctx, extra_args, preload=firmware)
+        image = load_elf(firmware)
+        try:
+            self.flash_report = session.flash(image)
+        except (ExecutionError, FlashError):
+            if session.machine.kernel is None:
+                raise
+            # QEMU's own loader refused the ELF, or what it loaded is not this file any
+            # more: program it over RSP, which says what is wrong with it
             session = self._launch(ctx, extra_args)
-        self.flash_report = session.flash(load_elf(build.artifact_path))
+            self.flash_report = session.flash(image)
 
-    def _launch(self, ctx: DeployContext, extra_args: Sequence[str]) -> FirmwareSession:
-        """Start the board halted with its UART open; its GDB stub is waited for by flash."""
+    def _launch(
+        self, ctx: DeployContext, extra_args: Sequence[str], *, preload: Path | None = None
+    ) -> FirmwareSession:
+        """Start the board halted with its UART open (QEMU loading ``preload`` itself); its
+        GDB stub is waited for by flash."""
         self._release()  # one run of the board at a time
         board = self.board
         session = FirmwareSession(
@@ -268,6 +313,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
             ctx.log_dir / "uart.log",
             icount_shift=board.icount_shift,
             extra_args=extra_args,
+            preload=preload,
         )
         self._session = session
         # with wait=on QEMU holds the guest until the serial client is connected: nothing is lost
