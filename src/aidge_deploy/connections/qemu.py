@@ -43,11 +43,20 @@ from aidge_deploy.errors import (
     ConnectError,
     DeployError,
     ExecutionError,
+    FlashError,
     PreflightError,
 )
+from aidge_deploy.filememo import Signature, signature
 from aidge_deploy.flash.gdb_remote import GdbRemoteClient
 from aidge_deploy.flash.image import FirmwareImage
-from aidge_deploy.flash.program import FlashReport, ResetMode, program
+from aidge_deploy.flash.program import (
+    FlashReport,
+    ResetMode,
+    WriteMethod,
+    WrittenSegment,
+    program,
+    start_at_vector,
+)
 from aidge_deploy.pathsearch import which
 from aidge_deploy.runcontrol import register_group
 
@@ -339,8 +348,9 @@ class QemuMachine:
             else:
                 client.close()
 
-    def _stub_client(self, timeout_s: float) -> GdbRemoteClient:
-        """The first RSP connection to a just-launched QEMU, handshake done.
+    def _stub_client(self, timeout_s: float, *, describe: bool = True) -> GdbRemoteClient:
+        """The first RSP connection to a just-launched QEMU, handshake done (``describe``:
+        see ``GdbRemoteClient.connect``).
 
         The handshake is answered only once QEMU is fully up and halted, so it is where a
         bad machine name or argument shows: it fails with QEMU's own message. The connect
@@ -348,7 +358,7 @@ class QemuMachine:
         """
         client = GdbRemoteClient(timeout=timeout_s, pipeline=_RSP_PIPELINE)
         try:
-            client.connect(_LOOPBACK, self.gdb_port)
+            client.connect(_LOOPBACK, self.gdb_port, describe=describe)
         except DeployError:
             if self._process is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -363,20 +373,21 @@ class QemuMachine:
         self._stub_answered = True
         return client
 
-    def connect_gdb(self, timeout_s: float = 10.0) -> GdbRemoteClient:
+    def connect_gdb(self, timeout_s: float = 10.0, *, describe: bool = True) -> GdbRemoteClient:
         """A connected RSP client for this machine's GDB stub (retried until it listens);
-        after ``start(wait_ready=False)`` the first one waits for QEMU to be up."""
+        after ``start(wait_ready=False)`` the first one waits for QEMU to be up. Without
+        ``describe`` the handshake reads no target description (``GdbRemoteClient.connect``)."""
         ready, self._ready_client = self._ready_client, None
         if ready is not None:
             ready.timeout = timeout_s
             return ready
         if not self._stub_answered:
-            return self._stub_client(timeout_s)
+            return self._stub_client(timeout_s, describe=describe)
         deadline = time.monotonic() + timeout_s
         while True:
             client = GdbRemoteClient(timeout=timeout_s, pipeline=_RSP_PIPELINE)
             try:
-                client.connect(_LOOPBACK, self.gdb_port)
+                client.connect(_LOOPBACK, self.gdb_port, describe=describe)
                 return client
             except ConnectError:
                 if self.poll() is not None:
@@ -457,8 +468,9 @@ class FirmwareSession:
     either way the exit status is the firmware's own; ``close()`` stops everything
     (idempotent). The QEMU board target, its emulated counter passes and ``run_firmware``
     are all this one sequence. When the firmware is known before QEMU starts (``preload``),
-    QEMU loads it itself (``-kernel``, as a bare run does) and ``flash()`` only verifies it:
-    writing 30 KB over RSP costs QEMU's stub a hex parse byte by byte.
+    QEMU loads it itself (``-kernel``, as a bare run does) and ``flash()`` only points the
+    core at its reset vector: writing 30 KB over RSP costs QEMU's stub a hex parse byte by
+    byte, and reading it back would only check QEMU's ELF loader against the file it read.
     """
 
     def __init__(
@@ -489,6 +501,8 @@ class FirmwareSession:
         #: the status a semihosting exit announced (``W<status>`` on the debugger's link)
         self._announced_status: int | None = None
         self._running = False
+        #: the preloaded ELF's identity when QEMU was started on it
+        self._preload_signature: Signature = None
 
     @property
     def channel(self) -> SerialChannel:
@@ -501,6 +515,9 @@ class FirmwareSession:
         """Launch the machine and open its UART; ``wait_ready=False`` returns before QEMU is
         up (``flash()`` then waits for it: see ``QemuMachine.start``)."""
         try:
+            kernel = self.machine.kernel
+            if kernel is not None:  # before QEMU reads it: a later change is seen at flash()
+                self._preload_signature = signature(str(kernel))
             self.machine.start(wait_ready=wait_ready)
             self._channel = SerialChannel(self.machine.serial, self.uart_log, on_line=self._on_line)
         except BaseException:
@@ -513,17 +530,33 @@ class FirmwareSession:
     ) -> FlashReport:
         """Program ``image`` and point the core at its reset vector; the core stays halted.
 
-        The ELF the session was started with (``preload``), which QEMU loaded itself, is
-        only read back and compared: a ``FlashError`` if it differs from ``image``."""
-        self._gdb = self.machine.connect_gdb(timeout_s)
-        preloaded = self.machine.kernel is not None and Path(image.path) == self.machine.kernel
-        return program(
-            self._gdb,
-            image,
-            verify=verify,
+        The ELF the session was started with (``preload``), which QEMU loaded itself, is not
+        written again: the core is only pointed at it. A ``FlashError`` if that file changed
+        since QEMU read it (the caller starts a new session then)."""
+        if self.machine.kernel is None or Path(image.path) != self.machine.kernel:
+            self._gdb = self.machine.connect_gdb(timeout_s)
+            return program(self._gdb, image, verify=verify, reset=ResetMode.VECTOR, detach=False)
+        started = time.monotonic()
+        current = signature(str(self.machine.kernel))
+        if current is None or current != self._preload_signature:
+            raise FlashError(
+                f"{image.path} changed since QEMU loaded it",
+                "it was rebuilt during the run; start the board again to load the new one",
+            )
+        self._gdb = self.machine.connect_gdb(timeout_s, describe=False)
+        sp, entry = start_at_vector(self._gdb, image)
+        return FlashReport(
+            image=image.path,
+            segments=tuple(
+                WrittenSegment(s.address, len(s.data), WriteMethod.MEMORY) for s in image.segments
+            ),
+            bytes_written=0,
+            verified=False,
             reset=ResetMode.VECTOR,
-            detach=False,
-            preloaded=preloaded,
+            initial_sp=sp,
+            entry=entry,
+            duration_s=time.monotonic() - started,
+            preloaded=True,
         )
 
     def resume(self) -> None:

@@ -98,13 +98,24 @@ class GdbRemoteClient:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def connect(self, host: str, port: int, timeout: float | None = None) -> None:
-        """Connect and run the handshake: qSupported, ?, target.xml, memory map."""
+    def connect(
+        self, host: str, port: int, timeout: float | None = None, *, describe: bool = True
+    ) -> None:
+        """Connect and run the handshake: qSupported, ?, target.xml, memory map.
+
+        Without ``describe``, for a QEMU M-profile core the caller knows: ``?`` and the
+        first document of the target description in one round trip (QEMU's stub takes
+        register writes only from a client that read it), which must name the M profile;
+        no features, includes or memory map are read, and registers have the numbers every
+        M-profile description gives (sp 13, pc 15, xpsr 25)."""
         if timeout is not None:
             self.timeout = timeout
         self._transport = RspTransport.connect(host, port, self.timeout)
         try:
-            self._handshake()
+            if describe:
+                self._handshake()
+            else:
+                self._brief_handshake()
         except BaseException:
             self.close()
             raise
@@ -176,8 +187,7 @@ class GdbRemoteClient:
         # "?" and the target description's first document go together when the client may
         # pipeline (one round trip fewer; their answers decide nothing for each other)
         stop, description = self._requests_and_xfers([b"?"], "features", ["target.xml"])
-        self._stop_reply = stop[0].decode("ascii", "replace")
-        self._pid = _pid_from_stop_reply(self._stop_reply)
+        self._read_stop_reply(stop[0])
         self._registers = self._read_target_description(description[0])
         self._memory_map = self._read_memory_map()
         _log.debug(
@@ -188,6 +198,20 @@ class GdbRemoteClient:
             len(self._memory_map),
             self._stop_reply,
         )
+
+    def _brief_handshake(self) -> None:
+        stop, top = self._requests([b"?", self._xfer_packet("features", "target.xml", 0)])
+        self._read_stop_reply(stop)
+        if top[:1] not in (b"l", b"m") or b"m-profile" not in top:
+            raise ConnectError(
+                f"the GDB server at {self._conn().peer} does not describe an M-profile core "
+                f"({_describe(top[:60])})",
+                "connect with the full handshake (describe=True)",
+            )
+
+    def _read_stop_reply(self, reply: bytes) -> None:
+        self._stop_reply = reply.decode("ascii", "replace")
+        self._pid = _pid_from_stop_reply(self._stop_reply)
 
     def read_xfer(self, obj: str, annex: str) -> bytes | None:
         """Read a whole ``qXfer:<obj>:read:<annex>`` object; ``None`` if unsupported."""

@@ -58,8 +58,8 @@ class FlashReport:
     initial_sp: int | None
     entry: int | None
     duration_s: float
-    #: the image was already in memory (an emulator loaded it at start, as ``-kernel``
-    #: does): it was read back and compared here, not written (``bytes_written`` 0)
+    #: the emulator loaded the image itself when it started (QEMU ``-kernel``, from the same
+    #: unchanged file): nothing was written, nor read back (``verified`` False)
     preloaded: bool = False
 
 
@@ -84,29 +84,19 @@ def program(
     halt_command: str | None = None,
     reset_command: str = "system_reset",
     detach: bool = True,
-    preloaded: bool = False,
 ) -> FlashReport:
-    """Write ``image`` through a connected client, verify it, start it and detach.
-
-    ``preloaded``: the image is already in the target's memory (an emulator loaded it when
-    it started): nothing is written, it is only read back and compared (a mismatch is a
-    ``FlashError``), then the core is started as after a write.
-    """
+    """Write ``image`` through a connected client, verify it, start it and detach."""
     started = time.monotonic()
     if halt_command:
         client.monitor(halt_command)
     parts = _plan(image, client.memory_map)
-    if not preloaded:
-        _write(client, parts, erase=erase)
-    if verify or preloaded:
+    _write(client, parts, erase=erase)
+    if verify:
         for part in parts:
             _verify(client, part)
     sp = entry = None
     if reset is ResetMode.VECTOR:
-        sp, entry = image.initial_sp_and_entry()
-        # A halted-from-reset core with empty memory has EPSR.T = 0; without T the first
-        # instruction faults and the core locks up (lab pitfall 2).
-        client.write_registers({"sp": sp, "pc": entry & ~1, "xpsr": _XPSR_THUMB})
+        sp, entry = start_at_vector(client, image)
     elif reset is ResetMode.MONITOR:
         client.monitor(reset_command)
     if detach:
@@ -114,14 +104,23 @@ def program(
     return FlashReport(
         image=image.path,
         segments=tuple(WrittenSegment(p.address, len(p.data), p.method) for p in parts),
-        bytes_written=0 if preloaded else sum(len(p.data) for p in parts),
-        verified=verify or preloaded,
+        bytes_written=sum(len(p.data) for p in parts),
+        verified=verify,
         reset=reset,
         initial_sp=sp,
         entry=entry,
         duration_s=time.monotonic() - started,
-        preloaded=preloaded,
     )
+
+
+def start_at_vector(client: GdbRemoteClient, image: FirmwareImage) -> tuple[int, int]:
+    """Point the halted core at ``image``'s reset vector: SP and PC from its vector table,
+    xPSR.T set; returns (SP, entry)."""
+    sp, entry = image.initial_sp_and_entry()
+    # A halted-from-reset core with empty memory has EPSR.T = 0; without T the first
+    # instruction faults and the core locks up (lab pitfall 2).
+    client.write_registers({"sp": sp, "pc": entry & ~1, "xpsr": _XPSR_THUMB})
+    return sp, entry
 
 
 def _write(client: GdbRemoteClient, parts: list[_Part], *, erase: bool) -> None:
@@ -298,4 +297,5 @@ __all__ = [
     "flash_file",
     "flash_image",
     "program",
+    "start_at_vector",
 ]

@@ -37,7 +37,7 @@ from aidge_deploy.boards.baremetal.qemu.pmu import (
 from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
 from aidge_deploy.connections.qemu import FirmwareSession
 from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult
-from aidge_deploy.errors import ExecutionError, FlashError
+from aidge_deploy.errors import DeployError, ExecutionError, FlashError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.binary import MemoryCapacity
@@ -235,6 +235,20 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         self._launch(ctx, args, preload=firmware)
         self._early = (ctx.log_dir, args, firmware)
 
+    def _preloadable(self, firmware: Path | None) -> Path | None:
+        """``firmware`` if QEMU may load it itself: every loaded segment lies in the board's
+        memory. Otherwise it goes over RSP, where a segment the board has no memory for is
+        a FlashError naming its addresses."""
+        if firmware is None:
+            return None
+        try:
+            segments = load_elf(firmware).segments
+        except DeployError:
+            return None  # flashing it says what is wrong
+        regions = self.board.memory_regions
+        fits = all(any(r.origin <= s.address and s.end <= r.end for r in regions) for s in segments)
+        return firmware if fits else None
+
     def _timing_args(self, firmware: Path | None) -> tuple[str, ...]:
         """The plugin's arguments for a run of ``firmware`` (``None``: not known yet),
         binding the timing model to it; none when the model cannot time it."""
@@ -295,16 +309,16 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         except (ExecutionError, FlashError):
             if session.machine.kernel is None:
                 raise
-            # QEMU's own loader refused the ELF, or what it loaded is not this file any
-            # more: program it over RSP, which says what is wrong with it
+            # QEMU's own loader refused the ELF, or the file changed since QEMU loaded it:
+            # program it over RSP into a new QEMU, which says what is wrong with it
             session = self._launch(ctx, extra_args)
             self.flash_report = session.flash(image)
 
     def _launch(
         self, ctx: DeployContext, extra_args: Sequence[str], *, preload: Path | None = None
     ) -> FirmwareSession:
-        """Start the board halted with its UART open (QEMU loading ``preload`` itself); its
-        GDB stub is waited for by flash."""
+        """Start the board halted with its UART open (QEMU loading ``preload`` itself when
+        it fits the board's memory); its GDB stub is waited for by flash."""
         self._release()  # one run of the board at a time
         board = self.board
         session = FirmwareSession(
@@ -313,7 +327,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
             ctx.log_dir / "uart.log",
             icount_shift=board.icount_shift,
             extra_args=extra_args,
-            preload=preload,
+            preload=self._preloadable(preload),
         )
         self._session = session
         # with wait=on QEMU holds the guest until the serial client is connected: nothing is lost
