@@ -290,6 +290,49 @@ def test_pipelined_memory_requests_keep_their_order(fake_server: FakeFlashServer
     assert addresses == sorted(addresses) and addresses[0] == RAM_BASE + 0x100
 
 
+def test_the_brief_handshake_refuses_a_target_that_is_not_m_profile() -> None:
+    """``describe=False`` (QEMU's M-profile boards) sends ``?`` and the first target
+    document's request together and numbers registers as an M-profile description does: a
+    server whose first document does not say M profile is refused rather than written with
+    the wrong register numbers. The server is a fake answering as QEMU's stub does (an ack,
+    then the reply, without waiting for the client's ack)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            buffer = b""
+            while len(received) < 2:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                buffer += chunk
+                while b"$" in buffer and b"#" in buffer[buffer.index(b"$") :]:
+                    start = buffer.index(b"$")
+                    end = buffer.index(b"#", start)
+                    if len(buffer) < end + 3:
+                        break
+                    payload, buffer = buffer[start + 1 : end], buffer[end + 3 :]
+                    received.append(payload)
+                    reply = (
+                        b"S05"
+                        if payload == b"?"
+                        else b"l<target><architecture>arm</architecture></target>"
+                    )
+                    conn.sendall(b"+" + rsp.frame(reply))
+            conn.recv(4096)  # the client's acks, then its close
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client = GdbRemoteClient(timeout=5, pipeline=4)
+    with client, pytest.raises(ConnectError, match="does not describe an M-profile core"):
+        client.connect("127.0.0.1", listener.getsockname()[1], describe=False)
+    thread.join(5)
+    listener.close()
+    assert received == [b"?", b"qXfer:features:read:target.xml:0,170"]
+
+
 def test_fake_server_erase_all_flash(fake_server: FakeFlashServer, tmp_path: Path) -> None:
     with GdbRemoteClient(timeout=5) as client:
         client.connect("127.0.0.1", fake_server.port)
