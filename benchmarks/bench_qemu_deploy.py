@@ -66,6 +66,7 @@ from pathlib import Path
 import aidge_deploy
 from aidge_deploy.boards.baremetal.qemu.estimate import model_plugin_options
 from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols
+from aidge_deploy.connections.local_process import wait_process
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path
 from aidge_deploy.profiling.timing import TimingMode
 from aidge_qemu_boards.boards import get_board, qemu_command
@@ -97,7 +98,10 @@ def bare(elf: Path, end: bytes = b"END DEMO", extra: tuple[str, ...] = ()) -> No
             break
         seen += chunk
     proc.terminate()
-    proc.wait(5)
+    # reaped the moment it exits, as deploy() does (Popen.wait(timeout) polls: up to ~2 ms late)
+    if wait_process(proc, 5) is None:
+        proc.kill()
+        proc.wait()
     if end not in seen:
         raise RuntimeError("bare QEMU run did not reach the end keyword")
 

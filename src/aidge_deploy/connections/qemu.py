@@ -32,6 +32,7 @@ from types import TracebackType
 from serial import SerialBase
 
 from aidge_deploy.connections.child_exec import child_exec_prefix
+from aidge_deploy.connections.local_process import wait_process
 from aidge_deploy.connections.serial_capture import (
     SerialChannel,
     close_serial,
@@ -404,9 +405,7 @@ class QemuMachine:
         """Wait up to ``timeout_s`` for QEMU to exit by itself; its status or ``None``."""
         if self._process is None:
             return self._exit_status
-        try:
-            self._process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
+        if wait_process(self._process, timeout_s) is None:
             return None
         return self.poll()
 
@@ -436,11 +435,10 @@ class QemuMachine:
     def _terminate(self, process: subprocess.Popen[bytes]) -> None:
         try:
             process.terminate()
-            process.wait(self.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            _log.warning("QEMU (pid %d) ignored SIGTERM; killing it", process.pid)
-            process.kill()
-            process.wait(10)
+            if wait_process(process, self.stop_grace_s) is None:
+                _log.warning("QEMU (pid %d) ignored SIGTERM; killing it", process.pid)
+                process.kill()
+                process.wait(10)
         except BaseException:
             # Interrupted while waiting (Ctrl-C): never leave the emulator behind.
             process.kill()

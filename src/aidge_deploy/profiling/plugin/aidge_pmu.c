@@ -27,18 +27,19 @@
  *                   column is 0 and the header says "model none".
  *
  * Counting per block: QEMU translates each block once but may run it many times, so the
- * static part of the counts (its instructions, their summed costs) is added by two inline
- * adds per block, placed before its last instruction: one add per block run instead of
- * two per instruction (a warm deploy's QEMU spends most of its time translating, and
- * every inline op is translated too). Placed last, they also tell whether the block ran to
- * its end. A block stops early only when an instruction in it aborts: an I/O access under
- * -icount (QEMU replays that one instruction alone, in a block that runs no plugin
- * callbacks but memory ones, then resumes after it) or a fault. The block that runs next
- * adds the part that did run: up to and including the replayed instruction, found by a
- * memory callback on every one-instruction block (the replay is one); after a fault, the
- * whole block (the run then ends in the fault report). Blocks holding a boundary are
- * counted instruction by instruction (an inline +1 and +cost before each, the boundary's
- * callback for itself), so a snapshot inside a block sees exactly what ran before it.
+ * static part of the counts (its instructions, their summed costs) is added per block
+ * run, by the callback that already runs at the start of every block (for the dynamic
+ * part), for the block that ran before it: no op per instruction, nor per block, is
+ * translated for it (a warm deploy's QEMU spends most of its time translating). The last
+ * block is added at exit. A block stops early only when an instruction in it aborts: an
+ * I/O access under -icount (QEMU replays that one instruction alone, in a block that runs
+ * no plugin callbacks but memory ones, then resumes after it) or a fault. Then the part
+ * that did run is added: up to and including the replayed instruction, found by a memory
+ * callback on every one-instruction block (the replay is one); after a fault, the whole
+ * block (the run then ends in the fault report). Blocks holding a boundary are counted
+ * instruction by instruction (an inline +1 and +cost before each, the boundary's callback
+ * for itself), so a snapshot inside a block sees exactly what ran before it; a snapshot
+ * sees the block before it whole, as it was added when its own block started.
  *
  * Arguments (-plugin libaidge_pmu.so,boundary=0x...,out=FILE[,timing=FILE][,ws=...][,mem=off]):
  *   boundary=ADDR  (repeatable, up to 16) snapshot the counters each time execution
@@ -138,20 +139,30 @@ static unsigned wait_states_at(uint64_t addr) {
     return 0;
 }
 
-/* A block counted as a whole stopped before its last instruction: add what ran of it. */
-static void count_cut_short(const struct block *b) {
-    uint32_t ran = b->n_insns; /* a fault: the whole block (see the header) */
+/* How many instructions of a block counted as a whole ran: all of them, unless one was
+ * replayed alone after an I/O access (then up to and including it: execution resumed right
+ * after it, in another block). A fault ends the run; its block counts whole. */
+static uint32_t ran_of(const struct block *b) {
     if (replayed_at >= b->start && replayed_at < b->end) {
         uint32_t offset = (uint32_t)(replayed_at - b->start);
         for (uint32_t i = 0; i < b->n_insns; ++i) {
             if (b->offset[i] == offset) {
-                ran = i + 1; /* the replayed instruction was counted before it aborted */
-                break;
+                return i + 1; /* the replayed instruction was counted before it aborted */
             }
         }
     }
+    return b->n_insns;
+}
+
+/* The counts of the block that ran last, added once the next one starts (or at exit). */
+static int add_last_block(const struct block *b) {
+    if (b->per_insn) { /* counted instruction by instruction as they ran */
+        return n_insns - insns_at_block_start < b->n_insns;
+    }
+    uint32_t ran = ran_of(b);
     n_insns += ran;
     n_cycles += b->cycles_before[ran];
+    return ran < b->n_insns;
 }
 
 static void on_block(unsigned int vcpu, void *udata) {
@@ -159,13 +170,9 @@ static void on_block(unsigned int vcpu, void *udata) {
     struct block *b = udata;
     const struct block *prev = last_block;
     if (prev) {
-        uint64_t executed = n_insns - insns_at_block_start;
-        if (executed < prev->n_insns) {
+        if (add_last_block(prev)) {
             /* cut short by an I/O access replayed on its own: execution resumes right
              * after it, sequentially (no branch, no pairing across the replay) */
-            if (executed == 0 && !prev->per_insn) {
-                count_cut_short(prev);
-            }
         } else if (b->start == prev->end) {
             if (timing_on) {
                 if (b->seq_pred != prev) {
@@ -349,12 +356,6 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
                 qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64,
                                                            &n_cycles, cost[i]);
             }
-        } else if (i == n - 1) { /* the whole block, before its last instruction */
-            qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &n_insns, n);
-            if (cycles_before[n]) {
-                qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64,
-                                                           &n_cycles, cycles_before[n]);
-            }
         }
         void *block_of_one = n == 1 ? b : NULL;
         if (count_memory || n_ws) {
@@ -372,8 +373,8 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
 static void on_plugin_exit(qemu_plugin_id_t id, void *udata) {
     (void)id;
     (void)udata;
-    if (last_block && !last_block->per_insn && n_insns == insns_at_block_start) {
-        count_cut_short(last_block); /* stopped inside its last block */
+    if (last_block) {
+        add_last_block(last_block); /* the block the run stopped in */
     }
     char line[160];
     snprintf(line, sizeof line, "T %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
