@@ -10,8 +10,8 @@ marker, a semihosting exit or a deadline.
 
 Ports are picked at run time on 127.0.0.1, so several boards run in parallel. QEMU is
 *always* stopped when the ``QemuMachine`` context ends, whether normally, on an error or on
-Ctrl-C (SIGTERM, then SIGKILL after a grace period, then reaped); QEMU is started through
-``child_exec`` with a parent-death signal, so even a killed host process leaves no emulator
+Ctrl-C (SIGTERM, then SIGKILL after a grace period, then reaped); QEMU is started with a
+parent-death signal (``child_guard``), so even a killed host process leaves no emulator
 behind.
 """
 
@@ -31,7 +31,7 @@ from types import TracebackType
 
 from serial import SerialBase
 
-from aidge_deploy.connections.child_exec import child_exec_prefix
+from aidge_deploy.connections.child_guard import guarded_launch
 from aidge_deploy.connections.local_process import wait_process
 from aidge_deploy.connections.serial_capture import (
     SerialChannel,
@@ -307,12 +307,13 @@ class QemuMachine:
                 self._build_command(qemu, gdb_sock.fileno(), serial_sock.fileno())
             )
             # QEMU dies with us even if we are SIGKILLed, and runs without huge pages (a short
-            # run would pay the kernel for zeroing 2 MB per region it touches: child_exec)
-            argv = [*child_exec_prefix(no_thp=True), *self._command]
+            # run would pay the kernel for zeroing 2 MB per region it touches: child_guard)
+            launch = guarded_launch(qemu)
             _log.debug("starting %s", " ".join(self._command))
             with self._stderr_path.open("wb") as stderr:
                 self._process = subprocess.Popen(
-                    argv,
+                    launch.argv(self._command),
+                    env=launch.env(),
                     stdin=subprocess.DEVNULL,
                     stdout=stderr,
                     stderr=subprocess.STDOUT,
