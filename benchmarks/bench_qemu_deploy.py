@@ -1,9 +1,10 @@
 """``deploy()`` of a built export on an emulated mps2-an386 against the bare QEMU baseline.
 
 Bare baseline: ``qemu-system-arm -kernel <elf>`` of the same ELF (same icount), UART on
-stdio read until the end keyword. deploy(): the export is already built (warm cache), so
-the figure is the cost of our mechanics: QEMU started halted, RSP flash + verify, UART over
-TCP, parsing. Target: <= 1.3x. Run: ``python benchmarks/bench_qemu_deploy.py [repeats]``.
+stdio read until the end keyword, then QEMU stopped and reaped. deploy(): the export is
+already built (warm cache), so the figure is the cost of our mechanics: the run's set-up,
+QEMU started halted on the cached ELF, the debugger's handshake, UART over TCP, parsing.
+Target: <= 1.3x. Run: ``python benchmarks/bench_qemu_deploy.py [repeats]``.
 
 A deploy of a benchmark export on an emulated board also runs the core's timing model (the
 aidge_pmu plugin pricing each instruction: issue 19), which a bare ``-kernel`` run does not;
@@ -18,41 +19,46 @@ of its own (~15 ms a deploy), hashing the export twice per build with ``pathlib`
 (~15 ms), and a second RSP handshake after the start-up probe (~1-2 ms). Then, with the
 timing model: a warm QEMU run spends nearly all its CPU starting and *translating* (the
 guest code itself runs in well under 1 ms), and the plugin made QEMU translate two inline
-adds per guest instruction; it adds per translation block now (QEMU CPU above bare 7.6 ->
-4.9 ms; ~3 ms of what is left is QEMU 7.2's own instrumentation, paid by any plugin that
-sees translations). The UART was read one byte per call (pyserial's socket ``in_waiting``
+adds per guest instruction; it added two per translation block then (QEMU CPU above bare
+7.6 -> 4.9 ms), and none now (below). The UART was read one byte per call (pyserial's socket ``in_waiting``
 says 0 or 1: ~600 reads a run, ~3 ms of CPU beside the emulator); it takes what the socket
 holds now. Flashing and verifying took one RSP round trip per 2 KB packet (~30), each
 waiting for both processes to be scheduled; the memory packets are pipelined to QEMU's stub
-now (two round trips).
+now (two round trips), when a firmware is flashed at all (below).
 
 Where the rest went, and what was done (perf and cProfile of warm deploys): QEMU's own
-start is ~33 ms of CPU on this machine before any guest code, the same for bare and deploy:
-~23 ms is the process start itself (the dynamic loader's ~245,000 relocations over ~50
-libraries, the kernel zeroing huge pages) and the rest machine set-up. The deploy ran its
-Python (Preflight, the build-cache check, the timing plan: ~4-6 ms) *before* that start;
-Prepare now launches the board's QEMU halted, so the two overlap, and the timing plugin
-reads its snapshot addresses from a file written at flash time (they need the firmware).
-The overlap gains less than it costs serially: this machine's two vCPUs slow each other
-when both are busy (a QEMU start takes 39 ms alone, 64 ms beside a spinning process), so
-less work, not only overlapped work, was needed too: the RSP handshake sends ``?`` with
-``target.xml`` and a document's includes together (two round trips instead of five), the
-escaping no longer loops over bytes in Python, the plugin makes one allocation per
-translated block instead of five, and facts derived from unchanged files (the export's
-hash, the layer analysis, the firmware's symbols, the built plugin, the compiler's path)
-are kept for the process, re-validated by one stat each. The end of a run waited for QEMU
-to close the UART, which it does only after the kernel has freed its memory (~3-5 ms after
-the semihosting exit); the debugger now stays attached while the firmware runs, QEMU's stub
-announces the exit status (``W00``) before QEMU exits, the UART's last bytes are already
-received, and parsing overlaps the teardown. What remains above bare (a warm deploy's
-timeline on 2 December, bare run 63-80 ms): the plugin (QEMU CPU +6-9 ms; an empty plugin
-that only sees translations already costs ~3 ms of QEMU's own instrumentation), the RSP
-flash + verify (~4.5 ms: QEMU 7.2's stub takes no binary ``X`` writes, so 29 KB go as
-58 KB of hex, parsed by the stub a byte at a time, read back in 0.8 ms), ``setpriv``'s
-extra exec for the parent-death signal (~1.3 ms), the Python before QEMU starts (~3.8 ms,
-the deploy's set-up and Preflight), the UART over TCP (~1 ms of QEMU CPU against a pipe),
-parsing and assembling (~4 ms, now during QEMU's teardown) and QEMU's teardown itself,
-which a bare run that kills QEMU at the end keyword also pays.
+start is ~26-33 ms of CPU on this machine before any guest code, the same for bare and
+deploy: most of it is process start (the dynamic loader's ~245,000 relocations over ~50
+libraries) and machine set-up. The deploy ran its Python (Preflight, the build-cache check,
+the timing plan: ~4-6 ms) *before* that start; Prepare now launches the board's QEMU halted,
+so the two overlap. This machine's two vCPUs slow each other when both are busy (a QEMU
+start takes 39 ms alone, 64 ms beside a spinning process), so less work, not only
+overlapped work, was needed too. On 2 December (bare run 38-48 ms):
+
+- the kernel zeroed a whole 2 MB huge page for each region QEMU touched (QEMU asks for
+  them for its guest RAM and translation buffer): QEMU now runs without transparent huge
+  pages (~4 ms of a deploy). It is set, with the parent-death signal, by a constructor
+  loaded into QEMU (``connections/child_guard``) instead of ``setpriv``'s extra exec (~1 ms);
+- a warm deploy wrote the 30 KB image through QEMU's stub as 60 KB of hex (parsed a byte at
+  a time; QEMU 7.2 takes no binary ``X`` writes) and read it back: when the cache already
+  holds the build, Prepare starts QEMU on it (``-kernel``, as the bare run does) and Flash
+  only points the core at its reset vector, after a one-round-trip handshake (``?`` and the
+  first target document: QEMU's stub takes register writes only after it); a file rebuilt
+  meanwhile starts a new QEMU flashed over RSP;
+- Python's ``Popen.wait(timeout)`` polls with doubling sleeps and noticed QEMU's exit up to
+  ~2 ms late: a pidfd wakes the wait instead (the bare run here waits the same way);
+- the aidge_pmu plugin added each block's static counts with two inline adds translated
+  into every block: the callback that starts the next block adds them now (same traces,
+  ~0.9 ms of QEMU CPU);
+- the build was planned (the export hashed) twice per run, PATH was searched ~8 times.
+
+What remains above bare: the timing model's plugin (bare + plugin / bare ~1.12-1.14: ~2.5-3
+ms of it is QEMU 7.2's own instrumentation, paid by any plugin that sees translations; the
+per-block callback ~0.9 ms, decoding and pricing ~0.6 ms), Python before QEMU starts (~1.9
+ms: the deploy's set-up, Preflight, the cache check and timing plan), the handshake and the
+register writes (~0.5 ms), the UART over TCP and the capture beside the running guest, and
+parsing and assembling (~1.4 ms, during QEMU's ~3.3 ms teardown, which the bare run pays
+too).
 """
 
 from __future__ import annotations

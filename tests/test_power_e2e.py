@@ -309,7 +309,9 @@ def test_host_hwmon_bundle_reproduces_every_power_figure_and_compares(
         )
     )
     cmp = CliRunner().invoke(
-        app, ["compare", str(tmp_path / "r"), str(tmp_path / "h"), "--thresholds", str(rules)]
+        app,
+        ["compare", str(tmp_path / "r"), str(tmp_path / "h"), "--thresholds", str(rules)],
+        env={"COLUMNS": "400"},  # the table's message cell must not wrap between its words
     )
     assert cmp.exit_code == 1, cmp.output
     assert "power monitors differ" in " ".join(cmp.output.split())
