@@ -36,7 +36,8 @@
  * no plugin callbacks but memory ones, then resumes after it) or a fault. Then the part
  * that did run is added: up to and including the replayed instruction, found by a memory
  * callback on every one-instruction block (the replay is one); after a fault, the whole
- * block (the run then ends in the fault report). Blocks holding a boundary are counted
+ * block, and the entry into the fault handler as any other change of block (the run then
+ * ends in the fault report). Blocks holding a boundary are counted
  * instruction by instruction (an inline +1 and +cost before each, the boundary's callback
  * for itself), so a snapshot inside a block sees exactly what ran before it; a snapshot
  * sees the block before it whole, as it was added when its own block started.
