@@ -409,7 +409,9 @@ class Mps2An386Target(QemuBoardTarget):
     """Emulated mps2-an386 (Cortex-M4F)."""
 
     board_name = "mps2-an386"
-    description = f"QEMU, RSP flash, icount {get_board(board_name).icount_shift}"
+    description = (
+        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
+    )
 
 
 @register_deploy_target("mps3-an547", "local")
@@ -417,7 +419,9 @@ class Mps3An547Target(QemuBoardTarget):
     """Emulated mps3-an547 (Cortex-M55)."""
 
     board_name = "mps3-an547"
-    description = f"QEMU, RSP flash, icount {get_board(board_name).icount_shift}"
+    description = (
+        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
+    )
 
 
 @register_deploy_target("netduinoplus2", "local")
@@ -425,7 +429,9 @@ class NetduinoPlus2Target(QemuBoardTarget):
     """Emulated netduinoplus2 (STM32F405, Cortex-M4F)."""
 
     board_name = "netduinoplus2"
-    description = f"QEMU, RSP flash, icount {get_board(board_name).icount_shift}"
+    description = (
+        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
+    )
 
 
 #: the emulated boards' targets, by board name (one per descriptor: a test checks it)
