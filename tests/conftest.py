@@ -40,6 +40,20 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["AIDGE_DEPLOY_CACHE_DIR"] = old
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _wide_console() -> Iterator[None]:
+    """What the CLI renders does not depend on the terminal the suite runs in: COLUMNS is
+    pinned wide for the session (the commands it starts inherit it), so no message a test
+    looks for is wrapped between its words. A test of narrow rendering sets its own."""
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "200"
+    yield
+    if old is None:
+        os.environ.pop("COLUMNS", None)
+    else:
+        os.environ["COLUMNS"] = old
+
+
 @pytest.fixture(autouse=True)
 def _user_errors_are_not_bugs(
     request: pytest.FixtureRequest, _isolated_cache: Path
