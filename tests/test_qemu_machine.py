@@ -348,14 +348,7 @@ def test_semihosting_exit_is_announced_before_qemu_exits(
     semihosting exit status before QEMU's own exit (whose teardown nobody waits for), and
     the bytes the firmware wrote before exiting are all there to be read without waiting:
     the same bytes a run that waits for QEMU to close the UART receives."""
-    reference = run_firmware(
-        "mps2-an386",
-        firmware("mps2-an386", Variant.DEMO),
-        end_markers="END DEMO",
-        timeout_s=20,
-        log_path=run_dir / "reference.log",
-        icount_shift=3,
-    )
+    reference = _reference_run(firmware("mps2-an386", Variant.DEMO), run_dir)
     assert reference.outcome is CaptureOutcome.END and reference.exit_status == 0
     image = load_elf(firmware("mps2-an386", Variant.DEMO))
     session = FirmwareSession("mps2-an386", run_dir, run_dir / "uart.log", icount_shift=3)
@@ -396,14 +389,7 @@ def test_a_preloaded_firmware_is_started_not_written_and_a_changed_one_is_refuse
     elf = run_dir / "fw.elf"
     shutil.copyfile(firmware("mps2-an386", Variant.DEMO), elf)
     image = load_elf(elf)
-    reference = run_firmware(
-        "mps2-an386",
-        elf,
-        end_markers="END DEMO",
-        timeout_s=20,
-        log_path=run_dir / "reference.log",
-        icount_shift=3,
-    )
+    reference = _reference_run(elf, run_dir)
     session = FirmwareSession(
         "mps2-an386", run_dir, run_dir / "uart.log", icount_shift=3, preload=elf
     )
@@ -424,3 +410,16 @@ def test_a_preloaded_firmware_is_started_not_written_and_a_changed_one_is_refuse
         elf.write_bytes(elf.read_bytes())  # rebuilt: another file with the same name
         with pytest.raises(FlashError, match="changed since QEMU loaded it"):
             session.flash(image)
+
+
+def _reference_run(elf: Path, run_dir: Path) -> QemuRun:
+    """The demo firmware run the plain way (flashed over RSP, QEMU's exit waited for): what
+    a faster path must reproduce byte for byte."""
+    return run_firmware(
+        "mps2-an386",
+        elf,
+        end_markers="END DEMO",
+        timeout_s=20,
+        log_path=run_dir / "reference.log",
+        icount_shift=3,
+    )

@@ -15,7 +15,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -180,12 +180,10 @@ def run_captured(
         return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
-def _wait_exit(pid: int, timeout_s: float) -> tuple[int, resource.struct_rusage] | None:
-    """Reap ``pid`` if it exits within ``timeout_s``; ``None`` if it is still running.
-
-    A pidfd wakes us the moment the child exits (no polling latency added to every run);
-    where the kernel has none, fall back to short polls.
-    """
+def _until_exited(pid: int, timeout_s: float, exited: Callable[[], bool]) -> bool:
+    """Ask ``exited()`` (which reaps the child once it has ended) until it says so, or
+    ``timeout_s`` passes (False). A pidfd wakes us the moment the child exits (no polling
+    latency added to every run); where the kernel has none, short polls."""
     deadline = time.monotonic() + timeout_s
     try:
         pidfd = os.pidfd_open(pid)
@@ -193,42 +191,41 @@ def _wait_exit(pid: int, timeout_s: float) -> tuple[int, resource.struct_rusage]
         pidfd = None
     try:
         delay = 0.0005
-        while True:
-            got, status, rusage = os.wait4(pid, os.WNOHANG)
-            if got == pid:
-                return status, rusage
+        while not exited():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return None
+                return False
             if pidfd is not None:
                 select.select([pidfd], [], [], remaining)
             else:
                 time.sleep(min(delay, remaining))
                 delay = min(delay * 2, 0.02)
+        return True
     finally:
         if pidfd is not None:
             os.close(pidfd)
 
 
+def _wait_exit(pid: int, timeout_s: float) -> tuple[int, resource.struct_rusage] | None:
+    """Reap ``pid`` if it exits within ``timeout_s``; ``None`` if it is still running."""
+    reaped: list[tuple[int, resource.struct_rusage]] = []
+
+    def exited() -> bool:
+        got, status, rusage = os.wait4(pid, os.WNOHANG)
+        if got == pid:
+            reaped.append((status, rusage))
+        return bool(reaped)
+
+    return reaped[0] if _until_exited(pid, timeout_s, exited) else None
+
+
 def wait_process(process: subprocess.Popen[Any], timeout_s: float) -> int | None:
-    """``process.wait(timeout_s)`` that returns the moment it exits, its status, or
+    """``process.wait(timeout_s)`` that returns the moment it exits: its status, or
     ``None`` if it is still running. ``Popen.wait`` with a timeout polls with doubling
-    sleeps, so it noticed an exit up to ~2 ms late (QEMU's 3 ms teardown often so); a
-    pidfd wakes us at once (short polls where the kernel has none)."""
-    if process.returncode is not None:
+    sleeps, so it noticed an exit up to ~2 ms late (QEMU's 3 ms teardown often so)."""
+    if _until_exited(process.pid, timeout_s, lambda: process.poll() is not None):
         return process.returncode
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):
-        try:
-            return process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
-    try:
-        select.select([pidfd], [], [], timeout_s)  # readable once it has exited
-    finally:
-        os.close(pidfd)
-    return process.poll()
+    return None
 
 
 def wait_child(

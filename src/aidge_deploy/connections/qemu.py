@@ -3,7 +3,8 @@
 An emulated board is driven exactly like a real one (reference/emulation.md section 11):
 QEMU starts *halted* (``-S``) with a GDB stub and its UART on a TCP socket; the host
 connects the serial socket first (``wait=on`` holds the guest until then, so no output is
-lost), programs the ELF over the GDB remote protocol with read-back verification, sets
+lost), programs the ELF over the GDB remote protocol with read-back verification (or, for a
+firmware known before QEMU starts, lets QEMU load it itself with ``-kernel``), sets
 SP/PC/xPSR from the vector table, lets the core run with the debugger still attached (so a
 semihosting exit is announced on its link before QEMU exits) and reads the UART until an end
 marker, a semihosting exit or a deadline.

@@ -118,8 +118,8 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         #: a QEMU launched by prepare() and not flashed yet: its log folder, its arguments
         #: and the cached firmware it loaded itself (None: not known before the build)
         self._early: tuple[Path, tuple[str, ...], Path | None] | None = None
-        #: the timing model bound by prepare() to that cached firmware
-        self._early_bound: TimingRun | EstimatedCycles | None = None
+        #: the timing model prepare() bound to that cached firmware: (the firmware, the run)
+        self._early_bound: tuple[Path, TimingRun | EstimatedCycles] | None = None
 
     @property
     def board(self) -> QemuBoard:
@@ -215,8 +215,8 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         """Launch the board's QEMU now, halted: its start (~30 ms, mostly the dynamic
         loader of a 50-library binary) overlaps the build-cache check and the stages up to
         Flash, instead of following them. When the cache already holds the build, QEMU
-        loads that firmware itself (as a bare run does) and Flash only verifies it, and the
-        timing model is bound to it now; otherwise the model's snapshot addresses, which
+        loads that firmware itself (as a bare run does), Flash only points the core at it,
+        and the timing model is bound to it now; otherwise the model's snapshot addresses, which
         need the firmware, reach the plugin through a file written at flash time, before
         the core runs."""
         super().prepare(ctx)
@@ -256,22 +256,22 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         if self._timing_plan is None:
             return ()
         if firmware is not None:
-            self._early_bound = self._timing_plan.bind(firmware)
-            if not isinstance(self._early_bound, TimingRun):
+            bound = self._timing_plan.bind(firmware)
+            self._early_bound = (firmware, bound)
+            if not isinstance(bound, TimingRun):
                 return ()
         return self._timing_plan.plugin_args
 
     def flash(self, ctx: DeployContext, build: BuildResult) -> None:
-        """Write + verify the ELF into the halted board and set SP/PC/xPSR; with the core's
-        timing model loaded into QEMU when the run is a benchmark."""
+        """Write + verify the ELF into the halted board (or point it at the one QEMU loaded
+        itself) and set SP/PC/xPSR; with the core's timing model loaded into QEMU when the
+        run is a benchmark."""
         args: tuple[str, ...] = ()
         if self._timing_plan is not None:
-            early = self._early
+            early = self._early_bound
             bound = (
-                self._early_bound
-                if early is not None
-                and early[2] == build.artifact_path
-                and self._early_bound is not None
+                early[1]
+                if early is not None and early[0] == build.artifact_path
                 else self._timing_plan.bind(build.artifact_path)
             )
             if isinstance(bound, TimingRun):
