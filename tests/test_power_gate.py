@@ -272,8 +272,9 @@ def test_bad_captures_are_validity_failures_with_their_own_code(
     assert status == 5, out
     assert code in [i["code"] for i in out["issues"]], out["issues"]
     metrics = {m["name"]: m for m in out["metrics"]}
-    if name != "window_of_5_samples":  # no window: no figure at all, never 0
-        assert metrics["energy_per_inference"]["value"] is None
+    # no window, or an invalid one: no figure at all, never 0 (nor the window's energy)
+    assert metrics["energy_per_inference"]["value"] is None
+    assert code in metrics["energy_per_inference"]["unavailable_reason"]
 
 
 def test_two_windows_are_told_apart_by_the_clean_latency(

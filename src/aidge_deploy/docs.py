@@ -198,10 +198,13 @@ def power_page() -> str:
         "given (`--gate-min-pulse`, `--gate-max-dropout`, in seconds). The window is the one "
         f"pulse consistent with N x clean latency (±{POWER_WINDOW_TOLERANCE:.0%}; for windows "
         "of whole program runs, at least that long); none, an unclosed one or two candidates "
-        "are validity failures with their own codes. Every edge found is reported "
-        "(`power.gate_detection` in `summary.json`). A window needs at least "
+        "are validity failures with their own codes. Every edge found in a valid capture is "
+        "reported (`power.gate_detection` in `summary.json`). A window needs at least "
         f"{MIN_POWER_WINDOW_SAMPLES} monitor samples. A run whose power figures are invalid "
-        "(a code of severity error below) exits with status 5.\n"
+        "(a code of severity error below) exits with status 5 and publishes none of them: "
+        "every figure of its window is unavailable, the reason naming the codes "
+        "(`power.invalid_reason`), in the terminal, `--json`, `summary.json`, the report and "
+        "the results history; its raw capture stays in the bundle.\n"
     )
     return (
         HEADER

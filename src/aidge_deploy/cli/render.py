@@ -333,8 +333,11 @@ def print_power_result(power: PowerResult, shown: set[str] | frozenset[str] = fr
     what the gate detector found; the issues; and whether the figures are invalid.
     ``shown``: the layers whose energy the per-layer table printed already."""
     prov = power.provenance
-    factor = power.capture.uncertainty_factor if power.capture else None
+    window = power.window
+    factor = window.uncertainty_factor if window else None
     label = prov.value.upper() + (f", model uncertainty ×/÷{factor:g}" if factor else "")
+    if power.invalid:
+        label = f"{prov.value} monitor; INVALID capture: no figure published"
     table = Table(title=f"Power — {power.source} ({label})", title_justify="left")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -343,20 +346,22 @@ def print_power_result(power: PowerResult, shown: set[str] | frozenset[str] = fr
         table.add_row(
             metric.name.replace("_", " "),
             format_figure(metric.value, metric.unit, unavailable_reason=metric.unavailable_reason),
-            metric.provenance.value,
+            # a figure that does not exist has no provenance to show
+            metric.provenance.value if metric.value is not None else "—",
         )
     console.print(table)
-    if power.layer_energy_uj:
+    layer_energy = power.published_layer_energy_uj
+    if layer_energy:
         # the per-layer table shows each layer's energy already: its sum here, and a table
         # only for layers that table does not show
         if shown:
-            total = sum(v for name, v in power.layer_energy_uj.items() if name in shown)
+            total = sum(v for name, v in layer_energy.items() if name in shown)
             console.print(
                 f"[bold]Energy per layer ({prov.value}):[/bold] the energy/call column of the "
                 f"per-layer table; the layers add up to {total:.4g} uJ per inference",
                 highlight=False,
             )
-        rest = {n: v for n, v in power.layer_energy_uj.items() if n not in shown}
+        rest = {n: v for n, v in layer_energy.items() if n not in shown}
         if rest:
             layers = Table(title=f"Energy per layer ({prov.value})", title_justify="left")
             layers.add_column("layer")
@@ -364,6 +369,7 @@ def print_power_result(power: PowerResult, shown: set[str] | frozenset[str] = fr
             for name, value in rest.items():
                 layers.add_row(name, f"{value:.4g}")
             console.print(layers)
+    # what the detector saw, in words (an invalid capture's figures stay out of the table)
     gate = power.gate or (power.capture.gate if power.capture else None)
     if gate is not None:
         console.print(

@@ -241,6 +241,31 @@ class PowerResult:
         return any(str(i.severity) == "error" for i in self.issues)
 
     @property
+    def invalid_reason(self) -> str | None:
+        """Why the capture is invalid (its error issues, by code), None when it is valid:
+        the reason every figure of the window is published as unavailable."""
+        errors = [i.as_dict() for i in self.issues if str(i.severity) == "error"]
+        if not errors:
+            return None
+        said = "; ".join(f"{e['code']}: {e['message']}" for e in errors)
+        return f"invalid capture, {said}"
+
+    @property
+    def window(self) -> PowerCapture | None:
+        """The capture whose figures are published: none of an invalid one (its figures
+        would be labelled with the monitor's provenance while they are not what they say)."""
+        return None if self.invalid else self.capture
+
+    @property
+    def published_layer_energy_uj(self) -> Mapping[str, float]:
+        """The energy per layer, none of an invalid capture."""
+        return {} if self.invalid else self.layer_energy_uj
+
+    @property
+    def _why_unavailable(self) -> str | None:
+        return self.invalid_reason or self.unavailable_reason
+
+    @property
     def inferences(self) -> int:
         if self.terminal is not None and self.terminal.inferences:
             return self.terminal.inferences
@@ -250,14 +275,15 @@ class PowerResult:
     def energy_per_inference_uj(self) -> float | None:
         """Window energy ÷ N; when the window also holds program start-ups (repeated runs),
         the mean window power x the clean latency, so start-ups are not billed to inferences."""
-        if self.capture is None or self.inferences <= 0:
+        cap = self.window
+        if cap is None or self.inferences <= 0:
             return None
         latency = self.plan.clean_latency_s
         if self.plan.repeat_duration_s is not None and latency is not None:
-            if self.capture.duration_s <= 0:
+            if cap.duration_s <= 0:
                 return None
-            return self.capture.energy_j / self.capture.duration_s * latency * 1e6
-        return self.capture.energy_j / self.inferences * 1e6
+            return cap.energy_j / cap.duration_s * latency * 1e6
+        return cap.energy_j / self.inferences * 1e6
 
     def _energy_basis(self) -> str:
         latency = self.plan.clean_latency_s
@@ -270,14 +296,15 @@ class PowerResult:
 
     @property
     def average_power_mw(self) -> float | None:
-        if self.capture is None or self.capture.duration_s <= 0:
+        cap = self.window
+        if cap is None or cap.duration_s <= 0:
             return None
-        return self.capture.energy_j / self.capture.duration_s * 1e3
+        return cap.energy_j / cap.duration_s * 1e3
 
     @property
     def active_energy_uj(self) -> float | None:
         """Energy above the idle baseline per inference (may come out negative: noise)."""
-        cap, per_inference = self.capture, self.energy_per_inference_uj
+        cap, per_inference = self.window, self.energy_per_inference_uj
         idle = cap.idle_power_w if cap is not None else None
         if cap is None or idle is None or per_inference is None:
             return None
@@ -287,13 +314,13 @@ class PowerResult:
         return (cap.energy_j - idle * cap.duration_s) / self.inferences * 1e6
 
     def _uncertainty(self) -> str:
-        f = self.capture.uncertainty_factor if self.capture else None
+        f = self.window.uncertainty_factor if self.window else None
         return f"; model uncertainty x/÷{f:g}" if f else ""
 
     def metrics(self) -> tuple[Metric, ...]:
         prov = self.provenance
-        why = self.unavailable_reason
-        cap = self.capture
+        why = self._why_unavailable
+        cap = self.window
         src = f"power source {self.source}"
         unc = self._uncertainty()
 
@@ -401,19 +428,24 @@ class PowerResult:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        cap = self.capture
+        """The ``power`` block; an invalid capture's block keeps its plan, monitor, issues
+        and raw files but no figure of its window (trace, gate detection, layer energy)."""
+        cap = self.window
         prov = self.provenance
         gate = self.gate if self.gate is not None else (cap.gate if cap is not None else None)
+        if self.invalid:
+            gate = None
         return {
             "source": self.source,
             "provenance": prov.value,
             "scope": self.capabilities.scope,
             "gate": self.capabilities.gate.value,
             "gate_input": self.capabilities.gate_input,
-            "unavailable_reason": self.unavailable_reason,
+            "unavailable_reason": self._why_unavailable,
+            "invalid_reason": self.invalid_reason,
             "plan": self.plan.as_dict(),
             "terminal": None if self.terminal is None else self.terminal.as_dict(),
-            "monitor": None if cap is None else cap.identity.as_dict(),
+            "monitor": None if self.capture is None else self.capture.identity.as_dict(),
             "uncertainty_factor": None
             if cap is None or cap.uncertainty_factor is None
             else figure(cap.uncertainty_factor, "factor", Provenance.ESTIMATED),
@@ -428,7 +460,7 @@ class PowerResult:
             "saturated": None if cap is None else cap.saturated,
             "notes": [] if cap is None else list(cap.notes),
             "gate_detection": None if gate is None else gate_dict(gate, prov),
-            "layer_energy": series(dict(self.layer_energy_uj), "uJ", prov),
+            "layer_energy": series(dict(self.published_layer_energy_uj), "uJ", prov),
             "metrics": [x.as_dict() for x in self.metrics()],
             "trace": None
             if cap is None or cap.trace is None

@@ -46,6 +46,7 @@ h3{font-size:14px;margin:16px 0 6px;font-weight:600;color:#39425a}
 .badge{display:inline-block;border-radius:999px;padding:2px 10px;font-size:12px;font-weight:600;color:#fff;margin-right:6px;vertical-align:middle}
 .prov-silicon{background:#1f8a4c}.prov-host{background:#2f6fb5}.prov-emulated{background:#8e44ad}
 .prov-estimated{background:#c56a1b}.prov-static{background:#6b7488}
+.badge.invalid{background:#c0392b}.power-invalid{color:#922b21}
 .prov{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:6px;vertical-align:middle}
 .legend{display:flex;flex-wrap:wrap;gap:6px 18px;font-size:13px;margin:0 0 18px;background:#fff;border-radius:10px;padding:10px 16px;box-shadow:0 1px 3px rgba(20,30,60,.08)}
 .legend b{margin-right:4px}

@@ -111,15 +111,19 @@ def power_section(summary: Mapping[str, Any], badge: Any) -> str:
     if not power:
         return ""
     prov = str(power["provenance"])
+    invalid = power.get("invalid_reason")
     unc = (power.get("uncertainty_factor") or {}).get("value")
     kind = "estimated by a model" if prov == "estimated" else f"{prov}"
     rows = []
     for m in power["metrics"]:
         text = format_figure(m["value"], m["unit"], unavailable_reason=m.get("unavailable_reason"))
+        # a figure that does not exist has no provenance to show
+        exists = m["value"] is not None
         rows.append(
-            f"<tr data-metric='{escape(m['name'])}' data-provenance='{escape(m['provenance'])}'>"
+            f"<tr data-metric='{escape(m['name'])}' data-provenance="
+            f"'{escape(m['provenance']) if exists else 'none'}'>"
             f"<td>{escape(m['name'].replace('_', ' '))}</td><td>{escape(text)}</td>"
-            f"<td>{badge(m['provenance'])}</td></tr>"
+            f"<td>{badge(m['provenance']) if exists else '—'}</td></tr>"
         )
     note = f" Model uncertainty: ×/÷{unc:g}." if unc else ""
     monitor = power.get("monitor") or {}
@@ -156,19 +160,35 @@ def power_section(summary: Mapping[str, Any], badge: Any) -> str:
         else ""
     )
     trace = power.get("trace")
-    return (
-        f"<h2>Power {badge(prov)}</h2>"
+    source = (
         f"<p class='muted' data-power-source='{escape(power['source'])}'>Source "
         f"<code>{escape(power['source'])}</code>: {escape(str(power.get('scope') or ''))}. "
-        f"Figures are <b>{escape(kind)}</b>.{escape(note)} {escape(str(power.get('basis') or ''))}"
-        f"</p>"
+    )
+    basis = escape(str(power.get("basis") or ""))
+    if invalid:
+        head = (
+            "<h2>Power <span class='badge invalid'>invalid</span></h2>"
+            + f"{source}{basis}</p>"
+            + "<p class='power-invalid' data-power-invalid='1'><b>No power figure is "
+            f"published:</b> {escape(str(invalid))}. The raw capture is kept in the bundle's "
+            "files.</p>"
+        )
+        trace_html = ""
+    else:
+        head = (
+            f"<h2>Power {badge(prov)}</h2>"
+            + f"{source}Figures are <b>{escape(kind)}</b>.{escape(note)} {basis}</p>"
+        )
+        trace_html = _trace_svg(trace) if trace else "<p class='muted'>No power trace.</p>"
+    return (
+        head
         + (f"<p class='muted'>Monitor: {ident}</p>" if ident else "")
         + f"<table class='power-figures'>{''.join(rows)}</table>"
         + "".join(
             f"<p class='muted power-note'>{escape(str(n))}</p>" for n in power.get("notes") or []
         )
         + _issues(power)
-        + (_trace_svg(trace) if trace else "<p class='muted'>No power trace.</p>")
+        + trace_html
         + _gate_detection(power.get("gate_detection"))
         + layers
     )

@@ -211,7 +211,8 @@ def unlabelled_numbers(doc: Any, path: str = "$", labelled: bool = False) -> lis
 def provenances_of(summary: Mapping[str, Any]) -> list[str]:
     """Every provenance a figure of the summary has, in vocabulary order (the legend)."""
     used = {summary["provenance"]}
-    used |= {m["provenance"] for m in summary["metrics"].values()}
+    # a figure that does not exist has no provenance in the legend
+    used |= {m["provenance"] for m in summary["metrics"].values() if m["value"] is not None}
     used |= {c["provenance"] for c in summary["layer_columns"]}
     if summary.get("latency"):
         used.add(summary["latency"]["provenance"])

@@ -393,9 +393,9 @@ def assemble_result(
     )
     if power is not None:  # the power stages ran: their figures, and energy per layer
         all_measurements = (*all_measurements, *power.metrics())
-        if power.layer_energy_uj:
+        if layer_energy := power.published_layer_energy_uj:
             layers = tuple(
-                replace(layer, energy_uj=power.layer_energy_uj.get(layer.name)) for layer in layers
+                replace(layer, energy_uj=layer_energy.get(layer.name)) for layer in layers
             )
     return DeployResult(
         output=output,
