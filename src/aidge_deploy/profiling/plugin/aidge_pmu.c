@@ -19,12 +19,17 @@
  *   estimated_cycles  with timing=FILE: the core's timing model (timing_model.h). Each
  *                   instruction is decoded and priced when its block is translated (the
  *                   block's static cycles are summed then), and the dynamic parts are added as
- *                   they happen: the pipeline refill of each taken control transfer, the
- *                   pairing of a block's first instruction with the last one of the block
- *                   before when execution continues sequentially, exception entry, and
- *                   memory wait states of the ws= regions (instruction fetch after a taken
- *                   branch into the region, each data read from it). Without timing= the
- *                   column is 0 and the header says "model none".
+ *                   they happen: the pipeline refill of each taken control transfer, what
+ *                   a block entered sequentially costs more or less after the block before
+ *                   it (the two priced as one run: QEMU also splits straight-line code at
+ *                   each 1 KB page end, which must not change the estimate), exception
+ *                   entry, and memory wait states of the ws= regions (instruction fetch
+ *                   after a taken branch into the region, each data read from it). Without
+ *                   timing= the column is 0 and the header says "model none".
+ *
+ * Instruction lengths come from each instruction's first halfword (thumb_insn_length), never
+ * from qemu_plugin_insn_size, which QEMU 7.2 inflates for an instruction that ends 2 bytes
+ * before a page end: the blocks' ends, and so what counts as a taken branch, depend on it.
  *
  * Counting per block: QEMU translates each block once but may run it many times, so the
  * static part of the counts (its instructions, their summed costs) is added per block
@@ -107,14 +112,17 @@ struct block {
     uint32_t n_insns;
     uint16_t fetch_wait_states; /* of the region holding the block's first instruction */
     uint8_t per_insn;           /* counted instruction by instruction (it holds a boundary) */
-    struct insn_info first, last;
     const struct block *seq_pred; /* the block this one last continued sequentially ... */
     int seq_delta;                /* ... and tm_entry_delta of that pairing */
-    /* per instruction i: its offset from start, and the static cycles of instructions
-     * 0..i-1 (cycles_before[n_insns]: the whole block) */
+    /* per instruction i: what the timing model knows of it, its offset from start, and the
+     * static cycles of instructions 0..i-1 (cycles_before[n_insns]: the whole block) */
+    struct insn_info *insns;
     uint32_t *offset;
     uint64_t *cycles_before;
 };
+
+static const struct insn_info *first_of(const struct block *b) { return &b->insns[0]; }
+static const struct insn_info *last_of(const struct block *b) { return &b->insns[b->n_insns - 1]; }
 
 static struct block *last_block;
 static uint64_t insns_at_block_start;
@@ -177,16 +185,20 @@ static void on_block(unsigned int vcpu, void *udata) {
         } else if (b->start == prev->end) {
             if (timing_on) {
                 if (b->seq_pred != prev) {
+                    /* the two blocks priced as the one straight run they are: QEMU splits
+                     * straight-line code where the layout puts a page end, so this keeps
+                     * the estimate independent of where the code lies */
                     b->seq_pred = prev;
-                    b->seq_delta = tm_entry_delta(&model, &prev->last, &b->first);
+                    b->seq_delta =
+                        tm_entry_delta(&model, prev->insns, prev->n_insns, b->insns, b->n_insns);
                 }
                 n_cycles += (uint64_t)(int64_t)b->seq_delta;
             }
         } else {
             ++n_taken;
             if (timing_on) {
-                if (prev->last.flags & IF_CONTROL) {
-                    n_cycles += tm_refill(&model, &prev->last, &b->first, b->start);
+                if (last_of(prev)->flags & IF_CONTROL) {
+                    n_cycles += tm_refill(&model, last_of(prev), first_of(b), b->start);
                     n_cycles += b->fetch_wait_states;
                 } else { /* entered without a branch: an exception */
                     n_cycles += model.param[TP_EXCEPTION_ENTRY] + b->fetch_wait_states;
@@ -309,19 +321,20 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     }
     /* one allocation per block (it lives as long as QEMU): the block, then its per-
      * instruction tables; a warm deploy translates thousands of blocks */
-    struct block *b = calloc(1, sizeof *b + (n + 1) * sizeof(uint64_t) + n * sizeof(uint32_t));
+    struct block *b = calloc(1, sizeof *b + (n + 1) * sizeof(uint64_t) +
+                                    n * (sizeof(uint32_t) + sizeof(struct insn_info)));
     /* per-instruction scratch: a block holds at most a few hundred instructions */
     unsigned *cost = calloc(n, sizeof *cost + sizeof(int));
     if (!b || !cost) {
         abort();
     }
     uint64_t *cycles_before = (uint64_t *)(b + 1);
-    uint32_t *offset = (uint32_t *)(cycles_before + n + 1);
+    struct insn_info *insns = (struct insn_info *)(cycles_before + n + 1);
+    uint32_t *offset = (uint32_t *)(insns + n);
     int *index = (int *)(cost + n);
-    struct qemu_plugin_insn *last = qemu_plugin_tb_get_insn(tb, n - 1);
     b->start = qemu_plugin_tb_vaddr(tb);
-    b->end = qemu_plugin_insn_vaddr(last) + qemu_plugin_insn_size(last);
     b->n_insns = (uint32_t)n;
+    b->insns = insns;
     b->fetch_wait_states = (uint16_t)wait_states_at(b->start);
     b->offset = offset;
     b->cycles_before = cycles_before;
@@ -331,14 +344,14 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     for (size_t i = 0; i < n; ++i) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         uint64_t vaddr = qemu_plugin_insn_vaddr(insn);
-        struct insn_info info;
-        thumb_decode(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn), &info);
-        cost[i] = timing_on ? tm_cost(&model, &state, &info) : 0;
-        if (i == 0) {
-            b->first = info;
-        }
-        b->last = info;
+        /* the length from the instruction's first halfword, never qemu_plugin_insn_size
+         * (thumb_insn_length says why): the block's end and every decode depend on it */
+        thumb_decode(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn), &insns[i]);
+        cost[i] = timing_on ? tm_cost(&model, &state, &insns[i]) : 0;
         offset[i] = (uint32_t)(vaddr - b->start);
+        if (i == n - 1) {
+            b->end = vaddr + insns[i].size;
+        }
         cycles_before[i + 1] = cycles_before[i] + cost[i];
         index[i] = n_boundaries ? boundary_index(vaddr) : -1;
         if (index[i] >= 0) {

@@ -562,14 +562,28 @@ static void decode32(uint16_t hw1, uint16_t hw2, struct insn_info *d) {
     set(d, IC_OTHER, 0, 0);
 }
 
+size_t thumb_insn_length(const uint8_t *bytes, size_t available) {
+    if (available < 2) {
+        return 0;
+    }
+    uint16_t hw1 = (uint16_t)(bytes[0] | (bytes[1] << 8));
+    return (hw1 >> 11) >= 0x1D ? 4 : 2;
+}
+
 void thumb_decode(const uint8_t *bytes, size_t len, struct insn_info *out) {
     memset(out, 0, sizeof *out);
+    size_t size = thumb_insn_length(bytes, len);
+    if (size == 0) {
+        out->size = 2;
+        return; /* IC_OTHER */
+    }
     uint16_t hw1 = (uint16_t)(bytes[0] | (bytes[1] << 8));
-    if (len >= 4) {
-        uint16_t hw2 = (uint16_t)(bytes[2] | (bytes[3] << 8));
+    if (size == 4) {
         out->size = 4;
         out->flags = IF_WIDE;
-        decode32(hw1, hw2, out);
+        if (len >= 4) {
+            decode32(hw1, (uint16_t)(bytes[2] | (bytes[3] << 8)), out);
+        }
         return;
     }
     out->size = 2;

@@ -75,7 +75,18 @@ struct insn_info {
     uint32_t fsrc;     /* floating-point registers read */
 };
 
-/* Decode the instruction at ``bytes`` (``len`` is 2 or 4, little-endian halfwords). */
+/* The length of the Thumb instruction at ``bytes`` (2 or 4), from its first halfword alone:
+ * a first halfword 0b11101, 0b11110 or 0b11111 in its top five bits opens a 32-bit
+ * instruction (Armv7-M / Armv8-M ARM, "Thumb instruction set encoding"). ``available`` is
+ * how many bytes QEMU gave: never trusted as the length, since QEMU 7.2 counts in it the
+ * halfword its Thumb translator peeks at past an instruction ending 2 bytes before a page
+ * end (to see whether the next one crosses the page), giving a 16-bit instruction at ...fc
+ * a size of 4 and a 32-bit one at ...fa a size of 6. 0 when fewer than 2 bytes were given. */
+size_t thumb_insn_length(const uint8_t *bytes, size_t available);
+
+/* Decode the instruction at ``bytes``: ``len`` bytes are readable (its length is decoded
+ * from the first halfword, thumb_insn_length; a 32-bit instruction given fewer than 4 bytes
+ * is IC_OTHER). */
 void thumb_decode(const uint8_t *bytes, size_t len, struct insn_info *out);
 
 #endif

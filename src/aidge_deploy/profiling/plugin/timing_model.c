@@ -277,13 +277,18 @@ unsigned tm_refill(const struct timing_model *m, const struct insn_info *branch,
     return p;
 }
 
-int tm_entry_delta(const struct timing_model *m, const struct insn_info *prev,
-                   const struct insn_info *first) {
+int tm_entry_delta(const struct timing_model *m, const struct insn_info *prev, size_t n_prev,
+                   const struct insn_info *next, size_t n_next) {
     struct tm_state alone, after;
     tm_reset(&alone);
     tm_reset(&after);
-    unsigned base = tm_cost(m, &alone, first);
-    (void)tm_cost(m, &after, prev);
-    unsigned paired = tm_cost(m, &after, first);
-    return (int)paired - (int)base;
+    long base = 0, joined = 0;
+    for (size_t i = 0; i < n_prev; ++i) {
+        (void)tm_cost(m, &after, &prev[i]);
+    }
+    for (size_t i = 0; i < n_next; ++i) {
+        base += tm_cost(m, &alone, &next[i]);
+        joined += tm_cost(m, &after, &next[i]);
+    }
+    return (int)(joined - base);
 }

@@ -25,6 +25,7 @@
 #ifndef AIDGE_TIMING_MODEL_H
 #define AIDGE_TIMING_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -86,9 +87,12 @@ unsigned tm_cost(const struct timing_model *m, struct tm_state *st, const struct
  * instruction) at address ``target_addr``. */
 unsigned tm_refill(const struct timing_model *m, const struct insn_info *branch,
                    const struct insn_info *target, uint64_t target_addr);
-/* How much cheaper or dearer ``first`` is after ``prev`` than at the start of a block (the
- * static cost assumed nothing before it). */
-int tm_entry_delta(const struct timing_model *m, const struct insn_info *prev,
-                   const struct insn_info *first);
+/* How much cheaper or dearer the block ``next`` (``n_next`` instructions) is right after the
+ * block ``prev`` than on its own (its static cost assumed nothing before it): the cycles of
+ * the two priced as one run, less each priced alone. Exact for code QEMU split into blocks
+ * where nothing branches (a page end, the block-size limit): the sum is then what the
+ * unsplit block costs, wherever the split falls. */
+int tm_entry_delta(const struct timing_model *m, const struct insn_info *prev, size_t n_prev,
+                   const struct insn_info *next, size_t n_next);
 
 #endif
