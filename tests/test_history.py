@@ -121,16 +121,23 @@ def test_gate_exact_counts_and_blocking_differences(tmp_path: Path) -> None:
     failed = check_regression(store, ident, COMP, worse, rules)
     assert failed.status is GateStatus.FAIL
     assert "emulated_instructions: 1000 -> 1200 instructions" in failed.message
-    # another compiler: said, with both versions, never compared through
+    # another compiler is what was built (informative): compared through, named with both
+    # versions beside the verdict
     newer = Comparability("emulated", "0.10.1", {"arm-none-eabi-gcc": "arm-none-eabi-gcc 13.3.0"})
-    refused = check_regression(store, ident, newer, same, rules)
+    compared = check_regression(store, ident, newer, same, rules)
+    assert compared.status is GateStatus.PASS
+    assert "differs: toolchain arm-none-eabi-gcc 12.2.1 → 13.3.0" in compared.message
+    assert check_regression(store, ident, newer, worse, rules).status is GateStatus.FAIL
+    # another provenance blocks: the newest comparable record is searched, else it is said
+    silicon = Comparability("silicon", "0.10.1", COMP.toolchain)
+    refused = check_regression(store, ident, silicon, same, rules)
     assert refused.status is GateStatus.NOT_COMPARABLE
-    assert "not comparable: toolchain arm-none-eabi-gcc 12.2.1 → 13.3.0" in refused.message
+    assert "no comparable earlier result: provenance emulated → silicon" in refused.message
     # another dtype of the same test and target
     int8 = RunIdentity("t::test", "mps2-an386", dtype="int8", iterations=3)
     other = check_regression(store, int8, COMP, same, rules)
     assert other.status is GateStatus.NOT_COMPARABLE
-    assert "not comparable: dtype float32 → int8" in other.message
+    assert "no comparable earlier result: dtype float32 → int8" in other.message
     first = check_regression(store, RunIdentity("t::new", "host"), COMP, same, rules)
     assert first.status is GateStatus.NO_BASELINE
     # a build driver's version is no reason to refuse

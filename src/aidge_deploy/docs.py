@@ -232,7 +232,55 @@ def power_page() -> str:
     )
 
 
+def comparability_page() -> str:
+    from aidge_deploy.comparability import BUILD_DRIVERS, CPI1, DIMENSIONS, Effect
+
+    effects = {
+        Effect.BLOCKING: "the runs are not compared; the difference is said with both values",
+        Effect.FIGURES: "the figures of that instrument (listed) are left out, with a warning "
+        "naming both values; the other figures are compared",
+        Effect.INFORMATIVE: "the figures are compared; the difference is named beside the verdict",
+    }
+    rows = [
+        [
+            f"`{d.name}`",
+            d.label,
+            d.effect.value,
+            "yes" if d.series else "-",
+            ", ".join(f"`{p}`" for p in d.figures) or "-",
+        ]
+        for d in DIMENSIONS
+    ]
+    return (
+        HEADER + "# Comparability: what two runs may be compared on\n\n"
+        "One table (`aidge_deploy.comparability`) decides, for every tool that compares two "
+        "runs — `aidge-deploy compare`, the results history and `aidge-deploy history`, the "
+        "pytest plugin's `assert_no_regression`, the campaigns' history records and the "
+        "farm's compare page — what a difference between them does:\n\n"
+        + "".join(f"* **{e.value}**: {text}.\n" for e, text in effects.items())
+        + "\nThe rule behind it: *what was measured* (target, export kind, dtype, timed "
+        "iterations) and *how* (provenance) block; an *instrument* (an emulated board's time "
+        "model, the power monitor, the latency aggregation) leaves out only its own "
+        "figures; *what was built* (model, export, versions, toolchain, backend, protocol, "
+        "lab board) is what a comparison measures the effect of, so it is compared and "
+        "named.\n\n"
+        + _table(["fact", "label", "effect", "identity", "figures it concerns"], rows)
+        + "\n* **identity**: the facts of a run's identity, the series a history keeps: a "
+        "regression gate compares a run with the newest accepted earlier run of the same "
+        "test and identity that no blocking fact separates from it. A run of the same test "
+        "with another identity is *no comparable earlier result*, said with what differs.\n"
+        "* The lab board is informative: a renamed board, or a run of the same target "
+        "without `--aidge-lab`, continues the series (and is named).\n"
+        "* Versions are compared by their numbers (`arm-none-eabi-gcc (15:12.2.rel1-1) "
+        "12.2.1 20221205` is `12.2.1`); the build drivers ("
+        + ", ".join(sorted(BUILD_DRIVERS))
+        + f") are left out. An emulated run from before the time models has its times at "
+        f"`{CPI1}`.\n"
+    )
+
+
 PAGES = {
+    "comparability.md": comparability_page,
     "targets.md": targets_page,
     "protocols.md": protocols_page,
     "counters.md": counters_page,

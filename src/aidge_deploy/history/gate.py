@@ -1,10 +1,12 @@
 """The regression gate: a new result against the earlier results of its identity.
 
-The baseline is the latest *accepted* record of the same identity (see ``store``), found by
+The baseline is the newest *accepted* record of the same identity (see ``store``) that the
+comparability table (``aidge_deploy.comparability``) lets it be compared with, found by
 identity, never by the model's content: a changed model is exactly what a regression check
-compares. Before any figure is compared, comparability is checked: another dtype or
-iteration count of the same test and target, another provenance, Aidge version or
-compiler/emulator version makes the result "not comparable" (said with both values).
+compares. Another dtype, kind or iteration count of the same test and target, or another
+provenance, is "no comparable earlier result" (said with both values); an instrument that
+differs (time model, power monitor) leaves its figures out; what was built (model, versions,
+toolchain, lab board) is named beside the verdict.
 Figures are then judged with ``aidge-deploy compare``'s thresholds and semantics
 (``report.compare.evaluate_figures``); a measured figure (host, silicon) is compared with
 the median of its last comparable results and its allowance widened to their noise band,
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from aidge_deploy.comparability import Difference, Effect, describe
 from aidge_deploy.history import regression
 from aidge_deploy.history.identity import Comparability, RunIdentity
 from aidge_deploy.history.store import HistoryRecord, HistoryStore
@@ -94,6 +97,11 @@ def _baseline_figures(
     return base, noise, basis
 
 
+def _informative(diffs: tuple[Difference, ...]) -> str:
+    named = [d for d in diffs if d.effect is not Effect.BLOCKING]
+    return f" (differs: {describe(named)})" if named else ""
+
+
 def check_regression(
     store: HistoryStore,
     identity: RunIdentity,
@@ -105,44 +113,58 @@ def check_regression(
     window_size: int = regression.WINDOW,
 ) -> GateResult:
     """Judge a result (already recorded as ``record_id``, or not recorded) against the
-    earlier accepted results of ``identity`` in ``store``."""
-    previous = store.previous(identity, before_id=record_id)
+    newest comparable accepted result of ``identity`` in ``store``.
+
+    Its series' records are searched newest first for one with no blocking difference
+    (``comparability``); without one, the newest record of the same test says what differs.
+    """
+    earlier = store.accepted(identity, before_id=record_id)
+    previous = next(
+        (r for r in earlier if not r.comparability.blocking_differences(comparability)), None
+    )
+    if previous is None and earlier:
+        newest = earlier[0]
+        return GateResult(
+            GateStatus.NOT_COMPARABLE,
+            "no comparable earlier result: "
+            f"{'; '.join(newest.comparability.blocking_differences(comparability))} "
+            f"(newest earlier result: {describe_record(newest)})",
+            newest,
+        )
     if previous is None:
         other = store.previous_of_test(identity, before_id=record_id)
         if other is not None:
-            diffs = other.identity.differences(identity)
+            what = "; ".join(other.identity.differences(identity))
             return GateResult(
                 GateStatus.NOT_COMPARABLE,
-                f"not comparable: {'; '.join(diffs)} (baseline {describe_record(other)})",
+                f"no comparable earlier result: {what} "
+                f"(earlier result of this test: {describe_record(other)})",
                 other,
             )
         return GateResult(
             GateStatus.NO_BASELINE,
-            f"no earlier result of {identity.describe()}: this run is the first of its series",
+            f"no earlier result of {identity.describe()}: this run would be the first of its "
+            "series",
         )
-    blocking = previous.comparability.blocking_differences(comparability)
-    if blocking:
-        return GateResult(
-            GateStatus.NOT_COMPARABLE,
-            f"not comparable: {'; '.join(blocking)} (baseline {describe_record(previous)})",
-            previous,
-        )
+    diffs = previous.comparability.differences(comparability)
     base, noise, basis = _baseline_figures(
         store, identity, comparability, previous, candidate, record_id, window_size
     )
-    evaluation = evaluate_figures(base, candidate, thresholds, noise=noise, basis=basis)
+    evaluation = evaluate_figures(
+        base, candidate, thresholds, differences=diffs, noise=noise, basis=basis
+    )
+    against = f"{describe_record(previous)}{_informative(diffs)}"
     if evaluation.verdict is Verdict.FAIL:
         failed = [c.message for c in evaluation.checks if c.status is Verdict.FAIL]
         return GateResult(
             GateStatus.FAIL,
-            f"regression against {describe_record(previous)} (compare verdict: fail): "
-            + "; ".join(failed),
+            f"regression against {against} (compare verdict: fail): " + "; ".join(failed),
             previous,
             evaluation,
         )
     return GateResult(
         GateStatus.PASS,
-        f"no regression against {describe_record(previous)} "
+        f"no regression against {against} "
         f"(compare verdict: {evaluation.verdict.value}): "
         + ("; ".join(c.message for c in evaluation.checks) or "no figure matched a threshold"),
         previous,

@@ -1,52 +1,31 @@
-"""What a recorded result is *of*, and what makes two results comparable.
+"""What a recorded result is *of*, and the facts that decide what it may be compared with.
 
-A result's **identity** is what its user measures: a test (its node id without the target
-parameter) or a name the user gives, the target (a lab board also by its name), and the
-kind of run — the export's application (benchmark, output, ...), its dtype and its timed
+A result's **identity** is what its user measures: a test (its path in the project and its
+name, without the target parameter) or a name the user gives, the target, and the kind of
+run — the export's application (benchmark, output, ...), its dtype and its timed
 iterations. Results of one identity form a series; a changed model (a wider layer,
 retrained weights) keeps its identity, which is the point: it is compared with what came
-before.
+before. The lab board that ran it is a fact of the run, not of its identity, unless the
+user keeps each board of a target apart (``board`` set).
 
-**Comparability** is what decides whether two results of an identity may be compared at
-all: the provenance of their figures (host-measured vs emulated), the Aidge version that
-exported them and the versions of the compilers and emulator that built and ran them. A
-difference there is said ("not comparable: toolchain arm-none-eabi-gcc 12.2.1 → 13.3.0"),
-never compared through.
+**Comparability** holds the other facts of a result (provenance, versions, toolchain, time
+model, ...). What a difference in any of them does — refuse the comparison, leave out one
+instrument's figures, or only be named — is the one table of ``aidge_deploy.comparability``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aidge_deploy import comparability as table
+from aidge_deploy.comparability import Difference, Effect, dtype_of
 from aidge_deploy.errors import ConfigError
 
-#: the export's C type of a tensor -> the dtype a user asks for
-_DTYPES = {
-    "float": "float32",
-    "float32": "float32",
-    "float32_t": "float32",
-    "double": "float64",
-    "int8_t": "int8",
-    "int8": "int8",
-    "uint8_t": "uint8",
-    "int16_t": "int16",
-    "int32_t": "int32",
-}
-#: tools whose version only drives a build (a new cmake compiles the same code the same
-#: way): reported, never a reason to refuse a comparison
-_BUILD_DRIVERS = frozenset({"cmake", "make"})
-_VERSION = re.compile(r"(?:^|[\s(])v?(\d+\.\d+(?:\.\d+)*)")
-
-
-def dtype_of(c_type: str | None) -> str:
-    """``int8_t`` -> ``int8``, ``float`` -> ``float32`` (unknown types kept as they are)."""
-    text = str(c_type or "").strip()
-    return _DTYPES.get(text, text or "unknown")
+__all__ = ["BundleFacts", "Comparability", "RunIdentity", "bundle_facts", "dtype_of"]
 
 
 @dataclass(frozen=True, order=True)
@@ -112,30 +91,32 @@ class RunIdentity:
             None if iterations is None else int(iterations),
         )
 
+    def facts(self) -> dict[str, Any]:
+        """The identity's dimensions of the comparability table."""
+        return {
+            "target": self.target,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "iterations": self.iterations,
+        }
+
     def differences(self, other: RunIdentity) -> list[str]:
-        """How ``other`` (a later run of the same test and target) differs in its kind."""
-        out = []
-        for label, mine, theirs in (
-            ("kind", self.kind, other.kind),
-            ("dtype", self.dtype, other.dtype),
-            ("iterations", self.iterations, other.iterations),
-        ):
-            if mine != theirs:
-                out.append(f"{label} {mine} → {theirs}")
+        """How ``other`` (a later run of the same test) differs in its identity (with the
+        board when either keeps its boards apart)."""
+        diffs = table.differences(self.facts(), other.facts())
+        out = [d.describe() for d in diffs]
+        if (self.board or other.board) and self.board != other.board:
+            out.append(f"lab board {self.board or 'none'} → {other.board or 'none'}")
         return out
 
 
-def _version(line: str | None) -> str | None:
-    """``arm-none-eabi-gcc (15:12.2.rel1-1) 12.2.1 20221205`` -> ``12.2.1``."""
-    if not line:
-        return None
-    found = _VERSION.findall(line)
-    return found[0] if found else line
+#: facts recorded only since the table knew them: a record without one does not differ in it
+_LATER_FACTS = ("aggregation", "io_signature")
 
 
 @dataclass(frozen=True)
 class Comparability:
-    """The facts of a result that decide whether it may be compared with another."""
+    """The facts of a result, besides its identity, that the comparability table judges."""
 
     provenance: str
     aidge_version: str | None = None
@@ -150,33 +131,46 @@ class Comparability:
     #: what an emulated board's times are estimated with: its core's timing model, or
     #: "CPI = 1" (``--timing cpi1``, and every run from before the models)
     time_model: str | None = None
+    #: the lab (or farm) board that ran it, by its name; None: no board of a lab
+    board: str | None = None
+    aggregation: str | None = None
+    io_signature: str | None = None
 
     @property
     def times_from(self) -> str | None:
-        if self.time_model is None and self.provenance == "emulated":
-            return "CPI = 1"
-        return self.time_model
+        return table.times_from(self.time_model, self.provenance)
+
+    def facts(self) -> dict[str, Any]:
+        """These facts under the table's dimension names."""
+        out: dict[str, Any] = {
+            "provenance": self.provenance,
+            "aidge_core": self.aidge_version,
+            "toolchain": dict(self.toolchain),
+            "aidge_deploy": self.aidge_deploy_version,
+            "backend": self.backend,
+            "protocol": self.protocol,
+            "model_hash": self.model_hash,
+            "export_hash": self.export_hash,
+            "power_source": self.power_source,
+            "time_model": self.time_model,
+            "board": self.board,
+        }
+        for name in _LATER_FACTS:
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    def differences(self, later: Comparability) -> tuple[Difference, ...]:
+        """Every fact in which ``later`` differs from this result (the table's order)."""
+        mine, theirs = self.facts(), later.facts()
+        diffs = table.differences(mine, theirs)
+        return tuple(
+            d for d in diffs if d.name not in _LATER_FACTS or (d.name in mine and d.name in theirs)
+        )
 
     def blocking_differences(self, later: Comparability) -> list[str]:
-        """Why ``later`` cannot be compared with this result (empty: it can).
-
-        Provenance, the Aidge version and the compilers' and emulator's versions block;
-        the model (that is what changed), the build drivers and our own version do not.
-        """
-        out = []
-        if self.provenance != later.provenance:
-            out.append(f"provenance {self.provenance} → {later.provenance}")
-        if self.aidge_version != later.aidge_version:
-            out.append(f"Aidge {self.aidge_version} → {later.aidge_version}")
-        if self.times_from != later.times_from:  # a timing model's time against CPI = 1
-            out.append(f"time model {self.times_from} → {later.times_from}")
-        for tool in sorted(set(self.toolchain) | set(later.toolchain)):
-            if tool in _BUILD_DRIVERS:
-                continue
-            before, after = _version(self.toolchain.get(tool)), _version(later.toolchain.get(tool))
-            if before != after:
-                out.append(f"toolchain {tool} {before} → {after}")
-        return out
+        """Why ``later`` cannot be compared with this result at all (empty: it can)."""
+        return [d.describe() for d in self.differences(later) if d.effect is Effect.BLOCKING]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -190,6 +184,9 @@ class Comparability:
             "export_hash": self.export_hash,
             "power_source": self.power_source,
             "time_model": self.time_model,
+            "board": self.board,
+            "aggregation": self.aggregation,
+            "io_signature": self.io_signature,
         }
 
     @classmethod
@@ -205,6 +202,9 @@ class Comparability:
             export_hash=doc.get("export_hash"),
             power_source=doc.get("power_source"),
             time_model=doc.get("time_model"),
+            board=doc.get("board") or None,
+            aggregation=doc.get("aggregation"),
+            io_signature=doc.get("io_signature"),
         )
 
 
@@ -225,8 +225,9 @@ class BundleFacts:
         return RunIdentity(name, self.target, board, self.kind, self.dtype, self.iterations)
 
 
-def bundle_facts(bundle: Path) -> BundleFacts:
-    """Read identity and comparability facts from a result bundle's JSON files."""
+def bundle_facts(bundle: Path, *, board: str | None = None) -> BundleFacts:
+    """Read identity and comparability facts from a result bundle's JSON files (``board``:
+    the lab board that ran it, which the bundle does not know by that name)."""
     from aidge_deploy.report.bundle import METADATA_NAME, SUMMARY_NAME
     from aidge_deploy.report.manifest import MANIFEST_NAME
 
@@ -240,26 +241,23 @@ def bundle_facts(bundle: Path) -> BundleFacts:
             hint="Pass the folder of a result bundle (it holds manifest.json).",
         ) from None
     comp = manifest.get("comparability") or {}
-    export = metadata.get("export", {}).get("manifest", {})
-    app = export.get("application_config") or {}
-    kind = str(export.get("application") or app.get("kind") or "benchmark")
-    inputs = export.get("inputs") or []
-    iterations = app.get("nb_iterations") if kind == "benchmark" else None
+    facts = table.facts_from_bundle(comp, metadata.get("export", {}).get("manifest", {}), summary)
     return BundleFacts(
         path=bundle,
         run_id=str(manifest.get("run_id") or ""),
         timestamp=str(summary.get("timestamp") or manifest.get("created") or ""),
-        target=str(comp.get("target") or summary.get("target") or ""),
-        kind=kind,
-        dtype=dtype_of(inputs[0].get("dtype") if inputs else None),
-        iterations=None if iterations is None else int(iterations),
+        target=facts["target"],
+        kind=facts["kind"],
+        dtype=facts["dtype"],
+        iterations=facts["iterations"],
         comparability=Comparability.from_dict(
             {
                 **comp,
-                "provenance": comp.get("provenance") or summary.get("provenance"),
+                "provenance": facts["provenance"],
                 # the bundle manifest's names for two of the facts
                 "aidge_version": comp.get("aidge_core"),
                 "aidge_deploy_version": comp.get("aidge_deploy"),
+                "board": board,
             }
         ),
     )

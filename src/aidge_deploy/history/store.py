@@ -198,8 +198,10 @@ class HistoryStore:
         bundle's folder).
 
         ``identity`` is a ``RunIdentity``, or just its name: the target, kind, dtype and
-        iterations are then read from the bundle (``board`` names a lab board). ``vcs``
-        defaults to the commit and branch of ``project_dir`` (the working folder).
+        iterations are then read from the bundle, and ``board`` (a lab or farm board's name)
+        is part of it. ``board`` is always recorded as a fact of the run (default: the
+        identity's). ``vcs`` defaults to the commit and branch of ``project_dir`` (the
+        working folder).
         """
         bundle = result if isinstance(result, Path) else result.report_dir
         if bundle is None:
@@ -207,7 +209,9 @@ class HistoryStore:
                 "this run wrote no result bundle: the history records a run from its bundle",
                 hint="Set DeployConfig.report_dir (the CLI's --history writes one for you).",
             )
-        facts = bundle_facts(Path(bundle))
+        if board is None and not isinstance(identity, str):
+            board = identity.board
+        facts = bundle_facts(Path(bundle), board=board)
         if isinstance(identity, str):
             identity = facts.identity(identity, board)
         return self.add(
@@ -354,18 +358,50 @@ class HistoryStore:
                 )
         return out
 
+    def _series_query(self, identity: RunIdentity) -> Any:
+        """The rows of ``identity``'s series: the same name, target, kind, dtype and
+        iterations, and the same board only when the identity names one (a run that does
+        not keep its boards apart continues the series whichever board ran it)."""
+        query = select(RunRow).where(
+            RunRow.name == identity.name,
+            RunRow.target == identity.target,
+            RunRow.kind == identity.kind,
+            RunRow.dtype == identity.dtype,
+            RunRow.accepted.is_(True),
+        )
+        if identity.iterations is None:
+            query = query.where(RunRow.iterations.is_(None))
+        else:
+            query = query.where(RunRow.iterations == identity.iterations)
+        if identity.board is not None:
+            query = query.where(RunRow.board == identity.board)
+        return query
+
+    def accepted(
+        self, identity: RunIdentity, *, before_id: int | None = None, limit: int = 50
+    ) -> list[HistoryRecord]:
+        """The latest ``limit`` accepted records of ``identity``'s series, newest first."""
+        query = self._series_query(identity)
+        if before_id is not None:
+            query = query.where(RunRow.id < before_id)
+        query = query.order_by(RunRow.id.desc()).limit(limit)
+        with self._session() as session:
+            rows = list(session.scalars(query).all())
+            found = self._figures(session, [r.id for r in rows], False)
+        return [_record(r, found.get(r.id, {})) for r in rows]
+
     def previous(
         self, identity: RunIdentity, *, before_id: int | None = None
     ) -> HistoryRecord | None:
-        """The latest accepted record of ``identity`` (before record ``before_id``)."""
-        found = self.records(identity=identity, accepted_only=True, before_id=before_id, limit=1)
+        """The latest accepted record of ``identity``'s series (before record ``before_id``)."""
+        found = self.accepted(identity, before_id=before_id, limit=1)
         return found[0] if found else None
 
     def previous_of_test(
         self, identity: RunIdentity, *, before_id: int | None = None
     ) -> HistoryRecord | None:
         """The latest accepted record of the same test and target, whatever its kind,
-        dtype or iterations (to say why it is not comparable)."""
+        dtype, iterations or board (to say why it is not comparable)."""
         query = (
             select(RunRow.id)
             .where(
@@ -375,10 +411,6 @@ class HistoryStore:
             )
             .order_by(RunRow.id.desc())
         )
-        if identity.board is None:
-            query = query.where(RunRow.board.is_(None))
-        else:
-            query = query.where(RunRow.board == identity.board)
         if before_id is not None:
             query = query.where(RunRow.id < before_id)
         with self._session() as session:
@@ -398,9 +430,7 @@ class HistoryStore:
         """The last ``size`` accepted records of ``identity`` comparable with
         ``comparability`` (oldest first): the spread a new measurement is judged against."""
         found: list[HistoryRecord] = []
-        for record in reversed(
-            self.records(identity=identity, accepted_only=True, before_id=before_id)
-        ):
+        for record in self.accepted(identity, before_id=before_id, limit=max(50, 5 * size)):
             if not record.comparability.blocking_differences(comparability):
                 found.append(record)
                 if len(found) == size:

@@ -1,10 +1,12 @@
 """Compare two result bundles: are they comparable, what changed, is it a regression?
 
-Comparability is decided on typed dimensions. *Blocking* ones (the model, its tensor
-signature, the target) make a comparison meaningless when they differ, so it is refused.
-*Informative* ones (toolchain, Aidge version, backend, protocol, aggregation, the export's
-application settings) are reported but do not block: measuring their effect is the point
-of many comparisons. A thresholds file then turns the deltas into a verdict.
+Whether two bundles may be compared, and which of their differences only inform, is decided
+by the one comparability table (``aidge_deploy.comparability``): a *blocking* difference
+(target, export kind, dtype, iterations, provenance) refuses the comparison; a *figures*
+one (time model, power monitor, aggregation) leaves out the figures of that instrument; an
+*informative* one (model, export, versions, toolchain, backend, protocol, lab board) is
+reported and the figures are compared — measuring its effect is the point of most
+comparisons. A thresholds file then turns the deltas into a verdict.
 """
 
 from __future__ import annotations
@@ -18,48 +20,22 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from aidge_deploy.comparability import (
+    BY_NAME,
+    LAYER_PREFIX,
+    Difference,
+    Effect,
+    differences,
+    facts_from_bundle,
+)
 from aidge_deploy.errors import ReportError
 from aidge_deploy.metrics import format_figure
 from aidge_deploy.report.manifest import BundleManifest, FileRole, verify_bundle
 from aidge_deploy.report.schemas import SchemaName, validate_document
 
-
-class DimensionKind(StrEnum):
-    BLOCKING = "blocking"  # differing values make the comparison meaningless
-    INFORMATIVE = "informative"  # reported; the comparison proceeds
-
-
-#: comparability dimension -> (kind, human label); keys of the manifest's ``comparability``
-LAYER_PREFIX = "layers/"
-
-DIMENSIONS: Mapping[str, tuple[DimensionKind, str]] = {
-    "model_hash": (DimensionKind.BLOCKING, "model (layers and parameters)"),
-    "io_signature": (DimensionKind.BLOCKING, "model inputs/outputs"),
-    "target": (DimensionKind.BLOCKING, "target"),
-    "provenance": (DimensionKind.BLOCKING, "provenance (silicon/host/emulated)"),
-    "export_hash": (DimensionKind.INFORMATIVE, "export sources"),
-    "application": (DimensionKind.INFORMATIVE, "export application"),
-    "backend": (DimensionKind.INFORMATIVE, "backend"),
-    "protocol": (DimensionKind.INFORMATIVE, "output protocol"),
-    "aggregation": (DimensionKind.INFORMATIVE, "aggregation"),
-    "aidge_core": (DimensionKind.INFORMATIVE, "aidge-core version"),
-    "aidge_deploy": (DimensionKind.INFORMATIVE, "aidge-deploy version"),
-    "toolchain": (DimensionKind.INFORMATIVE, "toolchain versions"),
-    "power_source": (DimensionKind.INFORMATIVE, "power monitor (--power)"),
-    "time_model": (DimensionKind.INFORMATIVE, "emulated time model (--timing)"),
-}
-
-#: figures of the power run: compared only when both bundles used the same power monitor
-POWER_KEYS = ("power_*", "energy_*", f"{LAYER_PREFIX}*/energy")
-#: an emulated board's times and modelled cycles: compared only when both bundles estimated
-#: them with the same model (a timing model's time against CPI = 1 is no regression)
-TIME_KEYS = (
-    "latency*",
-    "mlperf_latency",
-    "estimated_cycles",
-    f"{LAYER_PREFIX}*/time",
-    f"{LAYER_PREFIX}*/estimated_cycles",
-)
+#: (the names this module has always given the table's effect and differences)
+DimensionKind = Effect
+DimensionDiff = Difference
 
 #: headline metrics shown as totals, in this order (the cycle metric is added by name)
 TOTAL_KEYS = (
@@ -105,24 +81,6 @@ VERDICT_EXIT: Mapping[Verdict, int] = {
     Verdict.WARN: EXIT_WARN,
     Verdict.FAIL: EXIT_FAIL,
 }
-
-
-@dataclass(frozen=True)
-class DimensionDiff:
-    name: str
-    kind: DimensionKind
-    label: str
-    base: Any
-    cand: Any
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind.value,
-            "label": self.label,
-            "base": self.base,
-            "cand": self.cand,
-        }
 
 
 @dataclass(frozen=True)
@@ -184,7 +142,7 @@ class Comparison:
 
     @property
     def blocking(self) -> tuple[DimensionDiff, ...]:
-        return tuple(d for d in self.differences if d.kind == DimensionKind.BLOCKING)
+        return tuple(d for d in self.differences if d.effect is Effect.BLOCKING)
 
     @property
     def comparable(self) -> bool:
@@ -308,21 +266,11 @@ def figures(summary: Mapping[str, Any]) -> dict[str, Figure]:
     return out
 
 
-def _differences(base: BundleManifest, cand: BundleManifest) -> tuple[DimensionDiff, ...]:
-    diffs = []
-    for name, (kind, label) in DIMENSIONS.items():
-        b, c = base.comparability.get(name), cand.comparability.get(name)
-        if name == "time_model":  # bundles from before the models: emulated at CPI = 1
-            b, c = _time_model(base, b), _time_model(cand, c)
-        if b != c:
-            diffs.append(DimensionDiff(name, kind, label, b, c))
-    return tuple(diffs)
-
-
-def _time_model(bundle: BundleManifest, value: Any) -> Any:
-    if value is None and bundle.comparability.get("provenance") == "emulated":
-        return "CPI = 1"
-    return value
+def bundle_facts_of(bundle: BundleManifest, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A verified bundle's facts for the comparability table."""
+    metadata = bundle.load_json(FileRole.METADATA)
+    export = (metadata.get("export") or {}).get("manifest") or {}
+    return facts_from_bundle(bundle.comparability, export, summary)
 
 
 def _delta(key: str, fb: Figure | None, fc: Figure | None) -> MetricDelta:
@@ -360,7 +308,7 @@ def compare_bundles(base_dir: Path, cand_dir: Path) -> Comparison:
     return Comparison(
         base=base,
         cand=cand,
-        differences=_differences(base, cand),
+        differences=differences(bundle_facts_of(base, sb), bundle_facts_of(cand, sc)),
         totals=totals,
         layer_deltas=layer_deltas,
         figures_base=fb,
@@ -484,8 +432,10 @@ def evaluate_figures(
     """
     keys = list(dict.fromkeys([*figures_base, *figures_cand]))
     checks: list[Check] = []
-    power_diff = next((d for d in differences if d.name == "power_source"), None)
-    time_diff = next((d for d in differences if d.name == "time_model"), None)
+    # an instrument differs (comparability.Effect.FIGURES): its figures are not compared
+    instruments = [
+        d for d in differences if d.name in BY_NAME and BY_NAME[d.name].effect is Effect.FIGURES
+    ]
     for rule in thresholds.rules:
         matched = [k for k in keys if fnmatch.fnmatchcase(k, rule.pattern)]
         if not matched:
@@ -494,28 +444,10 @@ def evaluate_figures(
                 checks.append(missing)
             continue
         for key in matched:
-            if power_diff is not None and any(fnmatch.fnmatchcase(key, p) for p in POWER_KEYS):
-                # an estimate against a measurement, or two instruments: not a regression
+            left_out = next((d for d in instruments if d.concerns(key)), None)
+            if left_out is not None:
                 checks.append(
-                    Check(
-                        key,
-                        rule.pattern,
-                        Verdict.WARN,
-                        f"{key}: not compared, the power monitors differ "
-                        f"({power_diff.base} vs {power_diff.cand})",
-                    )
-                )
-                continue
-            if time_diff is not None and any(fnmatch.fnmatchcase(key, p) for p in TIME_KEYS):
-                checks.append(
-                    Check(
-                        key,
-                        rule.pattern,
-                        Verdict.WARN,
-                        f"{key}: not compared, the times come from different models "
-                        f"({time_diff.base} vs {time_diff.cand}; --timing cpi1 reproduces "
-                        "the older figure)",
-                    )
+                    Check(key, rule.pattern, Verdict.WARN, f"{key}: {_not_compared(left_out)}")
                 )
                 continue
             check = _check(
@@ -540,6 +472,18 @@ def evaluate_figures(
     else:
         verdict = Verdict.PASS
     return Evaluation(verdict, tuple(checks), tuple(notes))
+
+
+def _not_compared(diff: Difference) -> str:
+    """Why a figure of an instrument that differs between the runs is not compared."""
+    if diff.name == "time_model":
+        return (
+            f"not compared, the times come from different models ({diff.base} vs {diff.cand}; "
+            "--timing cpi1 reproduces the older figure)"
+        )
+    if diff.name == "power_source":  # an estimate against a measurement, or two instruments
+        return f"not compared, the power monitors differ ({diff.base} vs {diff.cand})"
+    return f"not compared, the {diff.label} differs ({diff.base} vs {diff.cand})"
 
 
 def not_comparable_message(diffs: Sequence[DimensionDiff]) -> str:
