@@ -207,7 +207,9 @@ def test_a_changed_model_is_checked_against_its_earlier_runs(
     monkeypatch.setenv("DTYPE", "int8")
     int8 = pytester.runpytest_subprocess(*common, "--aidge-target=host", "-k", "test_lenet")
     int8.assert_outcomes(failed=1, skipped=2)
-    assert "no comparable earlier result: dtype float32 → int8" in _failure(int8, "test_lenet[host]")
+    assert "no comparable earlier result: dtype float32 → int8" in _failure(
+        int8, "test_lenet[host]"
+    )
     accepted = pytester.runpytest_subprocess(
         *common, "--aidge-target=host", "-k", "test_lenet", "--aidge-update-baseline"
     )
