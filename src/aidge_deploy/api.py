@@ -13,16 +13,21 @@ from aidge_deploy import runcontrol
 from aidge_deploy.artifact import check_target, load_export_artifact
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
+from aidge_deploy.configcheck import check_deploy_config
 from aidge_deploy.errors import ConfigError, InternalError
 from aidge_deploy.exportspec import Export
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
+from aidge_deploy.pipeline.runner import PipelineRunner, Stage
 from aidge_deploy.progress import ProgressCallback
 from aidge_deploy.registry import RemoteBackend, remote_backend
 from aidge_deploy.results import DeployResult
 from aidge_deploy.runcontrol import RunControl, RunInterrupted
 
-if TYPE_CHECKING:  # accepted, never needed: a folder is read without importing aidge_core
+if TYPE_CHECKING:  # an ExportArtifact is accepted, never needed: a folder is read without
+    # importing aidge_core
+    from collections.abc import Sequence
+
     from aidge_core.export_utils import ExportArtifact
 
 
@@ -41,6 +46,7 @@ def deploy(
     progress: ProgressCallback | None = None,
     work_dir: Path | None = None,
     control: RunControl | None = None,
+    pipeline: PipelineRunner | Sequence[Stage] | None = None,
 ) -> DeployResult:
     """Build (if needed), transfer or flash, run, capture and parse one export.
 
@@ -53,6 +59,11 @@ def deploy(
     ``control`` (default: the caller's current one, else a new one) lets another thread
     stop the run with ``control.cancel()``; ``deploy`` then raises ``RunInterrupted`` once
     every process, container and remote process of the run is stopped (see ``runcontrol``).
+
+    ``pipeline`` replaces the default pipeline (``pipeline.default.build_default_pipeline``)
+    with a runner, or a list of stages, of the caller's: a stage inserted, replaced or left
+    out. A backend that runs the whole deploy elsewhere (``api``) runs no local pipeline
+    and refuses one.
     """
     if config is None:
         config = DeployConfig()
@@ -60,6 +71,14 @@ def deploy(
         raise ConfigError(
             f"config must be a DeployConfig, got {type(config).__name__}",
             hint="Build it with aidge_deploy.DeployConfig(target=..., backend=...).",
+        )
+    runner = _runner(pipeline)
+    remote = remote_backend(config.backend_kind)
+    if remote is not None and pipeline is not None:
+        raise ConfigError(
+            f"backend {config.backend_kind!r} runs the whole deploy elsewhere: it runs no "
+            "local pipeline",
+            hint="Leave pipeline= out with this backend.",
         )
     control = control or runcontrol.current() or RunControl()
     with control.activate():
@@ -69,7 +88,6 @@ def deploy(
         run_dir = Path(work_dir) if work_dir is not None else new_run_dir(artifact.manifest.target)
         run_dir.mkdir(parents=True, exist_ok=True)
         control.log_path = run_dir
-        remote = remote_backend(run_config.backend_kind)
         if remote is not None:  # the whole deploy runs elsewhere: no local stage
             try:
                 return _deploy_remote(artifact, run_config, run_dir, progress)
@@ -80,7 +98,7 @@ def deploy(
             config=run_config, artifact=artifact, work_dir=run_dir, progress=progress
         )
         try:
-            build_default_pipeline().run(ctx)
+            runner.run(ctx)
         except BaseException as exc:
             _forget_empty(exc, control, run_dir, created)
             raise
@@ -93,13 +111,26 @@ def deploy(
         return ctx.deploy_result
 
 
+def _runner(pipeline: PipelineRunner | Sequence[Stage] | None) -> PipelineRunner:
+    if pipeline is None:
+        return build_default_pipeline()
+    if isinstance(pipeline, PipelineRunner):
+        return pipeline
+    stages = list(pipeline)
+    strays = [s for s in stages if not isinstance(s, Stage)]
+    if strays:
+        raise ConfigError(
+            f"pipeline= holds {strays[0]!r}, which is not a stage",
+            hint="A stage has a name, should_skip(ctx) and run(ctx) (pipeline.runner.Stage).",
+        )
+    return PipelineRunner(stages)
+
+
 def _deploy_remote(
     artifact: Export, config: DeployConfig, run_dir: Path, progress: ProgressCallback | None
 ) -> DeployResult:
     """Hand the deploy to the remote backend of ``config`` (checked first, as Preflight
     checks a local one)."""
-    from aidge_deploy.pipeline.stages.preflight import check_deploy_config
-
     target = check_target(config, artifact.manifest, artifact.manifest_path)
     backend = check_deploy_config(config, target)
     if not isinstance(backend, RemoteBackend):  # remote_backend() said it was one

@@ -311,7 +311,7 @@ def preflight(plan: CampaignPlan) -> None:
     counters, power monitor, tools on this machine (``check_deploy_config``, as ``profile``
     does for one target)."""
     from aidge_deploy.config import DeployConfig
-    from aidge_deploy.pipeline.stages.preflight import check_deploy_config
+    from aidge_deploy.configcheck import check_deploy_config
 
     measure = plan.measure
     for target in plan.targets:

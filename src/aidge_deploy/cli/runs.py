@@ -227,6 +227,7 @@ def profile_model(
     with stoppable() as control:
         from aidge_deploy.api import deploy, new_run_dir
         from aidge_deploy.config import DeployConfig
+        from aidge_deploy.configcheck import check_deploy_config
         from aidge_deploy.exportcache import is_cached, prepare_export
         from aidge_deploy.modelexport import (
             ApplicationKind,
@@ -236,7 +237,6 @@ def profile_model(
             check_onnx_model,
             check_request,
         )
-        from aidge_deploy.pipeline.stages.preflight import check_deploy_config
         from aidge_deploy.progress import ProgressKind, ProgressUpdate
         from aidge_deploy.registry import DeployTarget
 

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
 #: context field -> the stage that produces it (checked by a test against the stages)
 PRODUCERS: dict[str, str] = {
-    "target_name": "ResolveTarget",
-    "target": "ResolveTarget",
+    "target_name": "Preflight",
+    "target": "Preflight",
     "runtime": "ResolveTarget",
     "deploy_context": "Prepare",
     "build_result": "Build",

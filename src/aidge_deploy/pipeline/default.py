@@ -28,8 +28,8 @@ from aidge_deploy.pipeline.stages.transfer import TransferStage
 def build_default_pipeline() -> PipelineRunner:
     return PipelineRunner(
         [
-            PreflightStage(),  # config and tool checks, nothing touched yet
-            ResolveTargetStage(),  # (target, backend) -> implementation; runtime defaults
+            PreflightStage(),  # config and tool checks; (target, backend) -> implementation
+            ResolveTargetStage(),  # the runtime defaults the manifest implies
             EnsureBoardPoweredStage(),  # power: open the monitor before touching the board
             PrepareStage(),  # build location and log folder
             BuildStage(),  # local build, or remote build for RemoteBuildTarget

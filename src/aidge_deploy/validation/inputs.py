@@ -176,8 +176,8 @@ def check_validation(
 ) -> ValidationRequest:
     """Check every input of a validation (see the module docstring)."""
     from aidge_deploy.config import DeployConfig
+    from aidge_deploy.configcheck import check_deploy_config
     from aidge_deploy.modelexport import Dtype, check_onnx_model, onnx_input_shapes
-    from aidge_deploy.pipeline.stages.preflight import check_deploy_config
 
     names = tuple(dict.fromkeys(t.strip() for t in targets if t.strip()))
     if not names:
