@@ -57,6 +57,25 @@ class MemoryFitError(BuildError):
     """The built binary does not fit the memories of the hardware target."""
 
 
+class QuantisationError(DeployError):
+    """An int8 export's quantisation could not be made: ``step`` names the step that failed
+    (the model check before it, calibration, input quantisation), ``operator`` the model's
+    operator it failed on when it is known."""
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        step: str,
+        operator: str | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        super().__init__(message, hint, log_path=log_path, stage="export")
+        self.step = step
+        self.operator = operator
+
+
 class TransferError(DeployError):
     """Uploading or downloading files to/from a remote board failed."""
 
@@ -199,6 +218,7 @@ __all__ = [
     "PipelineError",
     "PreflightError",
     "ProtocolError",
+    "QuantisationError",
     "ReportError",
     "TransferError",
     "UnknownBoardError",

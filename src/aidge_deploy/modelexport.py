@@ -11,7 +11,10 @@ Aidge's exporter is not thread-safe (process-wide registries, its logger, our ca
 its output) and saves a graph view into the working folder: ``export_model`` runs one
 export at a time per process and sends that file into the export folder, so an export
 writes nothing into the user's folder (which may be read-only). An int8 export gets each
-output's quantisation scale recorded beside its manifest (``quantisation``).
+output's quantisation scale recorded beside its manifest (``quantisation``); its
+quantisation failures name their step and operator (``quantsteps``), and its activation
+rows are planned densely (``exportfixes``: Aidge 0.10.1's 16-byte rows corrupt int8 layers
+of fewer than 16 channels).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from aidge_deploy.errors import ConfigError, DeployError, PreflightError
+from aidge_deploy.errors import ConfigError, DeployError, PreflightError, QuantisationError
 
 if TYPE_CHECKING:
     from aidge_deploy.profiling.binary import MemoryCapacity
@@ -313,8 +316,12 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
 
     ``log_path`` keeps what the exporter printed (else it goes to the debug log only).
     """
+    from aidge_deploy.exportfixes import dense_activation_rows
+    from aidge_deploy.quantsteps import check_weight_types, named_steps
+
     check_request(request)
     check_onnx_model(request.model)
+    check_weight_types(request.model, request.dtype.value)
     load_plugins(request.target)
     share_template_environments()
     import aidge_backend_cpu  # noqa: F401  - registers the CPU kernels used for calibration
@@ -378,10 +385,12 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
                 contextlib.redirect_stdout(captured),
                 contextlib.redirect_stderr(captured),
                 warnings.catch_warnings(),
+                named_steps(),
+                dense_activation_rows(),
             ):
                 warnings.simplefilter("ignore")
                 peaks = (
-                    _output_peaks(request.model, arrays[:NB_CALIBRATION])
+                    _calibration_peaks(request.model, arrays[:NB_CALIBRATION])
                     if request.dtype == Dtype.INT8
                     else None
                 )
@@ -420,6 +429,9 @@ def _export_error(
     """The export's failure with a hint about what failed: a file it could not write, an
     operator it does not support, a BSP it could not download, or else the exporter's own
     last words."""
+    if isinstance(exc, QuantisationError):
+        exc.log_path = exc.log_path or log_path
+        return exc
     text = f"{type(exc).__name__}: {exc}"
     missing_bsp = _bsp_download_failure(request, exc)
     if missing_bsp is not None:
@@ -458,6 +470,15 @@ def _export_error(
         hint=hint + (f". Exporter output:\n{tail}" if tail else "."),
         log_path=log_path,
     )
+
+
+def _calibration_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[tuple[int, float]]:
+    from aidge_deploy.quantsteps import STEP_OUTPUT_RANGES, quantisation_failure
+
+    try:
+        return _output_peaks(model, arrays)
+    except Exception as exc:
+        raise quantisation_failure(STEP_OUTPUT_RANGES, exc) from exc
 
 
 def _output_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[tuple[int, float]]:
