@@ -283,6 +283,10 @@ app.add_typer(farm_app, name="farm")
 from aidge_deploy.cli.power import app as power_app  # noqa: E402
 
 app.add_typer(power_app, name="power")
+from aidge_deploy.cli import mlperf as mlperf_cmd  # noqa: E402
+
+app.command(name="reference")(mlperf_cmd.reference)
+app.add_typer(mlperf_cmd.models_app, name="models")
 
 
 def run_cli() -> None:
