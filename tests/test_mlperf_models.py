@@ -100,3 +100,43 @@ def test_an_estimate_beside_the_published_rows_is_a_ratio_per_engine() -> None:
         assert b.ratio == pytest.approx(10_500_000.0 / b.row.cycles)
         assert b.cycles_per_mac == pytest.approx(10_500_000.0 / 2_656_768)
     assert os.environ.get("COLUMNS")  # the session pins it (conftest)
+
+
+def test_a_model_too_big_for_the_flash_is_refused_before_the_export(tmp_path: Path) -> None:
+    """The float32 autoencoder's 265,864 parameters need 1,063,456 B: more than the 1 MiB of
+    netduinoplus2's flash. Refused in seconds, naming the memory, the need and the size."""
+    model = build_model("ad", tmp_path / "ad.onnx")
+    res = runner.invoke(app, ["profile", str(model), "--target", "netduinoplus2",
+                              "--work-dir", str(tmp_path / "work")])  # fmt: skip
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert "does not fit netduinoplus2" in text and "1,063,456 B of flash" in text
+    assert "is 1,048,576 B" in text and "--dtype int8" in text
+    assert not (tmp_path / "work").exists()  # nothing exported, nothing built
+
+
+def test_the_report_of_a_kws_run_shows_the_published_rows_and_the_ratio() -> None:
+    from aidge_deploy.report.published_html import published_section
+
+    summary = {
+        "target": "mps2-an386",
+        "timing_model": {"model": "M4 timing model", "core": "cortex-m4"},
+        "metrics": {
+            "macs": {"value": 2_656_768},
+            "params": {"value": 22_604},
+            "estimated_cycles": {
+                "value": 14_880_419.0,
+                "provenance": "estimated",
+                "description": "estimated cycles (M4 timing model)",
+            },
+        },
+    }
+    metadata = {"export": {"manifest": {"inputs": [{"dtype": "int8_t"}]}}}
+    page = published_section(summary, metadata, lambda p: f"[{p}]")
+    assert 'data-published="kws"' in page and "5.60 cycles/MAC" in page
+    assert "X-CUBE-AI 9.0" in page and "mlcommons/tiny_results_v1.2@" in page
+    assert "[estimated]" in page and "pass" in page and "not a pass or a fail" in page
+    float_run = {"export": {"manifest": {"inputs": [{"dtype": "float"}]}}}
+    float_page = published_section(summary, float_run, str)
+    assert "float32" in float_page
+    assert published_section({**summary, "metrics": {"macs": {"value": 1000}}}, metadata, str) == ""

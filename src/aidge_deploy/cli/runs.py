@@ -277,6 +277,10 @@ def profile_model(
                 and not config.docker_image,
                 bytes_per_iteration=local.benchmark_bytes_per_iteration,
             )
+            if not is_cached(request, work_dir=work_dir):  # a cached export was built before
+                from aidge_deploy.modelfit import check_model_fits
+
+                check_model_fits(model, dtype, target, implementation.memory_capacities())
             if history is not None:
                 history.check()
         except DeployError as exc:

@@ -18,6 +18,7 @@ from aidge_deploy.metrics import Provenance
 from aidge_deploy.report.format import figure_text, fmt_bytes, time_text, time_unit_for
 from aidge_deploy.report.html_layers import SORT_SCRIPT, layers_section
 from aidge_deploy.report.power_html import power_section
+from aidge_deploy.report.published_html import published_section
 from aidge_deploy.report.svg import PALETTE, bar_chart, capacity_bars, histogram
 
 #: the legend: what each provenance means (shown once, at the top of the page)
@@ -396,6 +397,7 @@ def render_html(
         f"<main>{_legend(summary)}{banner}"
         f"<section>{_cards(summary)}</section>"
         f"{_timing_model(summary)}"
+        f"{published_section(summary, metadata, provenance_chip)}"
         f"<section>{_validity(summary)}</section>"
         f"<section>{layers_section(summary)}</section>"
         + (f"<section>{counters}</section>" if (counters := _counters(summary)) else "")
