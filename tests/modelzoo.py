@@ -324,3 +324,55 @@ def labelled_set(model_path: Path, count: int, seed: int = 0) -> tuple[np.ndarra
     xs = np.random.default_rng(seed).uniform(-1, 1, (count, *shape)).astype(np.float32)
     ys = np.array([int(np.argmax(sess.run(None, {inp.name: x})[0])) for x in xs])
     return xs, ys
+
+
+def ds_cnn(path: Path, seed: int = 0, channels: int = 64) -> Path:
+    """The MLPerf Tiny keyword-spotting DS-CNN's shape, random weights (batch norms folded
+    into the convolutions): a 1x1x49x10 MFCC input, Conv(1->64, 10x4, stride 2) + ReLU, four
+    depthwise-separable blocks (depthwise Conv 3x3 + ReLU, pointwise Conv 1x1 + ReLU), an
+    average pool over the 25x5 map, Gemm(64->12). About 2.7 M multiply-accumulates."""
+    rng = np.random.default_rng(seed)
+
+    def weights(shape: tuple[int, ...], name: str) -> onnx.TensorProto:
+        fan_in = int(np.prod(shape[1:]))
+        return numpy_helper.from_array(
+            (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name
+        )
+
+    def bias(n: int, name: str) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(n) * 0.05).astype(np.float32), name)
+
+    c = channels
+    inits = [weights((c, 1, 10, 4), "W0"), bias(c, "B0")]
+    nodes = [
+        helper.make_node("Conv", ["x", "W0", "B0"], ["c0"], strides=[2, 2], pads=[4, 1, 5, 2]),
+        helper.make_node("Relu", ["c0"], ["a0"]),
+    ]
+    for i in range(1, 5):
+        inits += [weights((c, 1, 3, 3), f"DW{i}"), bias(c, f"DB{i}")]
+        inits += [weights((c, c, 1, 1), f"PW{i}"), bias(c, f"PB{i}")]
+        nodes += [
+            helper.make_node("Conv", [f"a{i - 1}", f"DW{i}", f"DB{i}"], [f"d{i}"], group=c,
+                             pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", [f"d{i}"], [f"r{i}"]),
+            helper.make_node("Conv", [f"r{i}", f"PW{i}", f"PB{i}"], [f"p{i}"]),
+            helper.make_node("Relu", [f"p{i}"], [f"a{i}"]),
+        ]  # fmt: skip
+    inits += [
+        weights((12, c), "FW"),
+        bias(12, "FB"),
+        numpy_helper.from_array(np.array([1, c], np.int64), "shape"),
+    ]
+    nodes += [
+        helper.make_node("AveragePool", ["a4"], ["g"], kernel_shape=[25, 5]),
+        helper.make_node("Reshape", ["g", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "FW", "FB"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "ds_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 49, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])],
+        inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)

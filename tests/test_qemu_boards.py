@@ -325,12 +325,18 @@ def softmax(values: np.ndarray) -> np.ndarray:
 
 
 def test_board_registry() -> None:
-    assert BOARD_NAMES == ["mps2-an386", "mps3-an547", "netduinoplus2"]
+    assert BOARD_NAMES == ["mps2-an386", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2"]
     assert get_board("MPS2-AN386") is get_board("mps2-an386")
     with pytest.raises(KeyError, match="Known boards"):
         get_board("stm32h743")
     shifts = {board.name: board.icount_shift for board in list_boards()}
-    assert shifts == {"mps2-an386": 6, "mps3-an547": 5, "netduinoplus2": 3}
+    assert shifts == {
+        "mps2-an386": 6,
+        "mps2-an500": 6,
+        "mps2-an505": 6,
+        "mps3-an547": 5,
+        "netduinoplus2": 3,
+    }
     for board in list_boards():
         # At least one tick per instruction, but less than two: full resolution, no waste.
         assert 1.0 <= board.ticks_per_instruction < 2.0

@@ -1,7 +1,8 @@
 """Emulated Cortex-M boards (QEMU) as Aidge export targets, with their own local BSPs.
 
-Importing this package registers ``mps2-an386`` (Cortex-M4F), ``mps3-an547`` (Cortex-M55)
-and ``netduinoplus2`` (STM32F405, Cortex-M4F) in ``aidge_core.hw_model`` and with
+Importing this package registers ``mps2-an386`` (Cortex-M4F), ``mps2-an500`` (Cortex-M7),
+``mps2-an505`` (Cortex-M33), ``mps3-an547`` (Cortex-M55) and ``netduinoplus2`` (STM32F405,
+Cortex-M4F) in ``aidge_core.hw_model`` and with
 ``aidge_export_arm_cortexm``, so ``aidge_core.export_utils.export()`` can produce a
 buildable ``make build`` project for them, and exposes the board descriptors
 (:func:`get_board`, :func:`list_boards`) a runner needs to start QEMU and to convert the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from aidge_core.hw_model import (
     M4,
+    M7,
     M55,
     BSPPackage,
     BuildSystem,
@@ -28,9 +29,13 @@ from aidge_qemu_descriptors import QemuBoard, get_board
 
 __all__ = [
     "MPS2_AN386",
+    "MPS2_AN500",
+    "MPS2_AN505",
     "MPS3_AN547",
     "QEMU_CORES",
     "EmulatedM4",
+    "EmulatedM7",
+    "EmulatedM33",
     "EmulatedM55",
     "NetduinoPlus2",
     "QemuMicrocontroller",
@@ -52,8 +57,21 @@ class EmulatedM55(M55):
     """The Cortex-M55 of an emulated board: an ``M55`` whose projects get the boards' entry."""
 
 
+class EmulatedM7(M7):
+    """The Cortex-M7 of an emulated board: an ``M7`` whose projects get the boards' entry."""
+
+
+class EmulatedM33(CortexM):
+    """The Cortex-M33 of an emulated board (``aidge_core`` has no Armv8-M mainline class): a
+    ``CortexM`` of architecture ``cortex-m33`` whose projects get the boards' entry."""
+
+    def __init__(self, cmsis: bool = False) -> None:
+        super().__init__(cmsis=cmsis)
+        self._arch = "cortex-m33"
+
+
 #: every processing-element type of the emulated boards
-QEMU_CORES: tuple[type[CortexM], ...] = (EmulatedM4, EmulatedM55)
+QEMU_CORES: tuple[type[CortexM], ...] = (EmulatedM4, EmulatedM7, EmulatedM33, EmulatedM55)
 
 
 class QemuMicrocontroller(Microcontroller):
@@ -109,3 +127,19 @@ class NetduinoPlus2(QemuMicrocontroller):
 
     def __init__(self, cmsis: bool = False) -> None:
         super().__init__(get_board("netduinoplus2"), EmulatedM4(cmsis))
+
+
+@register_target("mps2-an500")
+class MPS2_AN500(QemuMicrocontroller):
+    """Arm MPS2 FPGA image AN500: Cortex-M7 (FPv5-D16) at 25 MHz, 4 MB code and 4 MB data SSRAM."""
+
+    def __init__(self, cmsis: bool = False) -> None:
+        super().__init__(get_board("mps2-an500"), EmulatedM7(cmsis))
+
+
+@register_target("mps2-an505")
+class MPS2_AN505(QemuMicrocontroller):
+    """Arm MPS2 FPGA image AN505 (SSE-200 IoT kit): Cortex-M33 at 20 MHz, 4 MB code SSRAM, 4 MB data SSRAM."""
+
+    def __init__(self, cmsis: bool = False) -> None:
+        super().__init__(get_board("mps2-an505"), EmulatedM33(cmsis))

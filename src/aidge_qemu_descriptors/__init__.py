@@ -267,8 +267,60 @@ def _netduinoplus2() -> QemuBoard:
     )
 
 
+def _mps2_an500() -> QemuBoard:
+    return QemuBoard(
+        name="mps2-an500",
+        qemu_machine="mps2-an500",
+        cpu="cortex-m7",
+        cpu_hz=25_000_000,
+        icount_shift=icount_shift_for(25_000_000),
+        flash_origin=0x0000_0000,
+        flash_size=4 * MIB,
+        ram_origin=0x2000_0000,
+        ram_size=4 * MIB,
+        uart_base=0x4000_4000,
+        uart_kind=UartKind.CMSDK_APB,
+        uart_handle="huart0",
+        hal_board="mps2",
+        # QEMU's Cortex-M7 has the double-precision FPv5 (MVFR0 0x10110221)
+        gcc_cpu_flags=("-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-d16", "-mfloat-abi=hard"),
+        memory_regions=(
+            MemoryRegion("FLASH", 0x0000_0000, 4 * MIB, RegionKind.ROM, "SSRAM1: code, rodata"),
+            MemoryRegion("RAM", 0x2000_0000, 4 * MIB, RegionKind.RAM, "SSRAM2/3: data, stack"),
+        ),
+        elf_name="aidge_mps2_an500.elf",
+    )
+
+
+def _mps2_an505() -> QemuBoard:
+    return QemuBoard(
+        name="mps2-an505",
+        qemu_machine="mps2-an505",
+        cpu="cortex-m33",
+        cpu_hz=20_000_000,
+        icount_shift=icount_shift_for(20_000_000),
+        flash_origin=0x1000_0000,
+        flash_size=4 * MIB,
+        ram_origin=0x3800_0000,
+        ram_size=4 * MIB,
+        uart_base=0x5020_0000,
+        uart_kind=UartKind.CMSDK_APB,
+        uart_handle="huart0",
+        hal_board="mps2",
+        gcc_cpu_flags=("-mcpu=cortex-m33", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"),
+        memory_regions=(
+            # the Secure aliases: the core boots Secure from 0x10000000 (QEMU reads the reset
+            # vector there, through the memory protection controller, before anything runs)
+            MemoryRegion("FLASH", 0x1000_0000, 4 * MIB, RegionKind.ROM, "SSRAM1: code, rodata"),
+            MemoryRegion("RAM", 0x3800_0000, 4 * MIB, RegionKind.RAM, "SSRAM2/3: data, stack"),
+        ),
+        elf_name="aidge_mps2_an505.elf",
+    )
+
+
 _BOARDS: dict[str, QemuBoard] = {
-    board.name: board for board in (_mps2_an386(), _mps3_an547(), _netduinoplus2())
+    board.name: board
+    for board in (_mps2_an386(), _mps2_an500(), _mps2_an505(), _mps3_an547(), _netduinoplus2())
 }
 
 

@@ -45,6 +45,7 @@ _SOURCES = (
     "aidge_pmu.c",
     "thumb_decode.c",
     "timing_model.c",
+    "timing_inorder.c",
     "qemu_plugin_api.h",
     "thumb_decode.h",
     "timing_model.h",

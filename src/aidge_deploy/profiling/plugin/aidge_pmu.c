@@ -71,7 +71,7 @@
  *   T <instructions> <loads> <stores> <branches_taken> <cycles>      (at exit)
  *
  * Build: gcc -O2 -shared -fPIC -fvisibility=hidden -o libaidge_pmu.so aidge_pmu.c
- *        thumb_decode.c timing_model.c
+ *        thumb_decode.c timing_model.c timing_inorder.c
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -96,6 +96,8 @@ static FILE *out;
 
 static struct timing_model model;
 static int timing_on;
+static int predicting; /* the model has a branch predictor (m7) */
+static struct tm_predictor predictor;
 static int count_memory = 1;
 
 struct ws_region {
@@ -174,6 +176,13 @@ static int add_last_block(const struct block *b) {
     return ran < b->n_insns;
 }
 
+/* the instruction before the last one of ``b``, NULL when the block holds one */
+static const struct insn_info *before_last_of(const struct block *b) {
+    return b->n_insns >= 2 ? &b->insns[b->n_insns - 2] : NULL;
+}
+
+static uint64_t last_addr_of(const struct block *b) { return b->start + b->offset[b->n_insns - 1]; }
+
 static void on_block(unsigned int vcpu, void *udata) {
     (void)vcpu;
     struct block *b = udata;
@@ -183,6 +192,10 @@ static void on_block(unsigned int vcpu, void *udata) {
             /* cut short by an I/O access replayed on its own: execution resumes right
              * after it, sequentially (no branch, no pairing across the replay) */
         } else if (b->start == prev->end) {
+            if (timing_on && predicting && (last_of(prev)->flags & IF_CONTROL)) {
+                /* a branch that fell through: mispredicted if it was predicted taken */
+                n_cycles += tm_predict(&model, &predictor, last_addr_of(prev), 0, 0);
+            }
             if (timing_on) {
                 if (b->seq_pred != prev) {
                     /* the two blocks priced as the one straight run they are: QEMU splits
@@ -197,8 +210,12 @@ static void on_block(unsigned int vcpu, void *udata) {
         } else {
             ++n_taken;
             if (timing_on) {
-                if (last_of(prev)->flags & IF_CONTROL) {
-                    n_cycles += tm_refill(&model, last_of(prev), first_of(b), b->start);
+                if ((last_of(prev)->flags & IF_CONTROL) && predicting) {
+                    n_cycles += tm_predict(&model, &predictor, last_addr_of(prev), 1, b->start);
+                    n_cycles += b->fetch_wait_states;
+                } else if (last_of(prev)->flags & IF_CONTROL) {
+                    n_cycles += tm_refill(&model, before_last_of(prev), last_of(prev),
+                                          first_of(b), b->start);
                     n_cycles += b->fetch_wait_states;
                 } else { /* entered without a branch: an exception */
                     n_cycles += model.param[TP_EXCEPTION_ENTRY] + b->fetch_wait_states;
@@ -444,6 +461,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                 return -1;
             }
             timing_on = 1;
+            predicting = model.param[TP_PREDICTOR] != 0;
         } else if (strncmp(arg, "ws=", 3) == 0) {
             if (parse_ws(arg + 3) != 0) {
                 fprintf(stderr, "aidge_pmu: bad or too many ws arguments: %s\n", arg);

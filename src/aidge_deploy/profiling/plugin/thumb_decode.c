@@ -49,12 +49,14 @@ static void decode16(uint16_t hw, struct insn_info *d) {
         } else { /* ADD, SUB (3-bit immediate) */
             set(d, IC_ALU, R(rd), R(rn3));
         }
+        d->flags |= IF_SETS_FLAGS;
         d->flags |= IF_DUAL_ISSUE * (bits(hw, 10, 10) == 1); /* ADDS/SUBS #imm3 */
         return;
     case 0x2:
     case 0x3: { /* MOV, CMP, ADD, SUB (8-bit immediate) */
         unsigned op = bits(hw, 12, 11);
         set(d, IC_ALU, op == 1 ? 0 : R(r8), op == 0 ? 0 : R(r8));
+        d->flags |= IF_SETS_FLAGS;
         if (op != 1) {
             d->flags |= IF_DUAL_ISSUE;
         }
@@ -68,6 +70,7 @@ static void decode16(uint16_t hw, struct insn_info *d) {
             if (op == 0xF || op == 0x9) { /* MVN, RSB read only Rm / Rn */
                 d->src = R(rn3);
             }
+            d->flags |= IF_SETS_FLAGS; /* every one of them, outside an IT block */
             return;
         }
         if (bits(hw, 11, 10) == 1) { /* special data processing, branch and exchange */
@@ -77,6 +80,7 @@ static void decode16(uint16_t hw, struct insn_info *d) {
                 d->flags |= IF_CONTROL;
             } else if (op == 1) { /* CMP (high registers) */
                 set(d, IC_ALU, 0, R(rdn) | R(rm4));
+                d->flags |= IF_SETS_FLAGS;
             } else { /* ADD / MOV (high registers) */
                 set(d, IC_ALU, R(rdn), R(rm4) | (op == 0 ? R(rdn) : 0));
                 if (op == 2) {
@@ -99,20 +103,31 @@ static void decode16(uint16_t hw, struct insn_info *d) {
         set(d, store ? IC_STORE : IC_LOAD, store ? 0 : R(rd), R(rn3) | R(rm) | (store ? R(rd) : 0));
         d->addr = R(rn3) | R(rm);
         d->flags |= IF_REG_OFFSET;
+        if (op == 3 || op >= 5) { /* LDRSB, LDRH, LDRB, LDRSH */
+            d->flags |= IF_SUBWORD;
+        }
         return;
     }
     case 0x6:
     case 0x7:
     case 0x8: { /* load/store word, byte, halfword (immediate) */
         int load = bits(hw, 11, 11);
+        unsigned scale = (hw >> 12) == 0x6 ? 4 : (hw >> 12) == 0x7 ? 1 : 2;
         set(d, load ? IC_LOAD : IC_STORE, load ? R(rd) : 0, R(rn3) | (load ? 0 : R(rd)));
         d->addr = R(rn3);
+        d->base = (uint8_t)rn3;
+        d->offset = (int16_t)(bits(hw, 10, 6) * scale);
+        if (load && scale != 4) {
+            d->flags |= IF_SUBWORD;
+        }
         return;
     }
     case 0x9: { /* load/store SP-relative */
         int load = bits(hw, 11, 11);
         set(d, load ? IC_LOAD : IC_STORE, load ? R(r8) : 0, R(13) | (load ? 0 : R(r8)));
         d->addr = R(13);
+        d->base = 13;
+        d->offset = (int16_t)(bits(hw, 7, 0) * 4);
         return;
     }
     case 0xA: /* ADR, ADD (SP plus immediate) */
@@ -140,7 +155,7 @@ static void decode16(uint16_t hw, struct insn_info *d) {
             set(d, IC_OTHER, 0, 0);
         } else { /* B<cond> */
             set(d, IC_BRANCH, 0, 0);
-            d->flags |= IF_CONTROL | IF_DUAL_ISSUE;
+            d->flags |= IF_CONTROL | IF_DUAL_ISSUE | IF_CONDITIONAL;
         }
         return;
     }
@@ -159,10 +174,11 @@ static void decode16(uint16_t hw, struct insn_info *d) {
         d->flags |= IF_DUAL_ISSUE;
     } else if ((op & 0x28) == 0x08) { /* CBZ, CBNZ */
         set(d, IC_BRANCH, 0, R(rd));
-        d->flags |= IF_CONTROL | IF_DUAL_ISSUE;
+        d->flags |= IF_CONTROL | IF_DUAL_ISSUE | IF_CONDITIONAL;
     } else if ((op & 0x78) == 0x10) { /* SXTH, SXTB, UXTH, UXTB */
         set(d, IC_ALU, R(rd), R(rn3));
-        d->flags |= IF_DUAL_ISSUE;
+        d->flags |= IF_DUAL_ISSUE | IF_DSP;
+        d->early = R(rn3);
     } else if ((op & 0x70) == 0x20) { /* PUSH */
         uint16_t list = (uint16_t)(bits(hw, 7, 0) | (bits(hw, 8, 8) ? R(14) : 0));
         set(d, IC_STORE_MULTI, R(13), R(13) | list);
@@ -172,6 +188,8 @@ static void decode16(uint16_t hw, struct insn_info *d) {
         set(d, IC_SYSTEM, 0, 0);
     } else if ((op & 0x78) == 0x50) { /* REV, REV16, REVSH */
         set(d, IC_ALU, R(rd), R(rn3));
+        d->flags |= IF_DSP;
+        d->early = R(rn3);
     } else if ((op & 0x70) == 0x60) { /* POP */
         uint16_t list = (uint16_t)(bits(hw, 7, 0) | (bits(hw, 8, 8) ? PC_BIT : 0));
         set(d, IC_LOAD_MULTI, (uint16_t)(list | R(13)), R(13));
@@ -279,6 +297,11 @@ static void decode_coprocessor(uint16_t hw1, uint16_t hw2, struct insn_info *d) 
         if (p && !w) { /* VLDR, VSTR */
             d->cls = load ? IC_FP_LOAD : IC_FP_STORE;
             d->nregs = dbl ? 2 : 1;
+            if (rn != 15) {
+                int words = bits(hw2, 7, 0);
+                d->base = (uint8_t)rn;
+                d->offset = (int16_t)(bits(hw1, 7, 7) ? 4 * words : -4 * words);
+            }
         } else { /* VLDM, VSTM, VPUSH, VPOP */
             unsigned words = bits(hw2, 7, 0);
             d->cls = load ? IC_FP_LOAD_MULTI : IC_FP_STORE_MULTI;
@@ -333,7 +356,7 @@ static void decode_coprocessor(uint16_t hw1, uint16_t hw2, struct insn_info *d) 
         if (dbl && bits(hw1, 7, 7) == 1 && bits(hw1, 4, 4) == 0) { /* MVE VDUP */
             set(d, IC_MVE_INT, 0, R(rt));
             d->fdst = qreg((bits(hw1, 3, 1)));
-            d->flags &= (uint8_t)~IF_DOUBLE;
+            d->flags &= (uint16_t)~IF_DOUBLE;
             return;
         }
         if ((hw1 & 0xFFEF) == 0xEEE1) { /* VMRS, VMSR (FPSCR) */
@@ -420,7 +443,7 @@ static void decode_branch_misc(uint16_t hw1, uint16_t hw2, struct insn_info *d) 
     /* op1 = 0x0 / 0x2: conditional branch or miscellaneous control */
     if (bits(hw1, 9, 7) != 0x7) { /* B<cond>.W */
         set(d, IC_BRANCH, 0, 0);
-        d->flags |= IF_CONTROL;
+        d->flags |= IF_CONTROL | IF_CONDITIONAL;
         return;
     }
     unsigned op = bits(hw1, 10, 4);
@@ -445,6 +468,16 @@ static void decode_load_store_single(uint16_t hw1, uint16_t hw2, struct insn_inf
     d->addr = (uint16_t)(R(rn) | (reg ? R(rm) : 0));
     if (reg) {
         d->flags |= IF_REG_OFFSET;
+    } else if (rn != 15) {
+        d->base = (uint8_t)rn;
+        if (bits(hw1, 7, 7)) { /* imm12 */
+            d->offset = (int16_t)bits(hw2, 11, 0);
+        } else if (bits(hw2, 11, 11) && bits(hw2, 10, 10)) { /* imm8, offset or pre-indexed */
+            d->offset = (int16_t)(bits(hw2, 9, 9) ? bits(hw2, 7, 0) : -(int)bits(hw2, 7, 0));
+        } /* post-indexed: the base itself */
+    }
+    if (load && size != 2) {
+        d->flags |= IF_SUBWORD;
     }
     if (!load) {
         set(d, IC_STORE, wback ? R(rn) : 0, (uint16_t)(d->addr | R(rt)));
@@ -520,6 +553,18 @@ static void decode32(uint16_t hw1, uint16_t hw2, struct insn_info *d) {
         int s = bits(hw1, 4, 4);
         int compare = s && rd == 15 && (op == 0x0 || op == 0x4 || op == 0x8 || op == 0xD);
         set(d, IC_ALU, compare ? 0 : R(rd), (uint16_t)((rn == 15 ? 0 : R(rn)) | R(rm)));
+        unsigned amount = (bits(hw2, 14, 12) << 2) | bits(hw2, 7, 6), type = bits(hw2, 5, 4);
+        if (s) {
+            d->flags |= IF_SETS_FLAGS;
+        }
+        if (op == 0x6 && !s) { /* PKHBT, PKHTB */
+            d->flags |= IF_DSP | IF_DSP_LATE;
+            d->early = R(rm);
+        } else if ((amount || type) && !(rn == 15 && (op == 0x2 || op == 0x3))) {
+            /* a shifted second operand (MOV/MVN with a shift are plain shifts) */
+            d->flags |= IF_SHIFTED | (type == 0 ? IF_SHIFT_LSL : 0);
+            d->early = R(rm);
+        }
         return;
     }
     if ((hw1 & 0xF800) == 0xF000) {
@@ -530,8 +575,26 @@ static void decode32(uint16_t hw1, uint16_t hw2, struct insn_info *d) {
         /* data processing (modified or plain binary immediate) */
         int compare = bits(hw1, 9, 9) == 0 && bits(hw1, 4, 4) && rd == 15;
         set(d, IC_ALU, compare ? 0 : R(rd), rn == 15 ? 0 : R(rn));
-        if (bits(hw1, 9, 9) && (bits(hw1, 8, 4) == 0x4 || bits(hw1, 8, 4) == 0xC)) {
-            d->src = bits(hw1, 8, 4) == 0xC ? R(rd) : 0; /* MOVW writes; MOVT keeps the low half */
+        unsigned op = bits(hw1, 8, 4);
+        if (!bits(hw1, 9, 9)) { /* modified immediate */
+            if (bits(hw1, 4, 4)) {
+                d->flags |= IF_SETS_FLAGS;
+            }
+            if (((bits(hw1, 10, 10) << 3) | bits(hw2, 14, 12)) >= 4) {
+                d->flags |= IF_SHIFTED; /* a rotated constant: through the shifter */
+            }
+        } else if (op == 0x4 || op == 0xC) {
+            d->src = op == 0xC ? R(rd) : 0; /* MOVW writes; MOVT keeps the low half */
+            d->flags |= op == 0xC ? IF_MOVT : IF_MOVW;
+        } else if (op >= 0x10) { /* SSAT, SBFX, BFI/BFC, USAT, UBFX */
+            d->flags |= IF_DSP;
+            if (op == 0x10 || op == 0x12 || op == 0x18 || op == 0x1A) {
+                d->flags |= IF_DSP_LATE; /* saturation */
+            }
+            if (op == 0x16) {
+                d->src |= R(rd); /* BFI/BFC keep the other bits */
+            }
+            d->early = rn == 15 ? 0 : R(rn);
         }
         return;
     }
@@ -541,11 +604,29 @@ static void decode32(uint16_t hw1, uint16_t hw2, struct insn_info *d) {
     }
     if ((hw1 & 0xFF00) == 0xFA00) { /* data processing (register), parallel add/sub, misc */
         set(d, IC_ALU, R(rd), (uint16_t)((rn == 15 ? 0 : R(rn)) | R(rm)));
+        if (!bits(hw1, 7, 7) && !bits(hw2, 7, 7)) { /* LSL/LSR/ASR/ROR by a register */
+            d->flags |= bits(hw1, 4, 4) ? IF_SETS_FLAGS : 0;
+        } else if (!bits(hw1, 7, 7)) { /* SXTAH ... UXTB: extends, and extend-and-add */
+            d->flags |= IF_DSP | (rn == 15 ? 0 : IF_DSP_LATE);
+            d->early = R(rm);
+        } else if (bits(hw2, 7, 6) == 2 && bits(hw1, 6, 4) == 1) { /* REV, REV16, RBIT, REVSH */
+            d->flags |= IF_DSP;
+            d->src = R(rm);
+            d->early = R(rm);
+        } else if (bits(hw2, 7, 6) == 2 && bits(hw1, 6, 4) >= 2) { /* SEL, CLZ */
+            d->flags |= IF_DSP;
+            if (bits(hw1, 6, 4) == 3) {
+                d->src = R(rm);
+            }
+        } else { /* parallel add/subtract, QADD/QSUB/QDADD/QDSUB */
+            d->flags |= IF_DSP | IF_DSP_LATE;
+        }
         return;
     }
     if ((hw1 & 0xFF80) == 0xFB00) { /* multiply, multiply accumulate, absolute difference */
         unsigned ra = bits(hw2, 15, 12);
         set(d, IC_MUL, R(rd), (uint16_t)(R(rn) | R(rm) | (ra == 15 ? 0 : R(ra))));
+        d->acc = ra == 15 ? 0 : R(ra);
         return;
     }
     if ((hw1 & 0xFF80) == 0xFB80) { /* long multiply, long multiply accumulate, divide */
@@ -557,6 +638,7 @@ static void decode32(uint16_t hw1, uint16_t hw2, struct insn_info *d) {
         int accumulate = op1 >= 4;
         set(d, IC_MUL, (uint16_t)(R(lo) | R(rd)),
             (uint16_t)(R(rn) | R(rm) | (accumulate ? R(lo) | R(rd) : 0)));
+        d->acc = accumulate ? (uint16_t)(R(lo) | R(rd)) : 0;
         return;
     }
     set(d, IC_OTHER, 0, 0);
@@ -572,6 +654,7 @@ size_t thumb_insn_length(const uint8_t *bytes, size_t available) {
 
 void thumb_decode(const uint8_t *bytes, size_t len, struct insn_info *out) {
     memset(out, 0, sizeof *out);
+    out->base = NO_BASE;
     size_t size = thumb_insn_length(bytes, len);
     if (size == 0) {
         out->size = 2;

@@ -61,16 +61,36 @@ enum insn_flag {
     IF_DOUBLE = 1u << 3,      /* double-precision floating point */
     IF_DUAL_ISSUE = 1u << 4,  /* 16-bit instruction a Cortex-M55 can issue beside another */
     IF_WRITES_PC = 1u << 5,   /* a load or move that writes the PC (a return, a jump) */
+    IF_SETS_FLAGS = 1u << 6,  /* writes the condition flags (S forms, CMP/CMN/TST/TEQ; the
+                                 16-bit ALU forms, as outside an IT block) */
+    IF_SUBWORD = 1u << 7,     /* byte or halfword load */
+    IF_SHIFTED = 1u << 8,     /* operand 2 is a shifted register or a rotated constant */
+    IF_SHIFT_LSL = 1u << 9,   /* ... shifted left (LSL #n) */
+    IF_DSP = 1u << 10,        /* bit field, extend, reverse, CLZ, SEL, saturate, pack, parallel
+                                 add/subtract: the shifter/SIMD path */
+    IF_DSP_LATE = 1u << 11,   /* ... of those, the two-stage ones: parallel add/subtract,
+                                 saturating arithmetic, pack, extend-and-add, USAD8 */
+    IF_CONDITIONAL = 1u << 12,/* conditional branch: B<cond>, CBZ, CBNZ */
+    IF_MOVW = 1u << 13,       /* MOVW */
+    IF_MOVT = 1u << 14,       /* MOVT */
 };
+
+#define NO_BASE 0xFF
 
 struct insn_info {
     uint8_t cls;       /* enum insn_class */
     uint8_t size;      /* 2 or 4 bytes */
-    uint8_t flags;     /* enum insn_flag */
+    uint16_t flags;    /* enum insn_flag */
     uint8_t nregs;     /* registers (words for VLDM/VSTM) of a multiple transfer */
+    uint8_t base;      /* a load's or store's base register with an immediate offset, else
+                          NO_BASE */
+    int16_t offset;    /* ... and the offset, bytes */
     uint16_t dst;      /* core registers written (bit n: Rn) */
     uint16_t src;      /* core registers read */
     uint16_t addr;     /* core registers that form a load's or store's address */
+    uint16_t acc;      /* core registers read as a multiply's accumulator */
+    uint16_t early;    /* core registers read by the shifter ahead of the ALU (a shifted
+                          operand, a bit field's or an extend's source) */
     uint32_t fdst;     /* floating-point registers written (bit n: Sn; a Qn is S4n..S4n+3) */
     uint32_t fsrc;     /* floating-point registers read */
 };

@@ -25,6 +25,12 @@ static const char *const PARAM_NAMES[TP_COUNT] = {
     "refill_register",       "refill_load",      "refill_unaligned_wide",
     "refill_max",            "refill_loop_end",  "exception_entry",
     "dual_issue",            "mve_beats",        "store_data_advance",
+    "acc_advance",           "fp_acc_advance",   "fp_store_data_advance",
+    "early_read",            "latency_shifted",  "shift_lsl_free",
+    "latency_dsp_late",      "latency_load_subword", "load_to_mul",
+    "mul_sets_flags",        "fp_mac_blocks",    "fp_mac_blocks_all",
+    "refill_flags_ready",    "predictor",        "mispredict",
+    "fp_multi_registers_per_cycle",
 };
 
 static int find(const char *const *names, int n, const char *name) {
@@ -59,6 +65,10 @@ int tm_load(struct timing_model *m, const char *path, FILE *err) {
                 m->engine = TM_M4;
             } else if (strcmp(value, "m55") == 0) {
                 m->engine = TM_M55;
+            } else if (strcmp(value, "m33") == 0) {
+                m->engine = TM_M33;
+            } else if (strcmp(value, "m7") == 0) {
+                m->engine = TM_M7;
             } else {
                 fprintf(err, "aidge_pmu: %s: unknown engine %s\n", path, value);
                 ok = -1;
@@ -117,7 +127,7 @@ static int is_data_processing(const struct insn_info *in) {
     return in->cls == IC_ALU || in->cls == IC_MUL || in->cls == IC_DIV;
 }
 
-static unsigned base_cost(const struct timing_model *m, const struct insn_info *in) {
+unsigned tm_base_cost(const struct timing_model *m, const struct insn_info *in) {
     unsigned c = m->cost[in->cls];
     switch (in->cls) {
     case IC_STORE:
@@ -130,8 +140,12 @@ static unsigned base_cost(const struct timing_model *m, const struct insn_info *
     case IC_FP_MOVE:
         return (in->flags & IF_DOUBLE) ? m->param[TP_FP_MOVE_DOUBLE] : c;
     case IC_FP_LOAD_MULTI:
-    case IC_FP_STORE_MULTI:
-        return c + m->param[TP_FP_MULTI_PER_REGISTER] * in->nregs;
+    case IC_FP_STORE_MULTI: {
+        unsigned per_cycle = m->param[TP_FP_MULTI_REGISTERS_PER_CYCLE]
+                                 ? m->param[TP_FP_MULTI_REGISTERS_PER_CYCLE]
+                                 : 1;
+        return c + m->param[TP_FP_MULTI_PER_REGISTER] * ((in->nregs + per_cycle - 1) / per_cycle);
+    }
     case IC_FP_LOAD:
         return (in->flags & IF_DOUBLE) ? m->param[TP_FP_LOAD_DOUBLE] : c;
     case IC_FP_STORE:
@@ -143,7 +157,7 @@ static unsigned base_cost(const struct timing_model *m, const struct insn_info *
 
 static unsigned cost_m4(const struct timing_model *m, struct tm_state *st,
                         const struct insn_info *in) {
-    unsigned c = base_cost(m, in);
+    unsigned c = tm_base_cost(m, in);
     const struct insn_info *p = st->prev_valid ? &st->prev : NULL;
     if (in->cls == IC_IT && p && p->size == 2 && !(p->flags & IF_CONTROL)) {
         c = m->param[TP_IT_FOLDED];
@@ -202,7 +216,7 @@ static unsigned cost_m55(const struct timing_model *m, struct tm_state *st,
         t = max32(t, st->pipe_busy[pipe]);
     }
     const struct insn_info *p = st->prev_valid ? &st->prev : NULL;
-    unsigned issue = base_cost(m, in);
+    unsigned issue = tm_base_cost(m, in);
     if (pipe >= 0 && pipe < 3 && m->param[TP_MVE_BEATS]) { /* VPST/VCTP: one cycle */
         issue = m->param[TP_MVE_BEATS];
     }
@@ -247,11 +261,21 @@ static unsigned cost_m55(const struct timing_model *m, struct tm_state *st,
 }
 
 unsigned tm_cost(const struct timing_model *m, struct tm_state *st, const struct insn_info *in) {
-    return m->engine == TM_M55 ? cost_m55(m, st, in) : cost_m4(m, st, in);
+    switch (m->engine) {
+    case TM_M55:
+        return cost_m55(m, st, in);
+    case TM_M33:
+        return tm_cost_m33(m, st, in);
+    case TM_M7:
+        return tm_cost_m7(m, st, in);
+    default:
+        return cost_m4(m, st, in);
+    }
 }
 
-unsigned tm_refill(const struct timing_model *m, const struct insn_info *branch,
-                   const struct insn_info *target, uint64_t target_addr) {
+unsigned tm_refill(const struct timing_model *m, const struct insn_info *before,
+                   const struct insn_info *branch, const struct insn_info *target,
+                   uint64_t target_addr) {
     unsigned p;
     switch (branch->cls) {
     case IC_LOOP_END:
@@ -263,6 +287,14 @@ unsigned tm_refill(const struct timing_model *m, const struct insn_info *branch,
         break;
     case IC_BRANCH_REG:
         p = m->param[TP_REFILL_REGISTER];
+        break;
+    case IC_BRANCH:
+        p = m->param[TP_REFILL_DIRECT];
+        /* m33: the flags were ready early (not set right before, or not read at all) */
+        if (m->engine == TM_M33 && !((branch->flags & IF_CONDITIONAL) && branch->src == 0 &&
+                                     (!before || (before->flags & IF_SETS_FLAGS)))) {
+            p = m->param[TP_REFILL_FLAGS_READY];
+        }
         break;
     default:
         p = m->param[TP_REFILL_DIRECT];

@@ -3,8 +3,9 @@
 QEMU counts instructions, never cycles; the emulated PMU plugin (``plugin/aidge_pmu.c``)
 estimates cycles by decoding every instruction and pricing it with its core's published
 timing (``timing_model.h`` holds the rules). The numbers live here, one JSON file per core
-(``cortex-m4.json``, ``cortex-m55.json``): every entry names the table and row of the
-Technical Reference Manual (or of LLVM's scheduling model for the Cortex-M55) it comes from,
+(``cortex-m4.json``, ``cortex-m33.json``, ``cortex-m55.json``): every entry names the table
+and row of the Technical Reference Manual, the scheduling model (LLVM's) or the published
+silicon measurements it comes from,
 and the file lists the model's assumptions and what it leaves out, the words the report, the
 terminal and ``--help`` show. The plugin reads the same numbers from a plain ``name value``
 table written from the file (``plugin_table``), so the data file is their one source.
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 #: the cores with a timing model, by the ``cpu`` of the emulated boards' descriptors
-CORES = ("cortex-m4", "cortex-m55")
+CORES = ("cortex-m4", "cortex-m33", "cortex-m55")
 #: the name of the figure, its unit and quantity: a metric, a layer counter
 ESTIMATED_CYCLES = "estimated_cycles"
 SCHEMA = "aidge-deploy.timing-model/1"

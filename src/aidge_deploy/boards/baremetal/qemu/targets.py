@@ -68,6 +68,8 @@ _EXIT_WAIT_S = 0.2
 __all__ = [
     "TARGETS",
     "Mps2An386Target",
+    "Mps2An500Target",
+    "Mps2An505Target",
     "Mps3An547Target",
     "NetduinoPlus2Target",
     "QemuBoardTarget",
@@ -414,6 +416,26 @@ class Mps2An386Target(QemuBoardTarget):
     )
 
 
+@register_deploy_target("mps2-an500", "local")
+class Mps2An500Target(QemuBoardTarget):
+    """Emulated mps2-an500 (Cortex-M7)."""
+
+    board_name = "mps2-an500"
+    description = (
+        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
+    )
+
+
+@register_deploy_target("mps2-an505", "local")
+class Mps2An505Target(QemuBoardTarget):
+    """Emulated mps2-an505 (Cortex-M33)."""
+
+    board_name = "mps2-an505"
+    description = (
+        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
+    )
+
+
 @register_deploy_target("mps3-an547", "local")
 class Mps3An547Target(QemuBoardTarget):
     """Emulated mps3-an547 (Cortex-M55)."""
@@ -436,5 +458,12 @@ class NetduinoPlus2Target(QemuBoardTarget):
 
 #: the emulated boards' targets, by board name (one per descriptor: a test checks it)
 TARGETS: dict[str, type[QemuBoardTarget]] = {
-    cls.board_name: cls for cls in (Mps2An386Target, Mps3An547Target, NetduinoPlus2Target)
+    cls.board_name: cls
+    for cls in (
+        Mps2An386Target,
+        Mps2An500Target,
+        Mps2An505Target,
+        Mps3An547Target,
+        NetduinoPlus2Target,
+    )
 }

@@ -1,0 +1,131 @@
+"""The Cortex-M33 and Cortex-M7 timing models against microbenchmarks worked out by hand.
+
+As in test_timing_model.py: ``tests/data/timing_firmware/bench_m33.S`` (mps2-an505) holds
+one function per rule of the model, each called between two calls of ``mark()``; every
+expected count below is derived from the figures of the core's sources, written here (not
+read from the data file), so a change to a number of ``profiling/timing/<core>.json`` fails
+these tests until the derivations are redone, and the pinned table fails on any change of the
+file itself. Every interval counts, besides the benchmark's body, the bracketing: ``mark``'s
+``bx lr``, the ``bl bench``, the benchmark's own ``bx lr`` and the ``bl mark`` that reaches
+the next snapshot.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from aidge_deploy.profiling.timing import load_model
+from aidge_qemu_descriptors import get_board
+from timingbench import build, intervals
+
+pytestmark = pytest.mark.qemu
+
+# ---- Cortex-M33: jnk0le's and SLOTHY's RP2350 measurements, LLVM's (M4) model ------------------
+ONE = 1  # one instruction a cycle (SLOTHY: inverse throughput 1.00)
+LOAD_USE = 2  # jnk0le: load-to-use latency 2
+MUL_LAT = 2  # SLOTHY, jnk0le: multiply latency 2; the accumulator path 1
+SHIFTED_LAT = DSP_LAT = 2  # SLOTHY: ROR/LSR/ASR shifted operands, uadd16, pkhbt: 2 (LSL: 1)
+DIV = 7  # assumption: the Cortex-M4's 2-12, its middle
+REFILL_FLAGS_SET, REFILL_FLAGS_READY, REFILL_REGISTER = 2, 1, 2  # jnk0le; the last assumed
+FP_MAC_LAT, FP_MAC_BLOCK, FP_DIV_LAT = 3, 2, 14  # jnk0le; LLVM's M4 model for the divide
+#: mark's bx lr (1 + refill of a register branch), bl bench (1 + 1: an unconditional branch
+#: tests no flags), the benchmark's bx lr (1 + 2), bl mark (1 + 1)
+M33_BRACKET = (
+    (ONE + REFILL_REGISTER)
+    + (ONE + REFILL_FLAGS_READY)
+    + (ONE + REFILL_REGISTER)
+    + (ONE + REFILL_FLAGS_READY)
+)
+
+#: benchmark -> (cycles of its body besides the bracket, taken branches in the interval)
+M33_EXPECTED: dict[str, tuple[int, int]] = {
+    "t_empty": (0, 4),
+    # four ADDS: arithmetic never pairs with arithmetic
+    "t_alu": (4 * ONE, 4),
+    # ADDS, NOP beside it, ADDS, NOP beside it
+    "t_nop": (2 * ONE, 4),
+    # LDR r2; ADDS r3, r2 waits for the load: issued at 2
+    "t_load_use": (LOAD_USE + ONE, 4),
+    "t_load_independent": (3 * ONE, 4),
+    # LDR r2; STR r2 reads its data a cycle late: issued at 1
+    "t_load_store": (2 * ONE, 4),
+    # the second LDR's address is the first's result
+    "t_pointer_chase": (LOAD_USE + ONE, 4),
+    # ADD.W ..., ROR #8, then its consumer at 2
+    "t_shifted": (SHIFTED_LAT + ONE, 4),
+    # ADD.W ..., LSL #2: latency 1
+    "t_shifted_lsl": (2 * ONE, 4),
+    "t_dsp": (DSP_LAT + ONE, 4),
+    # three MLA chained through the accumulator: issued at 0, 1, 2
+    "t_mac_chain": (3 * ONE, 4),
+    # three MUL.W chained through a multiplicand: issued at 0, 2, 4
+    "t_mul_chain": (2 * MUL_LAT + ONE, 4),
+    # MULS (16-bit, flag-setting: 2 cycles); ADDS
+    "t_muls": (2 + ONE, 4),
+    # SDIV, then its consumer
+    "t_divide": (DIV + ONE, 4),
+    # LDM of 4, PUSH of 4 (reads the LDM's r4, r5 a cycle late: no wait), POP of 4
+    "t_multiple": (4 + 4 + 4, 4),
+    # LDRD (2); STRD of its registers (data a cycle late: issued at 2)
+    "t_dual": (2 + 2, 4),
+    # CMP, IT beside it, MOV; CMP.W, IT alone (after a 32-bit instruction), MOV
+    "t_it": (ONE + 0 + ONE + ONE + ONE + ONE, 4),
+    # MOVS, then 3 x (SUBS; BNE beside it); two taken, each refilled in 2 (the flags set
+    # right before the branch)
+    "t_branch_loop": (ONE + 3 * ONE + 2 * REFILL_FLAGS_SET, 6),
+    # the same with a MOV r8, r8 (no flags) between SUBS and BNE: each refill 1
+    "t_branch_flags_ready": (ONE + 3 * 2 * ONE + 2 * REFILL_FLAGS_READY, 6),
+    # PUSH {r4, lr} (2), POP {r4, pc} (2 + refill 2) in place of the bracket's bx lr (1 + 2)
+    "t_pop_pc": (2 + 2 + 2 - (ONE + REFILL_REGISTER), 4),
+    # VLDR s0 (latency 2); VADD (at 2, latency 1); VMUL (at 3); VFMA (at 4, latency 3, no FP
+    # instruction for 2 cycles); VADD (at 7); VSTR reads s4 a cycle late: at 8, ends at 9
+    "t_fp": (LOAD_USE + ONE + ONE + FP_MAC_LAT + ONE + ONE, 4),
+    # VDIV (1, latency 14), two ADDS beside the divide, VADD of its result at 14
+    "t_vdiv_overlap": (FP_DIV_LAT + ONE, 4),
+    # TBB (2) and its refill (2), one more taken branch
+    "t_table_branch": (2 + 2, 5),
+}
+
+
+@pytest.mark.parametrize("board", ["mps2-an505"])
+def test_cortex_m33_microbenchmarks_reproduce_the_hand_counts(board: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    descriptor = get_board(board)
+    elf = build(board, "bench_m33.S", list(descriptor.gcc_cpu_flags), tmp_path)
+    first = intervals(elf, board, tmp_path / "run1.trace")
+    assert first == intervals(elf, board, tmp_path / "run2.trace"), "deterministic"
+    names = list(M33_EXPECTED)
+    assert len(first) == len(names)
+    got = {name: (c["estimated_cycles"], c["branches_taken"]) for name, c in zip(names, first, strict=True)}
+    assert got == {name: (M33_BRACKET + body, t) for name, (body, t) in M33_EXPECTED.items()}
+
+
+#: every number of the data files, as the derivations above assume them
+PINNED = {
+    "cortex-m33": {
+        "cost.alu": 1, "latency.alu": 1, "latency_shifted": 2, "shift_lsl_free": 1,
+        "latency_dsp_late": 2, "early_read": 0, "cost.mul": 1, "latency.mul": 2,
+        "acc_advance": 1, "mul_sets_flags": 2, "load_to_mul": 0, "cost.div": 7,
+        "cost.load": 1, "latency.load": 2, "store_data_advance": 1, "cost.store": 1,
+        "store_register_offset": 1, "cost.load_dual": 2, "latency.load_dual": 3,
+        "cost.store_dual": 2, "cost.load_multi": 0, "cost.store_multi": 0,
+        "multi_per_register": 1, "multi_registers_per_cycle": 1, "cost.branch": 1,
+        "refill_direct": 2, "refill_flags_ready": 1, "cost.branch_reg": 1,
+        "refill_register": 2, "cost.load_pc": 1, "refill_load": 2, "cost.table_branch": 2,
+        "refill_unaligned_wide": 0, "refill_max": 0, "cost.loop_end": 1, "refill_loop_end": 0,
+        "cost.it": 1, "it_folded": 0, "cost.nop": 1, "dual_issue": 1, "cost.system": 1,
+        "cost.barrier": 1, "cost.other": 1, "cost.fp_alu": 1, "latency.fp_alu": 1,
+        "cost.fp_mul": 1, "latency.fp_mul": 1, "cost.fp_mac": 1, "latency.fp_mac": 3,
+        "fp_acc_advance": 0, "fp_mac_blocks": 2, "fp_mac_blocks_all": 1, "cost.fp_div": 1,
+        "latency.fp_div": 14, "cost.fp_load": 1, "latency.fp_load": 2, "fp_load_double": 2,
+        "cost.fp_store": 1, "fp_store_double": 2, "fp_store_data_advance": 1,
+        "cost.fp_load_multi": 0, "cost.fp_store_multi": 0, "fp_multi_per_register": 1,
+        "cost.fp_move": 1, "latency.fp_move": 1, "fp_move_double": 1, "cost.fp_system": 1,
+        "exception_entry": 12,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("core", sorted(PINNED))
+def test_new_cores_data_files_are_pinned(core: str) -> None:
+    model = load_model(core)
+    assert {e.name: e.value for e in model.entries} == PINNED[core]
