@@ -95,7 +95,10 @@ def test_cortex_m33_microbenchmarks_reproduce_the_hand_counts(board: str, tmp_pa
     assert first == intervals(elf, board, tmp_path / "run2.trace"), "deterministic"
     names = list(M33_EXPECTED)
     assert len(first) == len(names)
-    got = {name: (c["estimated_cycles"], c["branches_taken"]) for name, c in zip(names, first, strict=True)}
+    got = {
+        name: (c["estimated_cycles"], c["branches_taken"])
+        for name, c in zip(names, first, strict=True)
+    }
     assert got == {name: (M33_BRACKET + body, t) for name, (body, t) in M33_EXPECTED.items()}
 
 
