@@ -43,6 +43,7 @@ from aidge_deploy.report.compare import (
 from aidge_qemu_descriptors import get_board, list_boards
 from browser import screenshot
 from envparts import missing
+from timingbench import PINNED_NEW_CORES
 from timingbench import build as _build
 from timingbench import intervals as _intervals
 from timingbench import symbols as _symbols
@@ -222,7 +223,13 @@ M4_LAYOUT = M4_BRACKET + ALU + 4 * (MUL + ALU + ALU + ALU + BRANCH) + 3 * P_DIRE
 #: beside it: 4 cycles. Each loop-back block: MULS and ADDS pair, ADD.W at 2, SUBS and BNE
 #: at 3: 4 cycles and the refill; then the bx lr (1)
 M55_LAYOUT = M55_BRACKET_WITHOUT_RETURN + 4 + 3 * (4 + REFILL) + ISSUE
-LAYOUT_EXPECTED = {"cortex-m4": M4_LAYOUT, "cortex-m55": M55_LAYOUT}
+#: Cortex-M33 (test_timing_m33_m7.py's sources): MOVS (1); MULS (16-bit, flag-setting: 2,
+#: latency 2); ADDS (1); ADD.W at the MULS's result (1); SUBS (1), BNE beside it: 6 cycles.
+#: Each loop-back block: MULS (2), ADDS, ADD.W, SUBS and BNE beside it: 5, and a refill of 2
+#: (the flags set right before the branch). The bracket: mark's bx lr (1 + 2), bl (1 + 1),
+#: the bx lr (1 + 2), bl mark (1 + 1)
+M33_LAYOUT = 10 + 6 + 3 * (5 + 2)
+LAYOUT_EXPECTED = {"cortex-m4": M4_LAYOUT, "cortex-m33": M33_LAYOUT, "cortex-m55": M55_LAYOUT}
 #: LAYOUT_PAD of each layout: the loop's ADD.W across a page end, or inside a page
 LAYOUT_PADS = {"across a page end": 1016, "inside a page": 256}
 #: taken branches in the interval: the bracket's four and three loop-backs
@@ -300,6 +307,7 @@ PINNED = {
         "store_data_advance": 1, "cost.mve_int": 2, "latency.mve_int": 1,
         "cost.mve_fpmul": 2, "latency.mve_fpmul": 2, "cost.mve_sys": 1, "exception_entry": 12,
     },
+    **PINNED_NEW_CORES,
 }  # fmt: skip
 
 
