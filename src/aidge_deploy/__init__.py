@@ -94,6 +94,12 @@ def __dir__() -> list[str]:
 
 __version__ = "0.1.0"
 
+# ``import aidge_deploy.<target>`` (what aidge_benchmark's command line does with a backend
+# name) gives a module registering that target's aidge_benchmark backends
+from aidge_deploy.benchmark_backends import install_finder  # noqa: E402
+
+install_finder()
+
 __all__ = [
     "Aggregation",
     "Backend",
