@@ -4,6 +4,7 @@ fixture. The server is started by the test itself, on loopback, and stopped afte
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -23,6 +24,19 @@ def _postgres_bin() -> Path | None:
 def postgres() -> Iterator[str]:
     """A real PostgreSQL server of its own on loopback (initdb in a temporary folder, run
     as the ``postgres`` system user: the server refuses root); yields its SQLAlchemy URL."""
+    with running_postgres() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def postgres_module() -> Iterator[str]:
+    """``postgres``, one server for a whole test module."""
+    with running_postgres() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def running_postgres() -> Iterator[str]:
     import pwd
     import shutil
     import socket

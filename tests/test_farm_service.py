@@ -177,13 +177,13 @@ def test_refusals_store_and_run_nothing(service_farm: Farm, export_factory) -> N
         "/api/jobs",
         json={"export": export_id, "board": "an386-a", "config": {"counters": ["nope"]}},
     )
-    assert r.status_code == 400, r.text
+    assert r.status_code == 422, r.text
     # connection settings and secrets are not part of a job
     r = alice.post(
         "/api/jobs",
         json={"export": export_id, "board": "an386-a", "config": {"api_password": "s3cret-value"}},
     )
-    assert r.status_code == 400 and "api_password" in r.text and "s3cret-value" not in r.text
+    assert r.status_code == 422 and "api_password" in r.text and "s3cret-value" not in r.text
 
     # another user's job: same answer as a job that does not exist
     job = alice.post("/api/jobs", json={"export": export_id, "board": "an386-a"})

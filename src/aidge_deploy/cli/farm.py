@@ -272,7 +272,12 @@ def serve(
         float, typer.Option(help="Seconds without heartbeat before an agent is lost.")
     ] = 15.0,
     max_upload_mb: Annotated[
-        int, typer.Option(min=1, help="Largest export upload (the archive, MiB).")
+        int,
+        typer.Option(
+            min=1,
+            max=2047,
+            help="Largest export upload (the archive, MiB; its size is a 32-bit column).",
+        ),
     ] = 200,
     max_export_mb: Annotated[
         int,

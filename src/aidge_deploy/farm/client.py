@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from aidge_deploy.errors import (
     AuthenticationError,
@@ -25,6 +26,7 @@ from aidge_deploy.errors import (
     DeployError,
     UnknownBoardError,
 )
+from aidge_deploy.farm.jobconfig import JobConfig, problems
 from aidge_deploy.farm.models import (
     SERVICE_NAME,
     BoardView,
@@ -228,14 +230,21 @@ class FarmClient:
         priority: float = 0.0,
         campaign: CampaignTag | None = None,
     ) -> JobView:
-        body = SubmitRequest(
-            export=export_id,
-            board=board,
-            target=target,
-            config=config,
-            priority=priority,
-            campaign=campaign,
-        )
+        try:
+            body = SubmitRequest(
+                export=export_id,
+                board=board,
+                target=target,
+                config=JobConfig.model_validate(config),
+                priority=priority,
+                campaign=campaign,
+            )
+        except ValidationError as exc:  # what the farm would refuse, said before sending it
+            raise ConfigError(
+                f"this job cannot be submitted: {problems(exc)}",
+                hint="Fix the named setting of the DeployConfig (numbers must be finite and "
+                "in range).",
+            ) from None
         r = self.request("POST", "/jobs", json=body.model_dump(mode="json"))
         return JobView.model_validate(r.json())
 

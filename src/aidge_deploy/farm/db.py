@@ -77,6 +77,9 @@ class ExportRecord(Base):
     protocol: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[float] = mapped_column(Float, default=now)
+    #: what a submission is checked against (``store.ExportFacts``, JSON); None for an
+    #: export recorded before they were kept (read from its archive then)
+    facts_json: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class ExportOwner(Base):
@@ -194,6 +197,7 @@ class CampaignJob(Base):
 ADDED_COLUMNS = (
     ("campaign_jobs", "step", "INTEGER NOT NULL DEFAULT 1"),
     ("campaign_jobs", "steps", "INTEGER NOT NULL DEFAULT 1"),
+    ("exports", "facts_json", "TEXT"),
 )
 
 

@@ -170,6 +170,7 @@ def record_export(s: Session, stored: StoredExport, who: Principal, name: str = 
                 application=stored.application,
                 protocol=stored.protocol,
                 model=stored.model or name,
+                facts_json=stored.facts.to_json(),
             )
         )
         s.flush()
@@ -233,7 +234,7 @@ def submit_job(s: Session, who: Principal, body: SubmitRequest) -> int:
         target=target,
         requested_board=body.board,
         priority=body.priority,
-        config_json=json.dumps(body.config),
+        config_json=json.dumps(body.config.wire()),
         state=JobState.QUEUED.value,
     )
     s.add(job)

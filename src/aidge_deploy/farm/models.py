@@ -1,11 +1,12 @@
 """The farm's REST requests and answers, as typed models shared by service, agent and client.
 
-One definition of every body that crosses the wire: the service validates what it is
-sent with them (so a value a client can send gets a 422 or a 4xx with a reason, never a
-500: ids bounded to what the database stores, numbers finite, durations in range) and
-documents them in its OpenAPI schema; the agent and the ``api`` client build their
-requests and read the answers with the same classes. Pydantic only (a core dependency):
-the client imports this without the ``farm`` extra.
+One definition of every body that crosses the wire, made of the bounded field types of
+``fields``: the service validates what it is sent with them (so a value a client can send
+gets a 422 naming its field, or a 4xx with a reason, never a 500: ids bounded to what the
+database stores, numbers finite, durations in range, text storable; a job's settings are
+``jobconfig.JobConfig``) and documents them in its OpenAPI schema; the agent and the
+``api`` client build their requests and read the answers with the same classes. Pydantic
+and the core only: the client imports this without the ``farm`` extra.
 """
 
 from __future__ import annotations
@@ -14,22 +15,25 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from aidge_deploy.farm.fields import (
+    MAX_ID,
+    BoardName,
+    CampaignId,
+    ExportId,
+    JobId,
+    Lease,
+    Line,
+    Password,
+    Priority,
+    Seconds,
+    TargetName,
+    UserName,
+)
+from aidge_deploy.farm.jobconfig import JobConfig
 from aidge_deploy.farm.states import BoardState, JobState
 
-#: the largest id the database stores (a signed 64-bit integer)
-MAX_ID = 2**63 - 1
 #: the name ``/api/health`` answers with: what tells a farm from another web service
 SERVICE_NAME = "aidge-deploy farm"
-
-JobId = Annotated[int, Field(ge=1, le=MAX_ID)]
-EventId = Annotated[int, Field(ge=0, le=MAX_ID)]
-Lease = Annotated[int, Field(ge=0, le=MAX_ID)]
-#: a finite, non-negative number of seconds
-Seconds = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
-ExportId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-BoardName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-TargetName = Annotated[str, Field(min_length=1, max_length=64)]
-Priority = Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]
 
 
 class Model(BaseModel):
@@ -70,8 +74,8 @@ class Health(Answer):
 
 
 class TokenRequest(Model):
-    username: str = Field(max_length=64)
-    password: str = Field(max_length=1024)
+    username: UserName
+    password: Password
     #: seconds; capped by the service (default 12 h)
     expires_in: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
 
@@ -110,9 +114,9 @@ class CampaignTag(Model):
     """The campaign a job is a cell of (``aidge-deploy campaign``): the dashboard's
     ``/campaigns`` page groups its jobs by ``id``."""
 
-    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
-    name: str = Field(max_length=100)
-    cell: str = Field(max_length=200)
+    id: CampaignId
+    name: Annotated[Line, Field(max_length=100)]
+    cell: Annotated[Line, Field(max_length=200)]
     #: how many of the campaign's cells run on this farm
     cells: int = Field(ge=1, le=1_000_000)
     #: this job is step ``step`` of the cell's ``steps`` farm jobs (its run, then its
@@ -131,7 +135,8 @@ class SubmitRequest(Model):
     export: ExportId
     board: BoardName | None = None
     target: TargetName | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
+    #: the measurement settings (``jobconfig.JobConfig``: bounded, finite, checked here)
+    config: JobConfig = Field(default_factory=JobConfig)
     priority: Priority = 0.0
     campaign: CampaignTag | None = None
 
@@ -195,12 +200,12 @@ class BoardSpec(Model):
     name: BoardName
     target: TargetName
     kind: Literal["emu", "hw"] = "emu"
-    description: str = Field(default="", max_length=500)
+    description: Annotated[Line, Field(max_length=500)] = ""
 
 
 class RegisterRequest(Model):
-    hostname: str = Field(default="", max_length=200)
-    version: str = Field(default="", max_length=64)
+    hostname: Annotated[Line, Field(max_length=200)] = ""
+    version: Annotated[Line, Field(max_length=64)] = ""
     boards: list[BoardSpec] = Field(max_length=1000)
 
 
@@ -242,9 +247,9 @@ class ClaimAnswer(Answer):
 
 
 class StageEvent(Model):
-    stage: str = Field(max_length=32)
-    kind: str = Field(max_length=16)
-    message: str = Field(default="", max_length=2000)
+    stage: Annotated[Line, Field(max_length=32)]
+    kind: Annotated[Line, Field(max_length=16)]
+    message: Annotated[Line, Field(max_length=2000)] = ""
 
 
 class EventsRequest(Model):
@@ -260,12 +265,12 @@ class FinishRequest(Model):
     lease: Lease
     #: done, failed or cancelled
     state: JobState
-    error: str | None = Field(default=None, max_length=20000)
-    error_hint: str | None = Field(default=None, max_length=5000)
-    error_type: str | None = Field(default=None, max_length=64)
+    error: Annotated[Line, Field(max_length=20000)] | None = None
+    error_hint: Annotated[Line, Field(max_length=5000)] | None = None
+    error_type: Annotated[Line, Field(max_length=64)] | None = None
     deploy_seconds: Seconds | None = None
     #: seconds each phase took on the agent's host (name -> seconds)
-    phases: dict[Annotated[str, Field(min_length=1, max_length=32)], Seconds] = Field(
+    phases: dict[Annotated[Line, Field(min_length=1, max_length=32)], Seconds] = Field(
         default_factory=dict, max_length=20
     )
     #: the agent has already unlocked the board and cancelled its reservation

@@ -26,6 +26,7 @@ from aidge_deploy.farm.agents import (
 )
 from aidge_deploy.farm.db import ExportRecord, Job
 from aidge_deploy.farm.deps import AgentDep, StateDep
+from aidge_deploy.farm.fields import JobId
 from aidge_deploy.farm.jobhistory import record_job
 from aidge_deploy.farm.models import (
     MAX_ID,
@@ -92,8 +93,8 @@ async def poll(
     who: AgentDep,
     state: StateDep,
     wait: Annotated[float, Query(ge=0, le=3600, allow_inf_nan=False)] = 20.0,
-    skip: Annotated[list[int], Query(max_length=1000)] = [],  # noqa: B006 - FastAPI copies it
-    stopping: Annotated[list[int], Query(max_length=1000)] = [],  # noqa: B006
+    skip: Annotated[list[JobId], Query(max_length=1000)] = [],  # noqa: B006 - FastAPI copies it
+    stopping: Annotated[list[JobId], Query(max_length=1000)] = [],  # noqa: B006
 ) -> PollAnswer:
     """Jobs reserved on this agent's boards, but those in ``skip`` (the agent runs them
     already), and those it runs that their owner cancelled (but those it is ``stopping``
@@ -101,7 +102,6 @@ async def poll(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(wait, state.settings.long_poll_max)
     await run_in_threadpool(_touch, state, who.name)
-    skip = [j for j in skip if 0 < j <= MAX_ID]
     while True:
         answer = await run_in_threadpool(_offers, state, who.name, skip, stopping)
         remaining = deadline - loop.time()
@@ -138,7 +138,14 @@ def fetch_export(
         )
         if visible is None or s.get(ExportRecord, content_hash) is None:
             raise FarmRequestError(404, "no such export for this agent's jobs")
-    return FileResponse(state.store.path_of(content_hash), media_type="application/gzip")
+    path = state.store.path_of(content_hash)
+    if not path.is_file():
+        raise FarmRequestError(
+            404,
+            f"export {content_hash} is recorded but its archive is missing from the store",
+            "Upload the export again (its content hash is its name).",
+        )
+    return FileResponse(path, media_type="application/gzip")
 
 
 @router.post("/jobs/{job_id}/events")

@@ -12,7 +12,9 @@ server and the tests: routers and pages depend on ``deps`` and the domain module
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,6 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aidge_deploy.errors import DeployError
@@ -29,6 +32,8 @@ from aidge_deploy.farm.dispatch import Coordinator
 from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.settings import FarmSettings
 from aidge_deploy.farm.state import FarmState, check_ready
+
+log = logging.getLogger("aidge_deploy.farm")
 
 
 def create_app(
@@ -73,18 +78,26 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
-            for e in exc.errors()[:5]
-        ]
         return error_response(
             422,
-            "invalid request: " + "; ".join(problems),
+            "invalid request: " + invalid_fields(exc),
             "See the API's schema at /api/docs.",
             detail=[
-                {k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()
+                {k: _plain(v) for k, v in e.items() if k in ("loc", "msg", "type")}
+                for e in exc.errors()
             ],
         )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        response = error_response(exc.status_code, str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        return internal_error_response(request, exc)
 
     from aidge_deploy.farm import routes_agent, routes_user
 
@@ -120,6 +133,43 @@ class ServerTiming:
         await self.app(scope, receive, timed)
 
 
+def invalid_fields(exc: RequestValidationError) -> str:
+    """The first problems of a refused request, each with the field it names."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+        for e in exc.errors()[:5]
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A validation error's part as JSON (its location may hold any value sent)."""
+    if isinstance(value, (list, tuple)):
+        return [p if isinstance(p, (int, str)) else str(p) for p in value]
+    return value if isinstance(value, (int, str)) else str(value)
+
+
+#: the header of an answer after which the server closes the connection: a client that
+#: read it opens a new one for its next request, instead of finding this one reset
+CLOSE = {"Connection": "close"}
+
+
+def internal_error_response(request: Request, exc: BaseException) -> JSONResponse:
+    """A bug of the service: 500 with ``Connection: close``. Starlette re-raises the
+    exception once this is sent (uvicorn logs it with its traceback) and uvicorn then
+    closes the connection: said in the answer, the client does not reuse it — unsaid, its
+    next request on a kept-alive connection met a reset."""
+    ref = uuid.uuid4().hex[:12]
+    log.error("internal error %s on %s %s: %r", ref, request.method, request.url.path, exc)
+    response = error_response(
+        500,
+        f"internal error of the farm service (reference {ref})",
+        "This is a bug of the farm, not of your request: report it with the reference "
+        "(the service's log has its traceback).",
+    )
+    response.headers.update(CLOSE)
+    return response
+
+
 def error_response(status: int, message: str, hint: str = "", **extra: Any) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
     if status == 429 and "retry_after" in extra:
@@ -129,4 +179,11 @@ def error_response(status: int, message: str, hint: str = "", **extra: Any) -> J
     )
 
 
-__all__ = ["ServerTiming", "create_app", "error_response"]
+__all__ = [
+    "CLOSE",
+    "ServerTiming",
+    "create_app",
+    "error_response",
+    "internal_error_response",
+    "invalid_fields",
+]

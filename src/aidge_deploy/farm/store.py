@@ -11,11 +11,14 @@ uploaded twice (by anyone) is stored once; who uploaded it is recorded per user.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aidge_deploy.errors import DeployError
 from aidge_deploy.farm.archive import (
@@ -31,6 +34,49 @@ class UploadTooLarge(ArchiveTooLarge):
     """The upload exceeds the service's size limit."""
 
 
+#: the manifest's facts a submission is checked against, kept with the export's record
+MAX_FACTS_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ExportFacts:
+    """What a job's settings are checked against at submission: the model's inputs (the
+    manifest's ``inputs``: name, C type, size, dims) and how many validation samples its
+    firmware reads (``nb_validation_iterations`` of a validation export)."""
+
+    inputs: tuple[dict[str, Any], ...] = ()
+    nb_validation: int | None = None
+
+    def to_json(self) -> str:
+        text = json.dumps({"inputs": list(self.inputs), "nb_validation": self.nb_validation})
+        return text if len(text) <= MAX_FACTS_BYTES else json.dumps({"inputs": []})
+
+    @classmethod
+    def from_json(cls, text: str) -> ExportFacts:
+        data = json.loads(text)
+        nb = data.get("nb_validation")
+        return cls(
+            inputs=tuple(i for i in data.get("inputs") or () if isinstance(i, dict)),
+            nb_validation=nb if isinstance(nb, int) and not isinstance(nb, bool) else None,
+        )
+
+    @classmethod
+    def of_manifest(cls, inputs: Any, protocol: Any, application_config: Any) -> ExportFacts:
+        """From a manifest's ``inputs``, ``protocol`` and ``application_config``."""
+        kept = tuple(
+            {k: entry[k] for k in ("name", "dtype", "size", "dims") if k in entry}
+            for entry in (inputs if isinstance(inputs, list) else ())
+            if isinstance(entry, dict)
+        )
+        nb = None
+        if str(protocol).startswith("aidge-uart-validation") and isinstance(
+            application_config, dict
+        ):
+            value = application_config.get("nb_validation_iterations")
+            nb = value if isinstance(value, int) and not isinstance(value, bool) else None
+        return cls(inputs=kept, nb_validation=nb)
+
+
 @dataclass(frozen=True)
 class StoredExport:
     content_hash: str
@@ -39,6 +85,7 @@ class StoredExport:
     application: str
     protocol: str
     model: str
+    facts: ExportFacts = field(default_factory=ExportFacts)
 
 
 class ExportStore:
@@ -121,7 +168,34 @@ class ExportStore:
             application=str(manifest.application),
             protocol=str(manifest.protocol),
             model=model,
+            facts=ExportFacts.of_manifest(
+                manifest.inputs, manifest.protocol, manifest.application_config
+            ),
         )
 
+    def facts_of(self, content_hash: str) -> ExportFacts:
+        """The facts of a stored export recorded before they were kept with it: read from
+        the manifest in its archive (that one member, bounded)."""
+        from aidge_deploy.exportspec import EXPORT_MANIFEST_NAME
 
-__all__ = ["ExportStore", "StoredExport", "UploadTooLarge"]
+        try:
+            with tarfile.open(self.path_of(content_hash), "r:gz") as tar:
+                for member in tar:
+                    if member.isfile() and member.name.lstrip("./") == EXPORT_MANIFEST_NAME:
+                        if member.size > 16 * 1024 * 1024:
+                            break
+                        f = tar.extractfile(member)
+                        if f is None:
+                            break
+                        data = json.loads(f.read())
+                        if not isinstance(data, dict):
+                            break
+                        return ExportFacts.of_manifest(
+                            data.get("inputs"), data.get("protocol"), data.get("application_config")
+                        )
+        except (OSError, tarfile.TarError, ValueError):
+            pass
+        return ExportFacts()
+
+
+__all__ = ["ExportFacts", "ExportStore", "StoredExport", "UploadTooLarge"]

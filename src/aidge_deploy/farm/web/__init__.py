@@ -16,15 +16,23 @@ Content-Security-Policy that allows scripts and styles from ``/static`` only.
 from __future__ import annotations
 
 import inspect
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.web.policy import PAGE_CSP, PAGE_HEADERS
+
+log = logging.getLogger("aidge_deploy.farm")
 
 
 def _is_api_path(path: str) -> bool:
@@ -64,30 +72,71 @@ def mount_web(app: FastAPI, *, api_docs: bool = True) -> None:
 
         apidocs.mount(app)
 
-    api_handler = app.exception_handlers.get(FarmRequestError)
+    def page_or_api(kind: type[Exception], page: Callable[[Request, Any], Response]) -> None:
+        """Errors of ``kind``: the API's handler under ``/api``, an error page elsewhere."""
+        api_handler = app.exception_handlers.get(kind)
 
-    async def farm_error(request: Request, exc: Exception) -> Response:
-        if not isinstance(exc, FarmRequestError):
-            raise exc
-        if _is_api(request) and api_handler is not None:
-            result = api_handler(request, exc)
-            return await result if inspect.isawaitable(result) else result
+        async def handler(request: Request, exc: Exception) -> Response:
+            if not isinstance(exc, kind):
+                raise exc
+            if _is_api(request) and api_handler is not None:
+                result = api_handler(request, exc)
+                return await result if inspect.isawaitable(result) else result
+            return page(request, exc)
+
+        app.add_exception_handler(kind, handler)
+
+    def error_page(request: Request, status: int, message: str, hint: str = "") -> Response:
         return render(
             request,
             "error.html",
             None,
-            status=exc.status,
-            message=exc.message,
-            hint=exc.hint,
-            status_code=exc.status,
+            status=status,
+            message=message,
+            hint=hint,
+            status_code=status,
         )
+
+    def invalid_page(request: Request, exc: RequestValidationError) -> Response:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+            for e in exc.errors()[:5]
+        )
+        return error_page(request, 422, f"invalid request: {problems}", "Correct the named value.")
+
+    def http_page(request: Request, exc: StarletteHTTPException) -> Response:
+        page = error_page(request, exc.status_code, str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            page.headers[name] = value
+        return page
+
+    def bug_page(request: Request, exc: Exception) -> Response:
+        ref = uuid.uuid4().hex[:12]
+        log.error("internal error %s on %s %s: %r", ref, request.method, request.url.path, exc)
+        page = error_page(
+            request,
+            500,
+            f"internal error of the farm service (reference {ref})",
+            "This is a bug of the farm, not of your request: report it with the reference.",
+        )
+        # the server closes the connection after an unhandled error: said, so that the
+        # browser opens a new one instead of finding this one reset
+        page.headers["Connection"] = "close"
+        return page
+
+    page_or_api(
+        FarmRequestError,
+        lambda request, exc: error_page(request, exc.status, exc.message, exc.hint),
+    )
+    page_or_api(RequestValidationError, invalid_page)
+    page_or_api(StarletteHTTPException, http_page)
+    page_or_api(Exception, bug_page)
 
     async def login_required(_: Request, exc: Exception) -> Response:
         if not isinstance(exc, LoginRequired):
             raise exc
         return RedirectResponse(exc.location, status_code=303)
 
-    app.add_exception_handler(FarmRequestError, farm_error)
     app.add_exception_handler(LoginRequired, login_required)
 
     app.add_middleware(PageSecurityHeaders)

@@ -24,8 +24,10 @@ from aidge_deploy.farm.deps import StateDep
 from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.states import Role
+from aidge_deploy.farm.web.forms import AddUserForm, EmptyForm, FormModel, PasswordForm, read_form
+from aidge_deploy.farm.web.params import NamePath
 from aidge_deploy.farm.web.queries import agents, board_rows, users
-from aidge_deploy.farm.web.session import PageAdmin, check_csrf
+from aidge_deploy.farm.web.session import PageAdmin
 from aidge_deploy.farm.web.templating import render
 
 router = APIRouter(include_in_schema=False)
@@ -96,20 +98,19 @@ def admin_page(request: Request, who: PageAdmin, state: StateDep) -> HTMLRespons
     return _page(request, who, state)
 
 
-async def _action(
+async def _action[F: FormModel](
     request: Request,
     who: Any,
     state: FarmState,
-    change: Callable[[Session, dict[str, str]], None],
+    model: type[F],
+    change: Callable[[Session, F], None],
     done: str,
 ) -> Response:
-    form = await request.form(max_files=0, max_fields=10, max_part_size=4096)
-    check_csrf(request, form)
-    values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
+    form = await read_form(request, model)
 
     def apply() -> None:
         with state.db.session() as s:
-            change(s, values)
+            change(s, form)
 
     try:
         await run_in_threadpool(apply)
@@ -121,51 +122,71 @@ async def _action(
 
 @router.post("/admin/users")
 async def admin_add_user(request: Request, who: PageAdmin, state: StateDep) -> Response:
-    def change(s: Session, form: dict[str, str]) -> None:
-        role = Role.ADMIN if form.get("role") == Role.ADMIN.value else Role.USER
-        add_user(s, form.get("username", "").strip(), form.get("password", ""), role)
+    def change(s: Session, form: AddUserForm) -> None:
+        add_user(s, form.username.strip(), form.password, Role(form.role))
 
-    return await _action(request, who, state, change, "added")
+    return await _action(request, who, state, AddUserForm, change, "added")
 
 
 @router.post("/admin/users/{name}/disable")
-async def admin_disable(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
-    return await _action(
-        request, who, state, lambda s, _: set_disabled(s, who.name, name, True), "disabled"
-    )
-
-
-@router.post("/admin/users/{name}/enable")
-async def admin_enable(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
-    return await _action(
-        request, who, state, lambda s, _: set_disabled(s, who.name, name, False), "enabled"
-    )
-
-
-@router.post("/admin/users/{name}/password")
-async def admin_password(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
+async def admin_disable(
+    name: NamePath, request: Request, who: PageAdmin, state: StateDep
+) -> Response:
     return await _action(
         request,
         who,
         state,
-        lambda s, form: set_password(s, _user(s, name).name, form.get("password", "")),
+        EmptyForm,
+        lambda s, _: set_disabled(s, who.name, name, True),
+        "disabled",
+    )
+
+
+@router.post("/admin/users/{name}/enable")
+async def admin_enable(
+    name: NamePath, request: Request, who: PageAdmin, state: StateDep
+) -> Response:
+    return await _action(
+        request,
+        who,
+        state,
+        EmptyForm,
+        lambda s, _: set_disabled(s, who.name, name, False),
+        "enabled",
+    )
+
+
+@router.post("/admin/users/{name}/password")
+async def admin_password(
+    name: NamePath, request: Request, who: PageAdmin, state: StateDep
+) -> Response:
+    return await _action(
+        request,
+        who,
+        state,
+        PasswordForm,
+        lambda s, form: set_password(s, _user(s, name).name, form.password),
         "password",
     )
 
 
 @router.post("/admin/boards/{name}/drain")
-async def admin_drain(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
+async def admin_drain(
+    name: NamePath, request: Request, who: PageAdmin, state: StateDep
+) -> Response:
     response = await _action(
-        request, who, state, lambda s, _: set_drained(s, name, True), "drained"
+        request, who, state, EmptyForm, lambda s, _: set_drained(s, name, True), "drained"
     )
     state.dispatcher.boards_changed()
     return response
 
 
 @router.post("/admin/boards/{name}/return")
-async def admin_return(name: str, request: Request, who: PageAdmin, state: StateDep) -> Response:
+async def admin_return(
+    name: NamePath, request: Request, who: PageAdmin, state: StateDep
+) -> Response:
     response = await _action(
-        request, who, state, lambda s, _: set_drained(s, name, False), "returned"
+        request, who, state, EmptyForm, lambda s, _: set_drained(s, name, False), "returned"
     )
     state.dispatcher.boards_changed()
     return response

@@ -31,6 +31,7 @@ from aidge_deploy.farm.deps import StateDep
 from aidge_deploy.farm.refusals import not_found
 from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.states import ON_BOARD, WAITING, JobState
+from aidge_deploy.farm.web.params import CampaignPath
 from aidge_deploy.farm.web.session import PageUser
 from aidge_deploy.farm.web.templating import render
 
@@ -189,11 +190,11 @@ async def campaigns_page(request: Request, who: PageUser, state: StateDep) -> HT
 
 @router.get("/campaigns/{campaign_id}")
 async def campaign_page(
-    campaign_id: str, request: Request, who: PageUser, state: StateDep
+    campaign_id: CampaignPath, request: Request, who: PageUser, state: StateDep
 ) -> HTMLResponse:
-    rows = await run_in_threadpool(campaigns, state, who, campaign_id[:100])
+    rows = await run_in_threadpool(campaigns, state, who, campaign_id)
     if not rows:
-        raise not_found("campaign", campaign_id[:100])
+        raise not_found("campaign", campaign_id)
     refresh = REFRESH_S if any(r.active for r in rows) else None
     context: dict[str, Any] = {"rows": rows, "campaign": rows[0], "refresh": refresh}
     return render(request, "campaigns.html", who, **context)

@@ -28,6 +28,8 @@ from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.states import JobState
 from aidge_deploy.farm.web.bundles import bundle_dir
 from aidge_deploy.farm.web.charts import delta_chart
+from aidge_deploy.farm.web.forms import CompareForm, parse_form
+from aidge_deploy.farm.web.params import JobIdQuery
 from aidge_deploy.farm.web.queries import finished_jobs
 from aidge_deploy.farm.web.session import PageUser, check_csrf
 from aidge_deploy.farm.web.templating import render
@@ -151,8 +153,8 @@ async def compare_page(
     request: Request,
     who: PageUser,
     state: StateDep,
-    base: int | None = None,
-    cand: int | None = None,
+    base: JobIdQuery = None,
+    cand: JobIdQuery = None,
 ) -> HTMLResponse:
     outcome = None
     if base is not None and cand is not None:
@@ -164,11 +166,10 @@ async def compare_page(
 async def compare_with_thresholds(request: Request, who: PageUser, state: StateDep) -> HTMLResponse:
     form = await request.form(max_files=1, max_fields=10, max_part_size=MAX_THRESHOLDS_BYTES)
     check_csrf(request, form)
-    try:
-        base = int(str(form.get("base") or ""))
-        cand = int(str(form.get("cand") or ""))
-    except ValueError:
-        raise FarmRequestError(400, "choose two finished jobs", "Pick one in each list.") from None
+    if not form.get("base") or not form.get("cand"):
+        raise FarmRequestError(422, "choose two finished jobs", "Pick one in each list.")
+    chosen = parse_form(CompareForm, form)
+    base, cand = chosen.base, chosen.cand
     upload = form.get("thresholds")
     raw = None
     if isinstance(upload, UploadFile) and upload.filename:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
@@ -22,6 +22,7 @@ from aidge_deploy.farm.db import Job
 from aidge_deploy.farm.deps import StateDep
 from aidge_deploy.farm.jobhistory import SOURCE, job_of, job_ref
 from aidge_deploy.farm.state import FarmState
+from aidge_deploy.farm.web.params import ModelQuery, NameQuery
 from aidge_deploy.farm.web.session import PageUser
 from aidge_deploy.farm.web.templating import render
 from aidge_deploy.history.chart import chart_svg
@@ -120,8 +121,8 @@ async def series_page(
     request: Request,
     who: PageUser,
     state: StateDep,
-    model: str = Query(..., max_length=400),
-    board: str = Query("", max_length=64),
+    model: ModelQuery,
+    board: NameQuery = "",
 ) -> HTMLResponse:
     found = await run_in_threadpool(_series, state, who, model, board)
     return render(request, "history.html", who, rows=None, series=found, model=model, board=board)

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse
@@ -32,7 +32,7 @@ from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.states import TERMINAL, JobState
 from aidge_deploy.farm.web.bundles import bundle_zip, report_file
-from aidge_deploy.farm.web.params import EventIdQuery, JobIdPath, WaitQuery
+from aidge_deploy.farm.web.params import EventIdQuery, JobIdPath, NameQuery, WaitQuery
 from aidge_deploy.farm.web.queries import job_model
 from aidge_deploy.farm.web.session import PageUser
 from aidge_deploy.farm.web.templating import render
@@ -166,7 +166,7 @@ async def job_progress(
     who: PageUser,
     state: StateDep,
     after: EventIdQuery = 0,
-    log: Annotated[str, Query(max_length=64)] = "",
+    log: NameQuery = "",
     wait: WaitQuery = 0.0,
 ) -> dict[str, Any]:
     """Events after event ``after``, the stages, and the log's tail when its version is not

@@ -8,10 +8,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from aidge_deploy.farm.auth import authenticate, issue_user_token, revoke_token
 from aidge_deploy.farm.deps import StateDep, client_address
+from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.throttle import TooManyLogins
+from aidge_deploy.farm.web.forms import LoginForm, NextForm, read_form
+from aidge_deploy.farm.web.params import NextQuery
 from aidge_deploy.farm.web.session import (
-    check_csrf,
-    check_login_csrf,
     clear_session,
     local_path,
     login_csrf_value,
@@ -43,17 +44,20 @@ def _login_page(
 
 
 @router.get("/login")
-def login_form(request: Request, next: str | None = None) -> HTMLResponse:
+def login_form(request: Request, next: NextQuery = None) -> HTMLResponse:
     return _login_page(request, local_path(next))
 
 
 @router.post("/login")
 async def login(request: Request, state: StateDep) -> Response:
-    form = await request.form(max_files=0, max_fields=10, max_part_size=4096)
-    check_login_csrf(request, form)
-    username = str(form.get("username") or "")[:64]
-    password = str(form.get("password") or "")[:1024]
-    next_path = local_path(str(form.get("next") or ""))
+    try:
+        form = await read_form(request, LoginForm, login=True)
+    except FarmRequestError as exc:
+        if exc.status != 422:
+            raise
+        return _login_page(request, "/boards", exc.message, status=422)
+    username, password = form.username, form.password
+    next_path = local_path(form.next)
 
     def check() -> str | None:
         with state.db.session() as s:
@@ -85,8 +89,7 @@ async def login(request: Request, state: StateDep) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request, state: StateDep) -> Response:
-    form = await request.form(max_files=0, max_fields=5, max_part_size=1024)
-    check_csrf(request, form)
+    await read_form(request, NextForm, max_fields=5, max_part_size=1024)
     token = session_token(request)
     if token:
 

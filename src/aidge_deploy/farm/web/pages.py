@@ -11,7 +11,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from aidge_deploy.farm.actions import cancel
 from aidge_deploy.farm.deps import StateDep
 from aidge_deploy.farm.states import JobState
-from aidge_deploy.farm.web.params import JobIdPath, JobIdQuery
+from aidge_deploy.farm.web.forms import NextForm, read_form
+from aidge_deploy.farm.web.params import JobIdPath, JobIdQuery, NameQuery
 from aidge_deploy.farm.web.queries import (
     HEALTH_WINDOW,
     JobFilters,
@@ -19,7 +20,7 @@ from aidge_deploy.farm.web.queries import (
     filter_choices,
     list_jobs,
 )
-from aidge_deploy.farm.web.session import PageUser, check_csrf, local_path
+from aidge_deploy.farm.web.session import PageUser, local_path
 from aidge_deploy.farm.web.templating import render
 
 router = APIRouter(include_in_schema=False)
@@ -62,16 +63,16 @@ def jobs_page(
     request: Request,
     who: PageUser,
     state: StateDep,
-    user: str = "",
-    board: str = "",
-    target: str = "",
-    job_state: str = "",
+    user: NameQuery = "",
+    board: NameQuery = "",
+    target: NameQuery = "",
+    job_state: NameQuery = "",
     before: JobIdQuery = None,
 ) -> HTMLResponse:
     filters = JobFilters(
-        user=user[:64] if who.is_admin else "",
-        board=board[:64],
-        target=target[:64],
+        user=user if who.is_admin else "",
+        board=board,
+        target=target,
         state=job_state if job_state in {s.value for s in JobState} else "",
     )
     with state.db.session() as s:
@@ -95,10 +96,9 @@ async def cancel_job(
     job_id: JobIdPath, request: Request, who: PageUser, state: StateDep
 ) -> Response:
     """Cancel a job (its owner or an admin): the API's own cancel, behind a CSRF check."""
-    form = await request.form(max_files=0, max_fields=5, max_part_size=2048)
-    check_csrf(request, form)
+    form = await read_form(request, NextForm, max_fields=5, max_part_size=2048)
     await run_in_threadpool(cancel, state, who, job_id)
-    back = local_path(str(form.get("next") or ""), default=f"/jobs/{job_id}")
+    back = local_path(form.next, default=f"/jobs/{job_id}")
     return RedirectResponse(back, status_code=303)
 
 

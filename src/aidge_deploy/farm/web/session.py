@@ -108,8 +108,11 @@ def check_origin(request: Request) -> None:
         raise CsrfError()
     origin = request.headers.get("origin")
     if origin is not None and origin != "null":
-        parts = urlsplit(origin)
-        if parts.netloc != request.headers.get("host", request.url.netloc):
+        try:
+            netloc = urlsplit(origin).netloc
+        except ValueError:  # e.g. "http://[" (not a URL a browser sends)
+            raise CsrfError() from None
+        if netloc != request.headers.get("host", request.url.netloc):
             raise CsrfError()
     elif origin == "null":
         raise CsrfError()
@@ -136,7 +139,12 @@ def local_path(value: str | None, default: str = "/boards") -> str:
     """``value`` if it is a path on this site (no scheme, host or ``//``), else ``default``."""
     if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
         return default
-    parts = urlsplit(value)
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return default  # urlsplit drops tabs and newlines: never judge a path it rewrote
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return default
     if parts.scheme or parts.netloc:
         return default
     return value

@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
 from sqlalchemy import select
 from starlette.datastructures import UploadFile
 
@@ -27,11 +28,13 @@ from aidge_deploy.farm.archive import ArchiveTooLarge, pack_export
 from aidge_deploy.farm.auth import Principal
 from aidge_deploy.farm.db import Board
 from aidge_deploy.farm.deps import StateDep
+from aidge_deploy.farm.jobconfig import JobConfig, problems
 from aidge_deploy.farm.jobs import record_export
 from aidge_deploy.farm.models import SubmitRequest
 from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.store import StoredExport, UploadTooLarge
+from aidge_deploy.farm.web.forms import SubmitForm, parse_form
 from aidge_deploy.farm.web.onnxexport import OnnxOptions, export_onnx
 from aidge_deploy.farm.web.session import PageUser, check_csrf
 from aidge_deploy.farm.web.templating import render
@@ -128,14 +131,6 @@ def _destination(state: FarmState, value: str) -> tuple[str | None, str | None, 
     raise ConfigError("choose a board or a target", hint="Pick one in the list.")
 
 
-def _int(values: dict[str, str], key: str, default: int) -> int:
-    raw = values.get(key, "").strip()
-    try:
-        return int(raw) if raw else default
-    except ValueError:
-        raise ConfigError(f"{key} must be a whole number, not {raw!r}") from None
-
-
 @router.post("/submit")
 async def submit(request: Request, who: PageUser, state: StateDep) -> Response:
     limit = state.store.max_upload_bytes + _CHUNK
@@ -152,32 +147,35 @@ async def submit(request: Request, who: PageUser, state: StateDep) -> Response:
     values = {k: v for k, v in form.items() if isinstance(v, str)}
     upload = form.get("file")
     try:
+        fields = parse_form(SubmitForm, form)
         if not isinstance(upload, UploadFile) or not upload.filename:
             raise ConfigError("choose a file to upload", hint="An export archive or an ONNX model.")
-        board, target, export_target = _destination(state, values.get("destination", ""))
+        board, target, export_target = _destination(state, fields.destination)
         name = Path(upload.filename).name[:200]
-        if values.get("kind") == "onnx":
+        if fields.kind == "onnx":
             if not export_target:
                 raise FarmRequestError(404, f"the farm has no board {board!r}")
             options = OnnxOptions(
-                dtype=values.get("dtype", "float32"),
-                iterations=_int(values, "iterations", 10),
-                warmup=_int(values, "warmup", 2),
+                dtype=fields.dtype,
+                iterations=10 if fields.iterations is None else fields.iterations,
+                warmup=2 if fields.warmup is None else fields.warmup,
             ).checked()
             stored = await run_in_threadpool(_store_onnx, state, upload, export_target, options)
         else:
             stored = await run_in_threadpool(_store_archive, state, upload)
-        config: dict[str, Any] = {}
-        timeout = values.get("run_timeout", "").strip()
-        if timeout:
-            config["run_timeout"] = timeout
+        try:
+            body = SubmitRequest(
+                export=stored.content_hash,
+                board=board,
+                target=target,
+                config=JobConfig(run_timeout=fields.run_timeout),
+            )
+        except ValidationError as exc:
+            raise FarmRequestError(422, f"invalid submission: {problems(exc)}") from None
 
         def create() -> int:
             with state.db.session() as s:
                 record_export(s, stored, who, name)
-            body = SubmitRequest(
-                export=stored.content_hash, board=board, target=target, config=config
-            )
             return submit_job(state, who, body).id
 
         job_id = await run_in_threadpool(create)
