@@ -54,26 +54,13 @@ def _records(
     board: str | None,
     branch: str | None,
     source: str | None,
-    commit: str | None = None,
-    limit: int | None = None,
 ) -> Any:
-    from aidge_deploy.history import HistoryStore
+    from aidge_deploy.history.query import RecordFilter, select_records
 
-    if "://" not in history and not Path(history).is_file():
-        raise ConfigError(
-            f"--history {history}: no such results history",
-            hint="Pass the file given to --history / --aidge-history (or a database URL).",
-        )
-    with HistoryStore(history) as store:
-        return store.records(
-            name=name,
-            target=target,
-            board=board,
-            branch=branch,
-            source=source,
-            commit=commit,
-            limit=limit,
-        )
+    return select_records(
+        history,
+        RecordFilter(name=name, target=target, board=board, branch=branch, source=source),
+    )
 
 
 def _fail(exc: DeployError) -> typer.Exit:
@@ -97,23 +84,20 @@ def list_runs(
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """List the recorded runs, oldest first, with where each series stepped."""
-    from aidge_deploy.history.series import all_series, steps_by_record
+    from aidge_deploy.history.query import RecordFilter, list_records, record_dict
     from aidge_deploy.report.format import figure_text
 
+    which = RecordFilter(
+        name=name, target=target, board=board, branch=branch, source=source, commit=commit
+    )
     try:
-        records = _records(
-            history, name=name, target=target, board=board, branch=branch, source=source
-        )
+        listing = list_records(history, which, limit=limit)
     except DeployError as exc:
         raise _fail(exc) from None
-    # steps are judged over each whole series; the commit and limit filters only select rows
-    steps = steps_by_record(all_series(records))
-    if commit is not None:
-        records = [r for r in records if (r.vcs.commit or "").startswith(commit)]
-    if limit is not None:
-        records = records[-limit:]
+    records, steps = listing.records, listing.steps
     if as_json:
-        sys.stdout.write(json.dumps([_as_dict(r, steps.get(r.id, [])) for r in records], indent=2))
+        doc = [record_dict(r, steps.get(r.id, [])) for r in records]
+        sys.stdout.write(json.dumps(doc, indent=2))
         sys.stdout.write("\n")
         return
     shown = list(metric or SHOWN)
@@ -138,35 +122,6 @@ def list_runs(
             "[bold red]" + ", ".join(s.describe() for s in marks) + "[/]" if marks else "",
         )
     console.print(table)
-
-
-def _as_dict(record: Any, steps: list[Any]) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "recorded_at": record.recorded_at,
-        "source": record.source,
-        "accepted": record.accepted,
-        "identity": record.identity.as_dict(),
-        "commit": record.vcs.commit,
-        "branch": record.vcs.branch,
-        "ci": record.vcs.ci,
-        "comparability": record.comparability.as_dict(),
-        "figures": {
-            k: {
-                "value": f.value,
-                "unit": f.unit,
-                "provenance": f.provenance,
-                "resolution": f.resolution,
-                "unavailable_reason": f.unavailable_reason,
-            }
-            for k, f in record.figures.items()
-        },
-        "bundle": None if record.bundle is None else str(record.bundle),
-        "stepped": [
-            {"metric": s.metric, "before": s.before, "after": s.after, "unit": s.unit}
-            for s in steps
-        ],
-    }
 
 
 @app.command()

@@ -102,7 +102,8 @@ def run(
     connection: dict[str, Any],
 ) -> None:
     """Deploy an existing export and print its results (on several targets with --targets)."""
-    from aidge_deploy.cli.runs import HistoryRequest, run_export
+    from aidge_deploy.cli.runs import run_export
+    from aidge_deploy.history.request import HistoryRequest
 
     _lab_needs_targets(lab, targets)
     values = config_values(connection)
@@ -169,7 +170,9 @@ def profile(
     export cache (and its build from the build cache). With --targets, on each target
     (concurrently where they allow), then side by side.
     """
-    from aidge_deploy.cli.runs import HistoryRequest, profile_model
+    from aidge_deploy.cli.runs import profile_model
+    from aidge_deploy.history.request import HistoryRequest
+    from aidge_deploy.modelprofile import ProfileRequest
 
     _lab_needs_targets(lab, targets)
     if dataset is not None and targets is None:
@@ -204,8 +207,8 @@ def profile(
             dataset=dataset,
         )
         return
-    profile_model(
-        model,
+    request = ProfileRequest(
+        model=model,
         target=target,
         dtype=dtype,
         iterations=iterations,
@@ -213,10 +216,9 @@ def profile(
         work_dir=work_dir,
         calibration=calibration,
         config_values=values,
-        as_json=as_json,
-        verbose=INVOCATION.verbose,
         history=HistoryRequest.of(history, history_name or model.stem, "profile"),
     )
+    profile_model(request, as_json=as_json, verbose=INVOCATION.verbose)
 
 
 def _lab_needs_targets(lab: Path | None, targets: str | None) -> None:
@@ -287,6 +289,9 @@ from aidge_deploy.cli import mlperf as mlperf_cmd  # noqa: E402
 
 app.command(name="reference")(mlperf_cmd.reference)
 app.add_typer(mlperf_cmd.models_app, name="models")
+from aidge_deploy.cli import mcp as mcp_cmd  # noqa: E402
+
+app.command(name="mcp")(mcp_cmd.mcp)
 
 
 def run_cli() -> None:

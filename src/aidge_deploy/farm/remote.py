@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aidge_deploy.errors import (
     ConfigError,
@@ -36,6 +36,9 @@ from aidge_deploy.farm.states import JobState
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.registry import RemoteBackend, register_remote_backend
 from aidge_deploy.results import DeployResult
+
+if TYPE_CHECKING:
+    from aidge_deploy.config import DeployConfig
 
 #: the errors of a board host that are bugs of aidge-deploy there (exit 3 here as there)
 INTERNAL_TYPES = frozenset({"InternalError", "PipelineError"})
@@ -91,6 +94,51 @@ class FarmBackend(RemoteBackend):
         return run.go()
 
 
+def open_farm(config: DeployConfig) -> FarmClient:
+    """A client of ``config``'s farm, checked to be one ("not a farm at this URL" before
+    any credential is sent) and logged in: with the API token of the environment, else
+    with ``api_username`` and the password (never shown)."""
+    farm = FarmClient(str(config.api_url), timeout=config.api_request_timeout)
+    try:
+        farm.health()
+        creds = credentials_from_env()
+        if creds.token:
+            farm.use_token(creds.token)
+        else:
+            farm.login(str(config.api_username), config.api_password or creds.password or "")
+    except BaseException:
+        farm.close()
+        raise
+    return farm
+
+
+def submit_export(farm: FarmClient, export_dir: Path, config: DeployConfig, target: str) -> JobView:
+    """Pack and upload the export in ``export_dir`` (stored once per content) and queue its
+    job: on the board ``config.api_board_name``, else on any board of ``target``, with the
+    measurement settings of ``config`` and never a secret."""
+    from aidge_deploy.farm.archive import pack_export
+    from aidge_deploy.farm.jobconfig import encode_config
+
+    export = farm.upload_export(pack_export(export_dir), name=export_dir.name)
+    campaign = config.api_campaign
+    return farm.submit(
+        export.id,
+        board=config.api_board_name,
+        target=None if config.api_board_name else target,
+        config=encode_config(config),
+        campaign=None
+        if campaign is None
+        else CampaignTag(
+            id=campaign.id,
+            name=campaign.name,
+            cell=campaign.cell,
+            cells=campaign.cells,
+            step=campaign.step,
+            steps=campaign.steps,
+        ),
+    )
+
+
 class _FarmRun:
     """One deploy on the farm: its client, its job and what it reports."""
 
@@ -116,40 +164,14 @@ class _FarmRun:
         self.report(FARM_STAGE, ProgressKind.STATUS, message)
 
     def go(self) -> DeployResult:
-        from aidge_deploy.farm.archive import pack_export
-        from aidge_deploy.farm.jobconfig import encode_config
         from aidge_deploy.farm.resultcodec import decode_result
 
         c = self.config
-        export_dir = Path(self.artifact.path)
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        with FarmClient(str(c.api_url), timeout=c.api_request_timeout) as farm:
+        with open_farm(c) as farm:
             self.report(FARM_STAGE, ProgressKind.START)
-            farm.health()  # "not a farm at this URL" before any credential is sent
-            creds = credentials_from_env()
-            if creds.token:
-                farm.use_token(creds.token)
-            else:
-                farm.login(str(c.api_username), c.api_password or creds.password or "")
             self.status("packing and uploading the export")
-            export = farm.upload_export(pack_export(export_dir), name=export_dir.name)
-            campaign = c.api_campaign
-            job = farm.submit(
-                export.id,
-                board=c.api_board_name,
-                target=None if c.api_board_name else self.target,
-                config=encode_config(c),
-                campaign=None
-                if campaign is None
-                else CampaignTag(
-                    id=campaign.id,
-                    name=campaign.name,
-                    cell=campaign.cell,
-                    cells=campaign.cells,
-                    step=campaign.step,
-                    steps=campaign.steps,
-                ),
-            )
+            job = submit_export(farm, Path(self.artifact.path), c, self.target)
             try:
                 final = self._follow(farm, job)
             except BaseException:
@@ -271,4 +293,4 @@ class _FarmRun:
             tmp.unlink(missing_ok=True)
 
 
-__all__ = ["FARM_STAGE", "FarmBackend"]
+__all__ = ["FARM_STAGE", "FarmBackend", "open_farm", "submit_export"]

@@ -57,15 +57,13 @@ def metric_entry(metric: Metric, **extra: Any) -> dict[str, Any]:
     return entry
 
 
-def _headline_metrics(result: DeployResult) -> dict[str, dict[str, Any]]:
-    aggregates = result.metrics.get("aggregates") or {}
-    metrics: dict[str, dict[str, Any]] = {}
-    for m in (*result.measurements, *size_metrics(result.metrics.get("binary"))):
-        extra = {"aggregate": aggregates[m.name]} if m.name in aggregates else {}
-        metrics[m.name] = metric_entry(m, **extra)
+def headline_metrics(result: DeployResult) -> tuple[Metric, ...]:
+    """The run's headline figures: its measurements, the program's sizes (static facts of
+    its ELF) and the accuracy on target when it printed predictions."""
+    metrics = [*result.measurements, *size_metrics(result.metrics.get("binary"))]
     if result.accuracy is not None:
         prov = Provenance(str(result.metrics.get("provenance")))
-        metrics["accuracy"] = metric_entry(
+        metrics.append(
             Metric(
                 "accuracy",
                 float(result.accuracy),
@@ -74,6 +72,15 @@ def _headline_metrics(result: DeployResult) -> dict[str, dict[str, Any]]:
                 "top-1 accuracy of the predictions the target printed",
             )
         )
+    return tuple(metrics)
+
+
+def _headline_metrics(result: DeployResult) -> dict[str, dict[str, Any]]:
+    aggregates = result.metrics.get("aggregates") or {}
+    metrics: dict[str, dict[str, Any]] = {}
+    for m in headline_metrics(result):
+        extra = {"aggregate": aggregates[m.name]} if m.name in aggregates else {}
+        metrics[m.name] = metric_entry(m, **extra)
     return metrics
 
 
