@@ -93,6 +93,10 @@ def test_a_read_only_session_refuses_every_destructive_tool() -> None:
             assert targets.structured_content["policy"]["read_only"] is True
             budget = (await client.call_tool("budget", {})).structured_content
             assert budget["runs_used"] == 0
+            doctor = await client.call_tool("doctor", {})
+            assert not doctor.is_error, _text(doctor)
+            ways = {row["subject"]: row for row in doctor.structured_content["targets"]}
+            assert any("host" in subject for subject in ways)
 
     anyio.run(go)
 
@@ -175,6 +179,13 @@ def test_profile_on_an_emulated_board_over_stdio_then_the_budget_stops(
             again = await client.call_tool("profile", {"model": str(tiny_cnn), "target": BOARD})
             assert again.is_error
             assert "session budget exhausted: 1 of 1 runs used" in _text(again)
+            # its bundle compared with itself: comparable, nothing changed
+            bundle = run["source"]["bundle"]
+            same = await client.call_tool("compare", {"base": bundle, "candidate": bundle})
+            assert not same.is_error, _text(same)
+            assert (
+                same.structured_content["comparable"] and same.structured_content["exit_code"] == 0
+            )
             # the run is in the history, with its figures
             listed = await client.call_tool("history", {"target": BOARD})
             (record,) = listed.structured_content["runs"]

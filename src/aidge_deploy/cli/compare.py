@@ -16,7 +16,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -181,41 +181,26 @@ def compare(
     """Compare two result bundles. Exit 0 pass, 1 warn, 2 bad input, 3 not comparable, 4 fail."""
     from aidge_deploy.report.compare import (
         EXIT_ERROR,
-        EXIT_NOT_COMPARABLE,
-        EXIT_PASS,
-        compare_bundles,
-        evaluate,
-        load_thresholds,
+        compare_with_thresholds,
         not_comparable_message,
     )
 
     try:
-        comparison = compare_bundles(base, cand)
-        rules = load_thresholds(thresholds) if thresholds is not None else None
+        outcome = compare_with_thresholds(base, cand, thresholds)
     except DeployError as exc:
         raise error_exit(exc, user_code=EXIT_ERROR) from None
-    payload: dict[str, Any] = comparison.as_dict(top)
-    if not comparison.comparable:
-        message = not_comparable_message(comparison.blocking)
-        if as_json:
-            payload["error"] = f"not comparable: {message}"
-            sys.stdout.write(json.dumps(payload, indent=2) + "\n")
-        else:
-            console.print(f"[bold red]Not comparable:[/bold red] {message}", highlight=False)
-            console.print(
-                "  [bold yellow]Hint:[/bold yellow] compare bundles of the same model on the "
-                "same target; informative differences (toolchain, versions) are allowed.",
-                highlight=False,
-            )
-        raise typer.Exit(code=EXIT_NOT_COMPARABLE)
-    evaluation = evaluate(comparison, rules) if rules is not None else None
     if as_json:
-        payload["thresholds"] = None if evaluation is None else evaluation.as_dict()
-        if rules is not None:
-            payload["thresholds_sha256"] = rules.sha256
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        sys.stdout.write(json.dumps(outcome.as_dict(top), indent=2) + "\n")
+    elif not outcome.comparison.comparable:
+        message = not_comparable_message(outcome.comparison.blocking)
+        console.print(f"[bold red]Not comparable:[/bold red] {message}", highlight=False)
+        console.print(
+            "  [bold yellow]Hint:[/bold yellow] compare bundles of the same model on the "
+            "same target; informative differences (toolchain, versions) are allowed.",
+            highlight=False,
+        )
     else:
-        _print_comparison(comparison, top)
-        if evaluation is not None:
-            _print_evaluation(evaluation)
-    raise typer.Exit(code=EXIT_PASS if evaluation is None else evaluation.exit_code)
+        _print_comparison(outcome.comparison, top)
+        if outcome.evaluation is not None:
+            _print_evaluation(outcome.evaluation)
+    raise typer.Exit(code=outcome.exit_code)

@@ -82,6 +82,9 @@ class Ticket:
         self._board_s: Callable[[], float] = lambda: 0.0
         #: why the budget stopped this run (None: it did not)
         self.stopped: str | None = None
+        #: the run goes on after the call that started it (a farm job): whoever took it
+        #: over releases it
+        self.handed_over = False
 
     def hold_board(self) -> None:
         """The run holds its board from now (the deploy starts)."""
@@ -177,7 +180,8 @@ class Budget:
     @contextlib.contextmanager
     def watch(self, tickets: list[Ticket], control: RunControl) -> Iterator[None]:
         """While the block runs: stop ``control``'s run (every process of it) once the
-        session's board-minutes are spent; the tickets are released at the end."""
+        session's board-minutes are spent; the tickets are released at the end (but those
+        ``handed_over`` to what goes on after it)."""
         done = threading.Event()
         what = tickets[0].what if tickets else "the run"
 
@@ -201,7 +205,8 @@ class Budget:
             if thread is not None:
                 thread.join()
             for ticket in tickets:
-                ticket.release()
+                if not ticket.handed_over:
+                    ticket.release()
 
 
 __all__ = ["WATCH_INTERVAL_S", "Budget", "BudgetExhausted", "BudgetState", "Limits", "Ticket"]

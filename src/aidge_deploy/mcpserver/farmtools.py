@@ -187,6 +187,7 @@ def submit(session: Session, checked: Any, tickets: list[Ticket]) -> FarmJobOutp
         view = submit_export(farm, Path(export.path), checked.config, request.target)
     job = FarmJob(session, view.id, checked.config, ticket)
     session.farm_jobs[view.id] = job
+    ticket.handed_over = True  # the follower charges the job's board time, and releases it
     job.start(view)
     return job_output(session, job, view)
 

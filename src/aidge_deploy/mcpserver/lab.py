@@ -7,6 +7,7 @@ run on a board and none of them takes from the budget.
 
 # no `from __future__ import annotations`: the SDK evaluates the tools' annotations,
 # some of which name the session's limits
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,7 +32,7 @@ class TargetInfo(BaseModel):
     memories: str
     build_system: str
     description: str
-    facts_from: str = Field(description="where the clock and memory figures come from")
+    sources: str = Field(description="where the clock and memory figures come from")
     allowed: bool = Field(description="this session may run on it")
 
 
@@ -113,18 +114,7 @@ def targets(session: Session) -> TargetsOutput:
     policy = session.policy
     return TargetsOutput(
         targets=[
-            TargetInfo(
-                target=r.target,
-                backend=r.backend,
-                kind=r.kind,
-                cpu=r.cpu,
-                clock=r.clock,
-                memories=r.memories,
-                build_system=r.build_system,
-                description=r.description,
-                facts_from=r.sources,
-                allowed=policy.target_allowed(r.target),
-            )
+            TargetInfo(**dataclasses.asdict(r), allowed=policy.target_allowed(r.target))
             for r in target_rows()
         ],
         policy=Policy.model_validate(policy.describe()),
@@ -158,30 +148,14 @@ def doctor() -> DoctorOutput:
 
 
 def compare(base: Path, candidate: Path, thresholds: Path | None, top: int) -> CompareOutput:
-    from aidge_deploy.report.compare import (
-        EXIT_NOT_COMPARABLE,
-        EXIT_PASS,
-        compare_bundles,
-        evaluate,
-        load_thresholds,
-        not_comparable_message,
-    )
+    from aidge_deploy.report.compare import compare_with_thresholds
 
-    comparison = compare_bundles(base, candidate)
-    rules = load_thresholds(thresholds) if thresholds is not None else None
-    payload: dict[str, Any] = comparison.as_dict(top)
-    if not comparison.comparable:
-        payload["error"] = f"not comparable: {not_comparable_message(comparison.blocking)}"
-        return CompareOutput(
-            comparable=False, verdict=None, exit_code=EXIT_NOT_COMPARABLE, comparison=payload
-        )
-    evaluation = evaluate(comparison, rules) if rules is not None else None
-    payload["thresholds"] = None if evaluation is None else evaluation.as_dict()
+    outcome = compare_with_thresholds(base, candidate, thresholds)
     return CompareOutput(
-        comparable=True,
-        verdict=None if evaluation is None else evaluation.verdict.value,
-        exit_code=EXIT_PASS if evaluation is None else evaluation.exit_code,
-        comparison=payload,
+        comparable=outcome.comparison.comparable,
+        verdict=None if outcome.evaluation is None else outcome.evaluation.verdict.value,
+        exit_code=outcome.exit_code,
+        comparison=outcome.as_dict(top),
     )
 
 

@@ -107,7 +107,7 @@ class Session:
         with the call. ``work`` says when each run holds its board (``Ticket.hold_board``)."""
         try:
             self.policy.check_access(tool, Access.DESTRUCTIVE)
-            checked = check()
+            checked = await anyio.to_thread.run_sync(check)
             tickets: list[Ticket] = []
             try:
                 for _ in range(runs):

@@ -488,3 +488,46 @@ def _not_compared(diff: Difference) -> str:
 
 def not_comparable_message(diffs: Sequence[DimensionDiff]) -> str:
     return "; ".join(f"{d.label} differs ({d.base} vs {d.cand})" for d in diffs)
+
+
+@dataclass(frozen=True)
+class CompareOutcome:
+    """``compare``'s answer: the comparison, its evaluation against thresholds (if any),
+    and the exit status the CLI gives it."""
+
+    comparison: Comparison
+    evaluation: Evaluation | None
+    thresholds_sha256: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if not self.comparison.comparable:
+            return EXIT_NOT_COMPARABLE
+        return EXIT_PASS if self.evaluation is None else self.evaluation.exit_code
+
+    @property
+    def error(self) -> str | None:
+        """Why the bundles are not comparable (None when they are)."""
+        if self.comparison.comparable:
+            return None
+        return f"not comparable: {not_comparable_message(self.comparison.blocking)}"
+
+    def as_dict(self, top: int) -> dict[str, Any]:
+        """``compare --json``: the comparison, and the thresholds' verdict or the error."""
+        payload: dict[str, Any] = self.comparison.as_dict(top)
+        if self.error is not None:
+            payload["error"] = self.error
+            return payload
+        payload["thresholds"] = None if self.evaluation is None else self.evaluation.as_dict()
+        if self.thresholds_sha256 is not None:
+            payload["thresholds_sha256"] = self.thresholds_sha256
+        return payload
+
+
+def compare_with_thresholds(base: Path, cand: Path, thresholds: Path | None) -> CompareOutcome:
+    """Compare two bundles and, when they are comparable, evaluate ``thresholds``."""
+    comparison = compare_bundles(base, cand)
+    rules = load_thresholds(thresholds) if thresholds is not None else None
+    if rules is None or not comparison.comparable:
+        return CompareOutcome(comparison, None, None if rules is None else rules.sha256)
+    return CompareOutcome(comparison, evaluate(comparison, rules), rules.sha256)
