@@ -93,7 +93,9 @@ def engine_of(system: dict[str, object]) -> tuple[str, str | None]:
 def rows_of(version: str, gitdir: str) -> list[dict[str, object]]:
     commit = git(gitdir, "rev-parse", "HEAD").strip()
     files = git(gitdir, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
-    systems = [f for f in files if f.startswith("closed/") and "/systems/" in f and f.endswith(".json")]
+    systems = [
+        f for f in files if f.startswith("closed/") and "/systems/" in f and f.endswith(".json")
+    ]
     rows = []
     for path in files:
         parts = path.split("/")

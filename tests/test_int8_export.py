@@ -85,6 +85,12 @@ def test_a_registrar_failure_inside_quantisation_names_step_kernel_and_operator(
     assert "no Abs kernel for int8 tensors (it has float32, float64, int32)" in err.message
     assert "[64, 1, 10, 4]" in err.message
     assert "dequantis" in (err.hint or "")
+    cle = quantisation_failure(
+        STEP_CALIBRATION,
+        RuntimeError("CLE: unexpected dimensions: w1=[64, 64, 1, 1] vs w2=[64, 12]"),
+    )
+    assert "cross-layer equalisation paired a weight of shape [64, 64, 1, 1]" in cle.message
+    assert "Gemm" in (cle.hint or "")
     other = quantisation_failure(STEP_CALIBRATION, ValueError("scaling overflow"))
     assert "ValueError: scaling overflow" in other.message and "--calibration" in other.hint
 
@@ -126,3 +132,32 @@ def test_int8_lenet_with_4_and_8_channels_agrees_with_onnxruntime_on_the_host(
     assert cell["passed"] and cell["top1_agreement"] == 1.0, cell
     assert cell["cosine_similarity"] > 0.99
     assert cell["max_abs_error"] <= 8 * cell["quantisation_step"]
+
+
+def test_a_gemm_stored_in_by_out_is_refused_before_it_crashes_the_quantisation(
+    tmp_path: Path,
+) -> None:
+    """aidge_quantization 0.10.1 dies of a segmentation fault on a Gemm with ``transB=0``
+    (what an optimiser's MatMul + Add fusion writes): refused, the same layer with
+    ``transB=1`` accepted."""
+    rng = np.random.default_rng(0)
+
+    def gemm(trans_b: int) -> Path:
+        w = rng.standard_normal((16, 4) if trans_b == 0 else (4, 16)).astype(np.float32)
+        graph = helper.make_graph(
+            [helper.make_node("Gemm", ["x", "W"], ["y"], name="dense", transB=trans_b)],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+            [numpy_helper.from_array(w, "W")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        path = tmp_path / f"gemm{trans_b}.onnx"
+        onnx.save(model, str(path))
+        return path
+
+    with pytest.raises(QuantisationError) as caught:
+        check_weight_types(gemm(0), "int8")
+    assert caught.value.operator == "dense" and "transB=1" in (caught.value.hint or "")
+    check_weight_types(gemm(0), "float32")  # float exports are not affected
+    check_weight_types(gemm(1), "int8")

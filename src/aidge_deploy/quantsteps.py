@@ -14,7 +14,8 @@ reads like an exporter limit. Two things make it actionable:
   backend has for float64, float32 and int32 only — hence the registrar error — and a
   float32 export would compute with the raw codes. It is refused naming the operator and
   its weight. A model already quantised (QuantizeLinear/DequantizeLinear, QLinearConv...)
-  is refused for int8 too: Aidge quantises a float model itself.
+  is refused for int8 too: Aidge quantises a float model itself; so is a Gemm whose weight
+  is stored (in, out) with ``transB=0``, on which ``aidge_quantization`` crashes the process.
 * ``named_steps`` wraps those two steps for the duration of one export (under the
   exporter's lock, ``modelexport``) so that any other failure is a ``QuantisationError``
   naming the step, the operator when the message identifies it, and what to do.
@@ -88,6 +89,23 @@ def integer_weights(model: Any) -> list[IntegerWeight]:
     return found
 
 
+def untransposed_gemms(model: Any) -> list[str]:
+    """Gemm nodes whose constant weight is stored (in, out) (``transB=0``): aidge_quantization
+    0.10.1's cross-layer equalisation crashes the process on them (a segmentation fault,
+    nothing to catch), where the same layer stored (out, in) with ``transB=1`` quantises."""
+    from onnx import helper
+
+    weights = {i.name for i in model.graph.initializer}
+    found = []
+    for index, node in enumerate(model.graph.node):
+        if node.op_type != "Gemm" or len(node.input) < 2 or node.input[1] not in weights:
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if not attrs.get("transB", 0):
+            found.append(node.name or f"Gemm#{index}")
+    return found
+
+
 def check_weight_types(model_path: Path, dtype: str) -> None:
     """Refuse a model Aidge cannot export as ``dtype`` for the types of its weights."""
     import onnx
@@ -117,6 +135,17 @@ def check_weight_types(model_path: Path, dtype: str) -> None:
         )
     if dtype != "int8":
         return
+    gemms = untransposed_gemms(model)
+    if gemms:
+        raise QuantisationError(
+            f"int8 quantisation stopped at the step '{STEP_MODEL_CHECK}': the weight of Gemm "
+            f"{gemms[0]!r} is stored (in, out) with transB=0; aidge_quantization 0.10.1 crashes "
+            "on it in cross-layer equalisation (a segmentation fault of the whole process)",
+            hint="Store the weight transposed, (out, in), with transB=1 (the same layer; "
+            "scripts/convert_mlperf_tiny.py writes it so), or export float32.",
+            step=STEP_MODEL_CHECK,
+            operator=gemms[0],
+        )
     quantised = next((n for n in model.graph.node if n.op_type in _QUANTISED_OPS), None)
     if quantised is not None:
         raise QuantisationError(
@@ -133,15 +162,18 @@ def check_weight_types(model_path: Path, dtype: str) -> None:
 _REGISTRABLE = re.compile(r"registrable object \S*?\d+([A-Za-z0-9]+)_Op")
 _KEY = re.compile(r'registrar key: "\[(\w+), \w+, \[([^\]]*)\]\]')
 _AVAILABLE = re.compile(r"^\s*\[(\w+), ", re.M)
+_CLE = re.compile(r"CLE: .*?w1=\[([\d, ]*)\] vs w2=\[([\d, ]*)\]")
 
 
-def _graph_operator(graph: Any, dtype: str, dims: list[int]) -> str | None:
-    """The operator of ``graph`` an input tensor of ``dtype`` and ``dims`` belongs to."""
+def _graph_operator(graph: Any, dtype: str | None, dims: list[int]) -> str | None:
+    """The operator of ``graph`` an input tensor of ``dims`` (and ``dtype``) belongs to."""
     for node in graph.get_nodes():
         if node.type() != "Producer":
             continue
         out = node.get_operator().get_output(0)
-        if out is None or list(out.dims) != dims or str(out.dtype).split(".")[-1] != dtype:
+        if out is None or list(out.dims) != dims:
+            continue
+        if dtype is not None and str(out.dtype).split(".")[-1] != dtype:
             continue
         consumers = [c for c in node.get_children() if c is not None]
         if consumers:
@@ -177,6 +209,22 @@ def quantisation_failure(step: str, exc: BaseException, graph: Any = None) -> Qu
             operator=where,
         )
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    cle = _CLE.search(text)
+    if cle is not None:
+        pair = [[int(d) for d in g.split(",") if d.strip()] for g in cle.groups()]
+        places = [_graph_operator(graph, None, d) if graph is not None else None for d in pair]
+        named = " and ".join(
+            w or f"a weight of shape {d}" for w, d in zip(places, pair, strict=True)
+        )
+        return QuantisationError(
+            f"int8 quantisation failed in the step '{step}': aidge_quantization's cross-layer "
+            f"equalisation paired {named}, whose shapes it cannot equalise ({first})",
+            hint="A dense layer written as MatMul + Add (as tf2onnx writes it) is paired with "
+            "the convolution before it: write it as Gemm (scripts/convert_mlperf_tiny.py does, "
+            "with onnxoptimizer's fuse_matmul_add_bias_into_gemm).",
+            step=step,
+            operator=places[1] or places[0],
+        )
     return QuantisationError(
         f"int8 quantisation failed in the step '{step}': {type(exc).__name__}: {first}",
         hint="Export with --dtype float32 to check the float model, or give calibration "
@@ -225,4 +273,5 @@ __all__ = [
     "integer_weights",
     "named_steps",
     "quantisation_failure",
+    "untransposed_gemms",
 ]
