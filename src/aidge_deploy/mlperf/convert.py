@@ -115,22 +115,32 @@ def _finish(path: Path) -> None:
 
 
 def _weights_out_by_in(model: Any) -> None:
-    """Store each Gemm's constant weight as (out, in) with ``transB=1`` (the fused Gemm keeps
-    MatMul's (in, out) with ``transB=0``, on which aidge_quantization 0.10.1 crashes, see
-    ``quantsteps.untransposed_gemms``)."""
-    from onnx import helper, numpy_helper
+    """Store each dense layer's constant weight as (out, in) in a Gemm with ``transB=1``: a
+    Gemm fused from MatMul + Add keeps MatMul's (in, out) with ``transB=0``, on which
+    aidge_quantization 0.10.1 crashes (``quantsteps.untransposed_gemms``), and a bias-less
+    MatMul on a 2-D input becomes that Gemm too (its equalisation fails on MatMul)."""
+    from onnx import helper, numpy_helper, shape_inference
 
     weights = {i.name: i for i in model.graph.initializer}
+    inferred = shape_inference.infer_shapes(model).graph
+    ranks = {
+        v.name: len(v.type.tensor_type.shape.dim)
+        for v in (*inferred.value_info, *inferred.input, *inferred.output)
+    }
     for node in model.graph.node:
-        if node.op_type != "Gemm" or len(node.input) < 2 or node.input[1] not in weights:
+        if len(node.input) < 2 or node.input[1] not in weights:
             continue
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if attrs.get("transB", 0) or attrs.get("transA", 0):
+        dense_matmul = node.op_type == "MatMul" and ranks.get(node.input[0]) == 2
+        if node.op_type == "Gemm" and not attrs.get("transB", 0) and not attrs.get("transA", 0):
+            kept = [a for a in node.attribute if a.name != "transB"]
+        elif dense_matmul and len(weights[node.input[1]].dims) == 2:
+            node.op_type, kept = "Gemm", []
+        else:
             continue
         init = weights[node.input[1]]
         array = numpy_helper.to_array(init)
         init.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(array.T), init.name))
-        kept = [a for a in node.attribute if a.name != "transB"]
         del node.attribute[:]
         node.attribute.extend([*kept, helper.make_attribute("transB", 1)])
 
