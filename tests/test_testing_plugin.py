@@ -158,11 +158,13 @@ def test_a_changed_model_is_checked_against_its_earlier_runs(
     report = tmp_path / "report"
     common = ["-p", "no:cacheprovider", "-rA", f"--aidge-history={history}"]
 
-    # 1. the first session: every test runs; the gate has nothing to compare with yet
+    # 1. the first session: every test runs; the gate has nothing to compare with yet, and
+    #    fails unless told to start the series
     first = pytester.runpytest_subprocess(
-        *common, f"--aidge-report-dir={report}", "--junitxml=first.xml"
+        *common, f"--aidge-report-dir={report}", "--junitxml=first.xml", "--aidge-update-baseline"
     )
     first.assert_outcomes(passed=3, failed=1)
+    assert "this run is the new baseline" in first.stdout.str()
     assert "first of its series" in first.stdout.str()
     violation = _failure(first, "test_latency_budget_violation[host]")
     assert "latency =" in violation and "exceeds its budget" in violation
@@ -182,7 +184,7 @@ def test_a_changed_model_is_checked_against_its_earlier_runs(
     )
     wider.assert_outcomes(failed=2, skipped=1)
     an386 = _failure(wider, "test_lenet[mps2-an386]")
-    assert "regression against record" in an386 and "compare verdict: fail" in an386
+    assert "regression against the run of" in an386 and "compare verdict: fail" in an386
     counts = re.search(r"emulated_instructions: ([\d.]+) -> ([\d.]+) instructions", an386)
     assert counts, an386
     before, after = map(float, counts.groups())
@@ -306,6 +308,45 @@ def test_unmarked(aidge_target):
     )
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*host not selected by --aidge-target*"])
+
+
+def test_a_target_no_selected_test_runs_on_fails_the_session(pytester: pytest.Pytester) -> None:
+    """``--aidge-target netduinoplus2`` (a valid target) where no test lists it: every test is
+    skipped, and the session exits non-zero with a one-line reason (CI is not green with
+    nothing run); a board of the lab that no test's target matches, likewise."""
+    pytester.makepyfile(
+        test_sel="""
+import pytest
+
+@pytest.mark.aidge_targets("host", "mps2-an386")
+def test_t(aidge_target):
+    pass
+
+def test_plain():
+    pass
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--aidge-target", "netduinoplus2"
+    )
+    result.assert_outcomes(passed=1, skipped=2)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    reason = [line for line in result.stdout.lines if "no test ran on" in line]
+    assert reason == [
+        "aidge-deploy: no test ran on --aidge-target netduinoplus2: no selected test lists "
+        "netduinoplus2 in @aidge_targets (or every one was deselected or skipped)"
+    ]
+    lab = pytester.path / "lab.yaml"
+    lab.write_text("version: 1\nboards:\n  n2: {target: netduinoplus2, emulated: true}\n")
+    board = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--aidge-lab", str(lab), "--aidge-target", "n2"
+    )
+    assert board.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert "no test ran on --aidge-target n2 (a board of netduinoplus2)" in board.stdout.str()
+    # a target some test runs on: the session's own outcome stands
+    ran = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--aidge-target", "host")
+    ran.assert_outcomes(passed=2, skipped=1)
+    assert ran.ret == pytest.ExitCode.OK
 
 
 def test_unknown_aidge_run_option_is_a_clear_error(pytester: pytest.Pytester) -> None:
@@ -436,17 +477,26 @@ def test_a_lab_board_name_and_a_second_session_into_the_same_report_folder(
     report = tmp_path / "report"
     args = ["-p", "no:cacheprovider", "-rA", f"--aidge-lab={lab}", f"--aidge-report-dir={report}"]
     args.append(f"--aidge-baseline={report}")  # the earlier sessions of the same folder
-    first = pytester.runpytest_subprocess(*args, "--aidge-target=bench-an386")
+    first = pytester.runpytest_subprocess(
+        *args, "--aidge-target=bench-an386", "--aidge-update-baseline"
+    )
     first.assert_outcomes(passed=1, skipped=2)  # host not selected by the board
     assert _outcomes(first)["test_session.py::test_tiny[mps2-an386]"] == "passed"
-    second = pytester.runpytest_subprocess(*args)
+    second = pytester.runpytest_subprocess(*args, "--aidge-update-baseline")
     second.assert_outcomes(passed=3)
     sessions = sorted(p for p in report.iterdir() if p.is_dir())
     assert len(sessions) == 2, sessions  # each session's bundles in a folder of its own
     assert (sessions[0] / "test_session" / "test_tiny-mps2-an386" / "mps2-an386").is_dir()
-    assert "first of its series" in second.stdout.str()  # the host run had no baseline
-    # the board's run was compared with the first session's (its identity names the board)
-    assert "no baseline to compare" not in second.stdout.str()
+    gates = {
+        line.split()[1]: line
+        for line in second.stdout.lines
+        if line.startswith("PASSED test_") and "]: " in line  # the gates' lines
+    }
+    # the host run had no baseline (accepted as the first of its series); the board's run
+    # was compared with the first session's
+    assert "first of its series" in gates["test_session.py::test_tiny[host]"]
+    board = gates["test_session.py::test_tiny[mps2-an386]"]
+    assert "no regression against the run of" in board and str(sessions[0]) in board
 
     text = (report / "metrics.om").read_text()
     assert text == (sessions[1] / "metrics.om").read_text()  # the latest session's

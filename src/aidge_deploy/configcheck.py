@@ -5,12 +5,21 @@ preflight and a remote deploy run it before exporting or submitting anything, so
 value, a target typo, a missing backend or connection option, an unusable ``--report``
 folder or a missing tool costs nothing. It lives here, below the pipeline and the CLI
 that both use it, and returns the implementation it resolved: a run builds it once.
+
+``check_run`` is the one check of a run, shared by every way of starting one: the CLI's
+``profile`` and the pytest plugin's ``aidge_run`` call it before exporting a model (with the
+export request: its iteration and warm-up counts, the model file, the input tensors against
+the model's, ``modelinputs``), ``deploy()`` in its Preflight for an export. An iteration
+count whose timing arrays cannot fit the program's memory is refused there too, before
+anything is exported or built.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.errors import PreflightError
+from aidge_deploy.errors import ConfigError, PreflightError
 from aidge_deploy.profiling.capability import CounterCapableTarget, check_counter_request
 from aidge_deploy.readiness import ToolCheck, missing, missing_text
 from aidge_deploy.registry import (
@@ -20,6 +29,11 @@ from aidge_deploy.registry import (
     get_deploy_target_class,
 )
 from aidge_deploy.report.destination import check_report_dir
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from aidge_deploy.modelexport import ExportRequest
 
 
 def check_deploy_config(config: DeployConfig, target: str) -> DeployTarget | RemoteBackend:
@@ -48,6 +62,64 @@ def check_deploy_config(config: DeployConfig, target: str) -> DeployTarget | Rem
     return instance
 
 
+def check_iterations(
+    iterations: int, config: DeployConfig, target: str, implementation: DeployTarget | RemoteBackend
+) -> None:
+    """``ConfigError`` unless ``iterations`` fits the program's memory (``check_iterations_fit``:
+    the target's RAM, or the stack limit of a Linux program)."""
+    from aidge_deploy.modelexport import check_iterations_fit
+
+    local = (
+        implementation
+        if isinstance(implementation, DeployTarget)
+        else implementation.local_target_class  # a farm runs the target's own entry
+    )
+    check_iterations_fit(
+        iterations,
+        target,
+        implementation.memory_capacities(),
+        local_host=target == "host" and config.backend_kind == "local" and not config.docker_image,
+        bytes_per_iteration=local.benchmark_bytes_per_iteration,
+    )
+
+
+def check_run(
+    config: DeployConfig,
+    target: str,
+    *,
+    request: ExportRequest | None = None,
+    iterations: int | None = None,
+    parse_model: bool = True,
+) -> tuple[DeployTarget | RemoteBackend, tuple[np.ndarray, ...]]:
+    """Everything about a run that can be refused before it exports or builds anything (see
+    the module docstring); the target's implementation and, with a ``request``, its input
+    tensors as the export takes them.
+
+    ``request``: the export a model run would make (its counts, model file and input
+    tensors are checked; ``parse_model=False`` for a model whose bytes were exported before,
+    an export cache hit); ``iterations``: the timed iterations of an export being deployed
+    (default: the request's).
+    """
+    inputs: tuple[np.ndarray, ...] = ()
+    if request is not None:
+        from aidge_deploy.modelexport import check_onnx_model, check_request
+        from aidge_deploy.modelinputs import check_inputs
+
+        check_request(request)
+        check_onnx_model(request.model, parse=parse_model or bool(request.inputs))
+        inputs = check_inputs(request.model, request.inputs, request.dtype.value)
+        if iterations is None:
+            iterations = request.nb_iterations
+    implementation = check_deploy_config(config, target)
+    if iterations is not None:
+        if isinstance(iterations, bool) or iterations < 1:
+            raise ConfigError(
+                f"--iterations must be at least 1, got {iterations}", hint="e.g. --iterations 20"
+            )
+        check_iterations(iterations, config, target, implementation)
+    return implementation, inputs
+
+
 def require(checks: list[ToolCheck], what: str) -> None:
     """``PreflightError`` naming what is missing and how to get it, in the words of
     ``doctor``'s row for it (``readiness.missing_text``)."""
@@ -56,4 +128,4 @@ def require(checks: list[ToolCheck], what: str) -> None:
         raise PreflightError(f"{what} is missing {absent}", hint=how)
 
 
-__all__ = ["check_deploy_config", "require"]
+__all__ = ["check_deploy_config", "check_iterations", "check_run", "require"]

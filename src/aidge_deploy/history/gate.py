@@ -15,6 +15,7 @@ an exact one (emulated, static) with the previous value (``regression``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ from aidge_deploy.report.compare import (
     Verdict,
     evaluate_figures,
 )
+
+#: the ``source`` of records read from a baseline folder (``testing.reportdir``)
+BASELINE_SOURCE = "baseline"
 
 
 class GateStatus(StrEnum):
@@ -49,11 +53,15 @@ class GateResult:
 
 
 def describe_record(record: HistoryRecord) -> str:
-    """``record 12 (commit 3f2a9c1d0e, 2025-01-02 10:00 UTC)``."""
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.recorded_at))
-    where = f"commit {record.vcs.short}, " if record.vcs.commit else ""
-    bundle = f"; bundle {record.bundle}" if record.bundle else ""
-    return f"record {record.id} ({where}{when}{bundle})"
+    """``the run of 2025-01-02 10:00:00 UTC (commit 3f2a9c1d0e; record 12; bundle ...)``:
+    what a gate compared against, as its report line names it (a baseline folder's runs are
+    named by their bundle: their record numbers exist only in memory)."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.recorded_at))
+    commit = f"commit {record.vcs.short}" if record.vcs.commit else "no commit known"
+    where = [] if record.source == BASELINE_SOURCE else [f"record {record.id}"]
+    if record.bundle:
+        where.append(f"bundle {record.bundle}")
+    return f"the run of {when} ({commit}; {'; '.join(where)})"
 
 
 def _baseline_figures(
@@ -134,7 +142,10 @@ def check_regression(
     if previous is None:
         other = store.previous_of_test(identity, before_id=record_id)
         if other is not None:
-            what = "; ".join(other.identity.differences(identity))
+            before = other.identity
+            if identity.board is not None and before.board is None:  # per-board from now on
+                before = dataclasses.replace(before, board=other.comparability.board)
+            what = "; ".join(before.differences(identity))
             return GateResult(
                 GateStatus.NOT_COMPARABLE,
                 f"no comparable earlier result: {what} "

@@ -359,9 +359,8 @@ class HistoryStore:
         return out
 
     def _series_query(self, identity: RunIdentity) -> Any:
-        """The rows of ``identity``'s series: the same name, target, kind, dtype and
-        iterations, and the same board only when the identity names one (a run that does
-        not keep its boards apart continues the series whichever board ran it)."""
+        """The accepted rows of the same name, target, kind, dtype and iterations (the board
+        is matched by ``accepted``)."""
         query = select(RunRow).where(
             RunRow.name == identity.name,
             RunRow.target == identity.target,
@@ -370,25 +369,33 @@ class HistoryStore:
             RunRow.accepted.is_(True),
         )
         if identity.iterations is None:
-            query = query.where(RunRow.iterations.is_(None))
-        else:
-            query = query.where(RunRow.iterations == identity.iterations)
-        if identity.board is not None:
-            query = query.where(RunRow.board == identity.board)
-        return query
+            return query.where(RunRow.iterations.is_(None))
+        return query.where(RunRow.iterations == identity.iterations)
 
     def accepted(
         self, identity: RunIdentity, *, before_id: int | None = None, limit: int = 50
     ) -> list[HistoryRecord]:
-        """The latest ``limit`` accepted records of ``identity``'s series, newest first."""
+        """The latest ``limit`` accepted records of ``identity``'s series, newest first.
+
+        An identity without a board continues its series whichever board ran each record;
+        one with a board (a per-board series) takes the records of that board: those that
+        named it in their identity, and those that only recorded it as the board that ran
+        them."""
         query = self._series_query(identity)
         if before_id is not None:
             query = query.where(RunRow.id < before_id)
-        query = query.order_by(RunRow.id.desc()).limit(limit)
+        query = query.order_by(RunRow.id.desc())
+        if identity.board is None:
+            query = query.limit(limit)
         with self._session() as session:
             rows = list(session.scalars(query).all())
             found = self._figures(session, [r.id for r in rows], False)
-        return [_record(r, found.get(r.id, {})) for r in rows]
+        records = [_record(r, found.get(r.id, {})) for r in rows]
+        if identity.board is not None:
+            records = [
+                r for r in records if (r.identity.board or r.comparability.board) == identity.board
+            ][:limit]
+        return records
 
     def previous(
         self, identity: RunIdentity, *, before_id: int | None = None

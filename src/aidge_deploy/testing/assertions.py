@@ -222,26 +222,34 @@ def _rules(thresholds: str | Path | Mapping[str, Any] | None, session: Any) -> A
 
 def _baseline_store(
     baseline: Any, session: Any, identity: Any, record: Any
-) -> tuple[Any, int | None]:
-    """Where the earlier runs are, and the candidate's own record id there (if any)."""
+) -> tuple[Any, int | None, str | None]:
+    """Where the earlier runs are, the candidate's own record id there (if any), and what
+    they are, for messages (None: no baseline was asked for)."""
     from aidge_deploy.history.store import HistoryStore
     from aidge_deploy.testing.reportdir import load_baselines
 
     if isinstance(baseline, HistoryStore):
-        return baseline, None
+        return baseline, None, f"the history {baseline.url}"
+    if session is not None and baseline is not None and Path(baseline) == session.baseline_dir:
+        baseline = None  # the session's own --aidge-baseline (read once per session)
     if baseline is not None:
         folder = Path(baseline)
         if (folder / "manifest.json").is_file():  # one bundle: the baseline of this identity
             store = HistoryStore("sqlite://")
-            store.record(folder, identity.name, board=identity.board, source="baseline")
-            return store, None
+            store.record(folder, identity, source="baseline")
+            return store, None, f"the bundle {folder}"
         exclude = session.session_dir if session is not None else None
-        return load_baselines(folder, exclude=exclude), None
+        return load_baselines(folder, exclude=exclude), None, f"the baseline folder {folder}"
     if session is not None and session.baseline_dir is not None:
-        return session.baselines(), None
+        return session.baselines(), None, f"--aidge-baseline {session.baseline_dir}"
     if session is not None and session.history is not None:
-        return session.history, None if record is None else record.history_id
-    return None, None
+        own = None if record is None else record.history_id
+        return session.history, own, f"--aidge-history {session.history_path}"
+    return None, None, None
+
+
+#: said when a gate had nothing to compare with and was not told to start a series
+_START_HINT = "run once with --aidge-update-baseline to accept this run as the first of its series"
 
 
 def assert_no_regression(
@@ -251,24 +259,28 @@ def assert_no_regression(
     *,
     name: str | None = None,
 ) -> None:
-    """Fail when ``result`` regressed against the previous result of its identity.
+    """Fail when ``result`` regressed against the newest comparable earlier result of its
+    identity.
 
     The identity is what the run measured (``history.identity``): for ``aidge_run``'s
-    results the test without its target parameter (or the ``name`` it was given), the
-    target and board, the kind, dtype and iterations; for another ``DeployResult`` that
-    wrote a bundle, ``name`` and the bundle's facts. The previous accepted result of that
-    identity is looked up in ``baseline`` (an earlier ``--aidge-report-dir``, one bundle,
-    or a ``HistoryStore``), else in ``--aidge-baseline``, else in ``--aidge-history``; a
-    changed model is compared, that is the point. It is judged with ``aidge-deploy
+    results the test (its path in the project, without its target parameter, or the
+    ``name`` it was given), the target, the kind, dtype and iterations; for another
+    ``DeployResult`` that wrote a bundle, ``name`` and the bundle's facts. Earlier results
+    are looked up in ``baseline`` (an earlier ``--aidge-report-dir`` at any depth, one
+    bundle, or a ``HistoryStore``), else in ``--aidge-baseline``, else in
+    ``--aidge-history``; a changed model is compared, that is the point. Comparability is
+    the one table of ``aidge_deploy.comparability``. It is judged with ``aidge-deploy
     compare``'s semantics and ``thresholds`` (a file, its parsed document, else
     ``--aidge-thresholds``, else ``DEFAULT_THRESHOLDS``); host and silicon times against
     the spread of their last comparable results (``history.regression``).
 
-    Fails on a regression and when the results are not comparable (another dtype,
-    provenance, Aidge or compiler version: said with both values), unless the session runs
-    with ``--aidge-update-baseline`` (then it passes with a ``BaselineWarning`` and the run
-    is the new baseline). A first result of its identity passes with a warning. Without
-    any baseline the check is skipped (fails in CI, ``CI=true``).
+    Fails on a regression, and when a baseline or history was asked for but holds no
+    comparable earlier result (the first run of a series, another dtype, iteration count
+    or provenance: said with what differs), unless the session runs with
+    ``--aidge-update-baseline`` (then it passes with a ``BaselineWarning`` and the run is
+    the new baseline). With no baseline asked for, only this check is skipped (a
+    ``BaselineWarning`` says so, the test's budgets still decide it), and it fails in CI
+    (``CI=true``). What the run was compared against is said in the test's report.
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     import os
@@ -287,8 +299,16 @@ def assert_no_regression(
         )
     session = active_session()
     record = session.record_of(result) if session is not None else None
+
+    def said(line: str) -> str:
+        if record is not None:
+            record.gate = line
+        return line
+
     try:
-        facts = bundle_facts(Path(result.report_dir))
+        facts = bundle_facts(
+            Path(result.report_dir), board=record.board if record is not None else None
+        )
         identity = record.identity if record is not None and name is None else None
         if identity is None:
             if name is None:
@@ -296,19 +316,23 @@ def assert_no_regression(
                     "this result did not come from aidge_run: pass name= to say what it "
                     f"measures {_where(result)}"
                 )
-            identity = facts.identity(name, record.board if record is not None else None)
+            per_board = session is not None and session.board_series
+            board = record.board if record is not None and per_board else None
+            identity = facts.identity(name, board)
         rules = _rules(thresholds, session)
-        store, record_id = _baseline_store(baseline, session, identity, record)
+        store, record_id, source = _baseline_store(baseline, session, identity, record)
         if store is None:
             message = (
-                "no baseline to compare with: pass --aidge-baseline DIR (an earlier "
-                "--aidge-report-dir) or --aidge-history FILE"
+                "regression check skipped: no baseline asked for (pass --aidge-baseline DIR, "
+                "an earlier --aidge-report-dir, or --aidge-history FILE)"
             )
             if os.environ.get("CI", "").lower() == "true":
-                raise AssertionError(f"{message} {_where(result)}")
-            import pytest
-
-            pytest.skip(message)
+                said(f"failed: {message}; CI=true")
+                raise AssertionError(
+                    f"{message}; in CI (CI=true) a gate must gate {_where(result)}"
+                )
+            warnings.warn(BaselineWarning(said(message)), stacklevel=2)
+            return
         verdict = check_regression(
             store,
             identity,
@@ -318,21 +342,21 @@ def assert_no_regression(
             record_id=record_id,
         )
     except DeployError as exc:
+        said(f"failed: cannot compare with the baseline: {exc}")
         raise AssertionError(f"cannot compare with the baseline: {exc} {_where(result)}") from None
-    if verdict.status is GateStatus.NO_BASELINE:
-        warnings.warn(BaselineWarning(verdict.message), stacklevel=2)
-        return
     if verdict.status is GateStatus.PASS:
+        said(verdict.message)
         return
-    if session is not None and session.update_baseline:
-        warnings.warn(
-            BaselineWarning(
-                f"--aidge-update-baseline: this run is the new baseline; {verdict.message}"
-            ),
-            stacklevel=2,
-        )
+    update = session is not None and session.update_baseline
+    if update:
+        accepted = f"--aidge-update-baseline: this run is the new baseline; {verdict.message}"
+        warnings.warn(BaselineWarning(said(accepted)), stacklevel=2)
         return
     if session is not None and record is not None:
         session.reject(record)
-    hint = " (if this is intended, run with --aidge-update-baseline)"
+    if verdict.status is GateStatus.FAIL:
+        hint = " (if this is intended, run with --aidge-update-baseline)"
+    else:
+        hint = f" in {source}; {_START_HINT}"
+    said(f"failed: {verdict.message}")
     raise AssertionError(f"{verdict.message}{hint} {_where(result)}")

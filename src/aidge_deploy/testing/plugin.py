@@ -38,12 +38,14 @@ MARKER = "aidge_targets"
 _SESSION_KEY = pytest.StashKey["Any"]()
 _RUNS_KEY = pytest.StashKey["Any"]()
 _NAME_KEY = pytest.StashKey[str]()
+_ROOT_KEY = pytest.StashKey[Path]()
 METRICS_FILE = "metrics.om"
 #: a JUnit property of a run's metric: aidge.<run>.<metric>[<unit>]
 PROPERTY_PREFIX = "aidge."
 LOG_TAIL_LINES = 40
-#: the xdist worker input carrying the session folder's name
+#: the xdist worker inputs carrying the session folder's name and the project's root
 _WORKER_SESSION = "aidge_deploy_session"
+_WORKER_ROOT = "aidge_deploy_project_root"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -89,6 +91,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="Accept runs that are not comparable with their baseline, or regressed, as the "
         "new baseline (assert_no_regression passes, with a warning).",
+    )
+    group.addoption(
+        "--aidge-board-series",
+        action="store_true",
+        default=False,
+        help="Keep each lab board's runs a series of their own (default: the runs of a "
+        "target continue one series whichever board of it ran them; the board is named).",
     )
     group.addoption(
         "--aidge-lock-timeout",
@@ -154,11 +163,36 @@ def pytest_configure(config: pytest.Config) -> None:
         name = config.workerinput.get(_WORKER_SESSION)  # type: ignore[attr-defined]
         if name:
             config.stash[_NAME_KEY] = str(name)
-    elif config.getoption("aidge_report_dir") is not None:
-        from aidge_deploy.testing.reportdir import new_session_name
+        root = config.workerinput.get(_WORKER_ROOT)  # type: ignore[attr-defined]
+        config.stash[_ROOT_KEY] = Path(root) if root else Path(config.rootpath)
+    else:
+        if config.getoption("aidge_report_dir") is not None:
+            from aidge_deploy.testing.reportdir import new_session_name
 
-        config.stash[_NAME_KEY] = new_session_name()
+            config.stash[_NAME_KEY] = new_session_name()
+        config.stash[_ROOT_KEY] = _project_root(config)
+        from aidge_deploy.testing.sessionreport import SessionReport
+
+        config.pluginmanager.register(SessionReport(config), "aidge-deploy-session-report")
     config.pluginmanager.register(_MetricsFile(config), "aidge-deploy-metrics")
+
+
+def _project_root(config: pytest.Config) -> Path:
+    """The project's root (``projectroot``), said when pytest's rootdir moved away from it."""
+    from aidge_deploy.testing.projectroot import project_root
+
+    root = project_root(config)
+    if root != Path(config.rootpath):
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                f"aidge-deploy: pytest chose rootdir {config.rootpath}, not the project's "
+                f"{root}: it took the value of an option given in space form for a test path "
+                "(pytest-dev/pytest#8846), so it may not have read the project's ini file. "
+                f"Runs are named from {root}; write the options as --aidge-history=FILE."
+            ),
+            stacklevel=2,
+        )
+    return root
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -167,6 +201,9 @@ def pytest_configure_node(node: Any) -> None:
     name = node.config.stash.get(_NAME_KEY, None)
     if name:
         node.workerinput[_WORKER_SESSION] = name
+    root = node.config.stash.get(_ROOT_KEY, None)
+    if root is not None:
+        node.workerinput[_WORKER_ROOT] = str(root)
 
 
 def _selected(config: pytest.Config) -> list[str]:
@@ -229,7 +266,8 @@ def _session(config: pytest.Config, factory: pytest.TempPathFactory) -> Any:
             work_root=factory.getbasetemp() / "aidge",
             session_name=config.stash.get(_NAME_KEY, "session"),
             worker=str(worker),
-            project_dir=config.rootpath,
+            project_dir=config.stash.get(_ROOT_KEY, Path(config.rootpath)),
+            board_series=bool(config.getoption("aidge_board_series")),
         )
     return config.stash[_SESSION_KEY]
 
@@ -241,19 +279,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def _test_name(item: pytest.Item) -> str:
-    """The test's node id without the ``aidge_target`` parameter: the name its runs are
-    recorded under (``test_m.py::test_latency[mps2-an386-int8]`` ->
-    ``test_m.py::test_latency[int8]``)."""
+    """The test's node id, its file relative to the project's root and without the
+    ``aidge_target`` parameter: the name its runs are recorded under
+    (``tests/test_m.py::test_latency[mps2-an386-int8]`` -> ``tests/test_m.py::test_latency[int8]``)."""
+    from aidge_deploy.testing.projectroot import relative_nodeid
+
+    nodeid = relative_nodeid(item, item.config.stash.get(_ROOT_KEY, Path(item.config.rootpath)))
     callspec = getattr(item, "callspec", None)
     if callspec is None or "aidge_target" not in callspec.params:
-        return item.nodeid
-    base = item.nodeid.split("[", 1)[0]
+        return nodeid
+    base = nodeid.split("[", 1)[0]
     ids = list(getattr(callspec, "_idlist", []))
     target = str(callspec.params["aidge_target"])
     if target in ids:
         ids.remove(target)
     elif ids:  # an unknown pytest: keep the full id rather than guess
-        return item.nodeid
+        return nodeid
     return f"{base}[{'-'.join(ids)}]" if ids else base
 
 
@@ -348,6 +389,8 @@ def _properties(record: Any) -> list[tuple[str, object]]:
         props.append((f"{head}.log", str(record.log)))
     if record.error:
         props.append((f"{head}.error", record.error.splitlines()[0]))
+    if record.gate:
+        props.append((f"{head}.regression", record.gate))
     return props
 
 
@@ -359,6 +402,8 @@ def _section(record: Any) -> str:
         lines.append(f"log: {record.log}")
     if record.error:
         lines.append(f"error: {record.error}")
+    if record.gate:
+        lines.append(f"regression: {record.gate}")
     for name, fig in record.figures.items():
         lines.append(f"{name}: {fig.describe()} ({fig.provenance})")
     if record.log is not None and Path(record.log).is_file():
@@ -373,6 +418,10 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "aidge_target" in callspec.params:
+        # read by the target coverage check (xdist carries a report's attributes to it)
+        report.aidge_target = str(callspec.params["aidge_target"])  # type: ignore[attr-defined]
     runs = item.stash.get(_RUNS_KEY, None)
     if runs is None or call.when != "call":
         return report
@@ -383,6 +432,9 @@ def pytest_runtest_makereport(
         report.sections.append((f"aidge-deploy {record.label}", _section(record)))
     # read by the OpenMetrics file's writer (xdist carries a report's attributes to it)
     report.aidge_runs = [_metrics_entry(r) for r in runs.records]  # type: ignore[attr-defined]
+    report.aidge_gates = [  # type: ignore[attr-defined]
+        (r.label, r.gate) for r in runs.records if r.gate
+    ]
     return report
 
 

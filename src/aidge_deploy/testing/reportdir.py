@@ -5,16 +5,21 @@ and a developer points ``--aidge-baseline`` at an earlier one. Each session ther
 writes its bundles into a folder of its own, ``<report dir>/<UTC time>-<id>/<test
 module>/<test>/<run>/``, never over an earlier session's, and lists its runs in
 ``runs-<worker>.json`` there: each run's identity (what it measured, see
-``history.identity``), bundle, test and whether its regression gate accepted it. The
-session's ``metrics.om`` is written both there and, replacing the previous one, at the
-report folder's top (what a dashboard scrapes).
+``history.identity``), the lab board that ran it, its bundle, test and time, whether its
+regression gate accepted it, and the session's commit. The session's ``metrics.om`` is
+written both there and, replacing the previous one, at the report folder's top (what a
+dashboard scrapes).
 
-``load_baselines`` reads every session index under a folder into an in-memory results
-history, so a baseline folder is searched by identity exactly as a history database is.
+``load_baselines`` reads every session index under a folder — at any depth: a report
+folder, one session of it, or a folder holding several report folders — into an in-memory
+results history, in the order the runs were recorded. A baseline folder is then searched
+exactly as a history database is: the newest comparable accepted run of the identity.
 """
 
 from __future__ import annotations
 
+import calendar
+import dataclasses
 import json
 import os
 import secrets
@@ -26,6 +31,7 @@ from typing import Any
 
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.history.identity import RunIdentity
+from aidge_deploy.history.vcs import VcsInfo
 
 INDEX_SCHEMA = "aidge-deploy/pytest-runs"
 INDEX_GLOB = "runs-*.json"
@@ -44,6 +50,10 @@ class IndexedRun:
     test: str
     bundle: Path
     accepted: bool = True
+    #: the lab board that ran it (a fact of the run; in ``identity`` only per-board series)
+    board: str | None = None
+    #: when it was recorded (UNIX seconds): orders the runs of the sessions of a folder
+    recorded_at: float | None = None
 
     def as_dict(self, root: Path) -> dict[str, Any]:
         return {
@@ -51,11 +61,16 @@ class IndexedRun:
             "test": self.test,
             "bundle": os.path.relpath(self.bundle, root),
             "accepted": self.accepted,
+            "board": self.board,
+            "recorded_at": self.recorded_at,
         }
 
 
-def write_index(session_dir: Path, worker: str, runs: Sequence[IndexedRun]) -> Path | None:
-    """Write (atomically) the index of this worker's runs; None when it has none."""
+def write_index(
+    session_dir: Path, worker: str, runs: Sequence[IndexedRun], vcs: VcsInfo | None = None
+) -> Path | None:
+    """Write (atomically) the index of this worker's runs, with the project's commit;
+    None when it has none."""
     if not runs:
         return None
     session_dir.mkdir(parents=True, exist_ok=True)
@@ -64,6 +79,7 @@ def write_index(session_dir: Path, worker: str, runs: Sequence[IndexedRun]) -> P
         "schema": INDEX_SCHEMA,
         "schema_version": 1,
         "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "vcs": dataclasses.asdict(vcs or VcsInfo()),
         "runs": [r.as_dict(session_dir) for r in runs],
     }
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -72,12 +88,38 @@ def write_index(session_dir: Path, worker: str, runs: Sequence[IndexedRun]) -> P
     return path
 
 
-def read_indexes(folder: Path, *, exclude: Path | None = None) -> list[tuple[Path, IndexedRun]]:
-    """Every indexed run under ``folder`` (a report folder or one session's), oldest session
-    first; runs of the session folder ``exclude`` are left out."""
-    found: list[tuple[Path, IndexedRun]] = []
+@dataclass(frozen=True)
+class FoundRun:
+    """An indexed run found under a baseline folder, with its session's commit."""
+
+    session: Path
+    run: IndexedRun
+    vcs: VcsInfo
+    #: when it was recorded (the index's time for runs indexed before runs carried theirs)
+    recorded_at: float
+
+
+def _written(doc: dict[str, Any], index: Path) -> float:
+    try:
+        return calendar.timegm(time.strptime(str(doc.get("written")), "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return index.stat().st_mtime
+
+
+def _vcs(doc: Any) -> VcsInfo:
+    if not isinstance(doc, dict):
+        return VcsInfo()
+    known = {f.name for f in dataclasses.fields(VcsInfo)}
+    return VcsInfo(**{k: v for k, v in doc.items() if k in known})
+
+
+def read_indexes(folder: Path, *, exclude: Path | None = None) -> list[FoundRun]:
+    """Every indexed run under ``folder`` (a report folder, one session's, or a folder of
+    report folders: at any depth), oldest first; runs of the session folder ``exclude``
+    are left out."""
+    found: list[FoundRun] = []
     skip = None if exclude is None else exclude.absolute()
-    for index in sorted(Path(folder).rglob(INDEX_GLOB), key=lambda p: (p.parent.name, p.name)):
+    for index in sorted(Path(folder).rglob(INDEX_GLOB)):
         if skip is not None and index.parent.absolute() == skip:
             continue
         try:
@@ -86,25 +128,29 @@ def read_indexes(folder: Path, *, exclude: Path | None = None) -> list[tuple[Pat
             continue
         if not isinstance(doc, dict) or doc.get("schema") != INDEX_SCHEMA:
             continue
+        written, vcs = _written(doc, index), _vcs(doc.get("vcs"))
         for run in doc.get("runs") or []:
-            found.append(
-                (
-                    index.parent,
-                    IndexedRun(
-                        RunIdentity.from_dict(run["identity"]),
-                        str(run.get("test") or ""),
-                        index.parent / str(run["bundle"]),
-                        bool(run.get("accepted", True)),
-                    ),
-                )
+            recorded = run.get("recorded_at")
+            indexed = IndexedRun(
+                RunIdentity.from_dict(run["identity"]),
+                str(run.get("test") or ""),
+                index.parent / str(run["bundle"]),
+                bool(run.get("accepted", True)),
+                run.get("board") or run["identity"].get("board") or None,
+                None if recorded is None else float(recorded),
             )
+            when = written if indexed.recorded_at is None else indexed.recorded_at
+            found.append(FoundRun(index.parent, indexed, vcs, when))
+    found.sort(key=lambda f: (f.recorded_at, f.session.name))
     return found
 
 
 def load_baselines(folder: Path, *, exclude: Path | None = None) -> Any:
-    """An in-memory ``HistoryStore`` of the indexed runs under ``folder`` (see the module
-    docstring)."""
-    from aidge_deploy.history.store import HistoryStore
+    """An in-memory ``HistoryStore`` of the indexed runs under ``folder``, recorded in the
+    order they ran (the newest last), with their commits (see the module docstring)."""
+    from aidge_deploy.history.gate import BASELINE_SOURCE
+    from aidge_deploy.history.identity import bundle_facts
+    from aidge_deploy.history.store import HistoryStore, bundle_figures
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -113,16 +159,20 @@ def load_baselines(folder: Path, *, exclude: Path | None = None) -> Any:
             hint="Pass an earlier --aidge-report-dir (or one session folder of it).",
         )
     store = HistoryStore("sqlite://")
-    for _, run in read_indexes(folder, exclude=exclude):
-        if (run.bundle / "manifest.json").is_file():
-            store.record(
-                run.bundle, run.identity, source="baseline", accepted=run.accepted,
-                vcs=_no_vcs(),
-            )  # fmt: skip
+    for found in read_indexes(folder, exclude=exclude):
+        run = found.run
+        if not (run.bundle / "manifest.json").is_file():
+            continue
+        facts = bundle_facts(run.bundle, board=run.board)
+        store.add(
+            run.identity,
+            bundle_figures(run.bundle),
+            facts.comparability,
+            source=BASELINE_SOURCE,
+            vcs=found.vcs,
+            accepted=run.accepted,
+            bundle=run.bundle.absolute(),
+            bundle_run_id=facts.run_id,
+            recorded_at=found.recorded_at,
+        )
     return store
-
-
-def _no_vcs() -> Any:
-    from aidge_deploy.history.vcs import VcsInfo
-
-    return VcsInfo()

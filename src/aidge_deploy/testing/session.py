@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import os
 import re
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import ConfigError, DeployError
 from aidge_deploy.history.identity import RunIdentity
 from aidge_deploy.lab import LabBoard, LabError, LabMap, load_lab
@@ -100,6 +102,8 @@ class RunRecord:
     history_id: int | None = None
     indexed: IndexedRun | None = None
     result: weakref.ref[DeployResult] | None = None
+    #: what its regression gate said, in one line (None: the test asked for none)
+    gate: str | None = None
 
 
 class AidgeSession:
@@ -120,6 +124,7 @@ class AidgeSession:
         session_name: str = "session",
         worker: str = "main",
         project_dir: Path | None = None,
+        board_series: bool = False,
     ) -> None:
         global _ACTIVE
         self.targets = tuple(targets)
@@ -134,6 +139,8 @@ class AidgeSession:
         self.session_name = session_name
         self.worker = worker
         self.project_dir = project_dir
+        #: each lab board of a target is a series of its own (``--aidge-board-series``)
+        self.board_series = board_series
         self._lab: LabMap | None = None
         self._exports: dict[tuple[Any, ...], object] = {}
         self._history: Any = None
@@ -211,9 +218,14 @@ class AidgeSession:
             )
         return name, ()
 
-    def export(self, model: Path, target: str, options: Mapping[str, Any]) -> object:
-        """The export of ``model`` for ``target`` (from the export cache, as ``profile``'s)."""
-        from aidge_deploy.exportcache import prepare_export
+    def export(
+        self, model: Path, target: str, options: Mapping[str, Any], config: DeployConfig
+    ) -> object:
+        """The export of ``model`` for ``target`` (from the export cache, as ``profile``'s),
+        after the run's one check (``configcheck.check_run``: counts, model file, inputs,
+        config, memory): a refused run exports nothing."""
+        from aidge_deploy.configcheck import check_run
+        from aidge_deploy.exportcache import export_key, is_cached, prepare_export
         from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest
 
         try:
@@ -224,20 +236,35 @@ class AidgeSession:
                 f"aidge_run: {exc}",
                 hint="dtype: float32 or int8; kind: benchmark, output, standalone or validation.",
             ) from None
-        inputs = tuple(np.asarray(a, dtype=np.float32) for a in options["inputs"] or ())
+        counts = {}
+        for name in ("iterations", "warmup"):
+            value = options[name]
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise ConfigError(
+                    f"aidge_run: {name} must be a whole number, got {value!r}",
+                    hint=f"e.g. {name}={EXPORT_OPTIONS[name]}",
+                )
+            counts[name] = int(value)
         request = ExportRequest(
             model=model.absolute(),
             target=target,
             out_dir=Path("."),  # decided by the export cache
             dtype=dtype,
             kind=kind,
-            nb_iterations=int(options["iterations"]),
-            nb_warmup=int(options["warmup"]),
+            nb_iterations=counts["iterations"],
+            nb_warmup=counts["warmup"],
             profiling=bool(options["profiling"]),
-            inputs=inputs,
+            inputs=tuple(np.asarray(a) for a in options["inputs"] or ()),
         )
-        from aidge_deploy.exportcache import export_key
-
+        cached = model.is_file() and is_cached(request)
+        _, inputs = check_run(
+            config,
+            target,
+            request=request,
+            iterations=request.nb_iterations if kind is ApplicationKind.BENCHMARK else None,
+            parse_model=not cached,
+        )
+        request = dataclasses.replace(request, inputs=inputs)
         key = (export_key(request), target)
         if key not in self._exports:
             self._exports[key] = prepare_export(request).artifact
@@ -268,7 +295,7 @@ class AidgeSession:
         global _ACTIVE
         session_dir = self.session_dir
         if session_dir is not None:
-            write_index(session_dir, self.worker, self.indexed)
+            write_index(session_dir, self.worker, self.indexed, self.vcs if self.indexed else None)
         for store in (self._history, self._baselines):
             if store is not None:
                 store.close()
@@ -334,7 +361,6 @@ class TestRuns:
     def run(self, model_or_export: Any, target: str | None = None, **options: Any) -> DeployResult:
         """Export (an ONNX path), deploy on ``target`` and record the run."""
         from aidge_deploy.api import deploy
-        from aidge_deploy.config import DeployConfig
 
         name = target or self.default_target or (self.session.targets or ("host",))[0]
         given_name = options.pop(NAME_OPTION, None)
@@ -362,13 +388,16 @@ class TestRuns:
         values.setdefault("report_overwrite", True)
         record.bundle = Path(values["report_dir"])
         try:
+            config = DeployConfig(**values)
             artifact = model_or_export
             if (
                 isinstance(model_or_export, str | os.PathLike)
                 and Path(model_or_export).suffix.lower() == ".onnx"
             ):
-                artifact = self.session.export(Path(model_or_export), target_name, export_options)
-            result = deploy(artifact, DeployConfig(**values))
+                artifact = self.session.export(
+                    Path(model_or_export), target_name, export_options, config
+                )
+            result = deploy(artifact, config)
         except DeployError as exc:
             record.error = str(exc)
             record.log = exc.log_path
@@ -387,14 +416,27 @@ class TestRuns:
         self.session.remember(record, result)
         if record.bundle is None:
             return
-        facts = bundle_facts(record.bundle)
-        record.identity = facts.identity(self._identity_name(given, record.target), record.board)
-        record.indexed = IndexedRun(record.identity, self.nodeid, record.bundle)
+        facts = bundle_facts(record.bundle, board=record.board)
+        record.identity = facts.identity(
+            self._identity_name(given, record.target),
+            record.board if self.session.board_series else None,
+        )
+        record.indexed = IndexedRun(
+            record.identity,
+            self.nodeid,
+            record.bundle,
+            board=record.board,
+            recorded_at=time.time(),
+        )
         self.session.indexed.append(record.indexed)
         history = self.session.history
         if history is not None:
             record.history_id = history.record(
-                record.bundle, record.identity, source="pytest", vcs=self.session.vcs
+                record.bundle,
+                record.identity,
+                board=record.board,
+                source="pytest",
+                vcs=self.session.vcs,
             ).id
 
     def close(self) -> None:

@@ -121,15 +121,6 @@ def load_dataset(folder: Path, shape: tuple[int, ...]) -> tuple[list[np.ndarray]
     return samples, labels
 
 
-def check_int8_range(inputs: Sequence[np.ndarray]) -> None:
-    peak = max((float(np.max(np.abs(x))) for x in inputs), default=0.0)
-    if peak > 1.0:
-        raise ConfigError(
-            f"int8 export: input values reach {peak:.3g}, outside [-1, 1]",
-            hint="Aidge's int8 export scales inputs by 127 into int8: normalise them to [-1, 1].",
-        )
-
-
 def check_report_folder(path: Path) -> Path:
     """``ReportError`` unless ``validate`` may write its report (and run bundles) at ``path``:
     a new or empty folder, or an earlier validation report (replaced). Nothing is created."""
@@ -178,6 +169,7 @@ def check_validation(
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.configcheck import check_deploy_config
     from aidge_deploy.modelexport import Dtype, check_onnx_model, onnx_input_shapes
+    from aidge_deploy.modelinputs import check_int8_range
 
     names = tuple(dict.fromkeys(t.strip() for t in targets if t.strip()))
     if not names:
