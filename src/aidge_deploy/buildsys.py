@@ -38,6 +38,7 @@ from aidge_deploy.connections.local_process import run_to_streams
 from aidge_deploy.errors import BuildError, InternalError, MemoryFitError, PreflightError
 from aidge_deploy.exportspec import Export
 from aidge_deploy.filememo import FileMemo, Reads
+from aidge_deploy.firmwareid import build_arguments
 from aidge_deploy.pathsearch import which
 from aidge_deploy.results import BuildResult, BuildStatus, Toolchain
 
@@ -103,7 +104,8 @@ def plan_build(
     if manifest.build_system == "cmake":
         bdir = build_dir or entry
         configure = ["cmake", "-S", str(artifact.path), "-B", str(bdir), f"-DAIDGE_CMP={cmp_flag}"]
-        configure += ["-DCMAKE_BUILD_TYPE=Release", *cmake_args]
+        # the program prints the export's hash at boot (firmwareid)
+        configure += ["-DCMAKE_BUILD_TYPE=Release", *build_arguments("cmake", digest), *cmake_args]
         if toolchain_file is not None:
             configure += ["--toolchain", str(toolchain_file)]
         elif manifest.arch:
@@ -129,7 +131,13 @@ def plan_build(
         )
     if manifest.build_system == "make":
         bdir = build_dir or entry  # a copy of the export, built there
-        make = ("make", "build", f"-j{jobs}", f"AIDGE_CMP={cmp_flag}")
+        make = (
+            "make",
+            "build",
+            f"-j{jobs}",
+            f"AIDGE_CMP={cmp_flag}",
+            *build_arguments("make", digest),  # printed at boot by our boards' main()
+        )
         return BuildPlan(
             "make",
             artifact.path,

@@ -21,6 +21,7 @@ from pathlib import Path
 from aidge_deploy.buildsys import STAMP_NAME, plan_build
 from aidge_deploy.errors import BuildError
 from aidge_deploy.exportspec import Export
+from aidge_deploy.firmwareid import CMAKE_VARIABLE
 
 CACHED_MARK = "AIDGE_DEPLOY_BUILD_CACHED"
 _JOBS_PLACEHOLDER = 987_654_321  # replaced by the board's `nproc` in the shell line
@@ -36,6 +37,12 @@ class RemoteBuildPlan:
     stamp: str
 
 
+#: configure arguments of a local build that name files of this machine: the firmware
+#: identity's CMake script (``firmwareid``; a remote build's program prints no hash, and its
+#: run is said to be unverified)
+_LOCAL_ONLY = (f"-D{CMAKE_VARIABLE}=", "-DCMAKE_PROJECT_INCLUDE=")
+
+
 def _drop_toolchain(command: Sequence[str]) -> list[str]:
     out: list[str] = []
     skip = False
@@ -45,6 +52,8 @@ def _drop_toolchain(command: Sequence[str]) -> list[str]:
             continue
         if arg == "--toolchain":
             skip = True  # the board builds natively; the export's file names a cross compiler
+            continue
+        if arg.startswith(_LOCAL_ONLY):
             continue
         out.append(arg)
     return out
