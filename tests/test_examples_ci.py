@@ -24,6 +24,8 @@ def test_ci_configs_keep_bundles_junit_and_metrics() -> None:
     assert job["artifacts"]["reports"] == {"junit": "junit.xml", "metrics": "bundles/metrics.om"}
     assert any("--aidge-report-dir bundles" in line for line in job["script"])
     assert any("--aidge-history results.db" in line for line in job["script"])
+    # the first pipeline starts the series (a history with no earlier result fails otherwise)
+    assert any("--aidge-update-baseline" in line for line in job["script"])
     assert job["cache"]["paths"] == ["results.db"]
     github = yaml.safe_load((EXAMPLE / "github-actions.yml").read_text())
     steps = github["jobs"]["hil"]["steps"]
@@ -58,6 +60,7 @@ def test_example_project_runs_green_on_host_and_emulated_boards(tmp_path: Path) 
             "junit.xml",
             "--aidge-history",
             "results.db",
+            "--aidge-update-baseline",  # the first run: no results.db yet (as the CI jobs do)
         ],
         cwd=project,
         env=env,
