@@ -13,7 +13,7 @@ from aidge_deploy import runcontrol
 from aidge_deploy.artifact import check_target, load_export_artifact
 from aidge_deploy.cachedir import default_cache_root
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.configcheck import check_deploy_config
+from aidge_deploy.configcheck import check_run, timed_iterations
 from aidge_deploy.errors import ConfigError, InternalError
 from aidge_deploy.exportspec import Export
 from aidge_deploy.pipeline.context import PipelineContext
@@ -132,7 +132,7 @@ def _deploy_remote(
     """Hand the deploy to the remote backend of ``config`` (checked first, as Preflight
     checks a local one)."""
     target = check_target(config, artifact.manifest, artifact.manifest_path)
-    backend = check_deploy_config(config, target)
+    backend, _ = check_run(config, target, iterations=timed_iterations(artifact.manifest))
     if not isinstance(backend, RemoteBackend):  # remote_backend() said it was one
         raise InternalError(f"backend {config.backend_kind!r} is not a remote backend")
     return backend.deploy(artifact, work_dir=run_dir, progress=progress)

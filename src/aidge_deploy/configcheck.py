@@ -33,6 +33,7 @@ from aidge_deploy.report.destination import check_report_dir
 if TYPE_CHECKING:
     import numpy as np
 
+    from aidge_deploy.exportspec import Manifest
     from aidge_deploy.modelexport import ExportRequest
 
 
@@ -60,6 +61,14 @@ def check_deploy_config(config: DeployConfig, target: str) -> DeployTarget | Rem
         check_report_dir(config.report_dir, overwrite=config.report_overwrite)
     require(instance.preflight(), f"Target {target}/{config.backend_kind}")
     return instance
+
+
+def timed_iterations(manifest: Manifest) -> int | None:
+    """The timed iterations of a benchmark export (None for another kind)."""
+    app = manifest.application_config or {}
+    kind = manifest.application or app.get("kind")
+    iterations = app.get("nb_iterations") if kind in (None, "benchmark") else None
+    return None if iterations is None else int(iterations)
 
 
 def check_iterations(
@@ -128,4 +137,4 @@ def require(checks: list[ToolCheck], what: str) -> None:
         raise PreflightError(f"{what} is missing {absent}", hint=how)
 
 
-__all__ = ["check_deploy_config", "check_iterations", "check_run", "require"]
+__all__ = ["check_deploy_config", "check_iterations", "check_run", "require", "timed_iterations"]

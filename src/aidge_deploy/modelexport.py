@@ -226,19 +226,10 @@ def check_iterations_fit(nb_iterations: int, target: str,
 
 
 def onnx_input_shapes(model: Path) -> list[tuple[str, tuple[int, ...]]]:
-    import onnx
+    """The model's inputs and their shapes, a dynamic dimension taken as 1."""
+    from aidge_deploy.modelinputs import model_inputs
 
-    proto = onnx.load(str(model), load_external_data=False)
-    initializers = {i.name for i in proto.graph.initializer}
-    shapes = []
-    for value in proto.graph.input:
-        if value.name in initializers:
-            continue
-        dims = []
-        for d in value.type.tensor_type.shape.dim:
-            dims.append(d.dim_value if d.dim_value > 0 else 1)
-        shapes.append((value.name, tuple(dims)))
-    return shapes
+    return [(i.name, tuple(1 if d is None else d for d in i.dims)) for i in model_inputs(model)]
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ the run builds it once."""
 from __future__ import annotations
 
 from aidge_deploy.artifact import check_target
-from aidge_deploy.configcheck import check_run
+from aidge_deploy.configcheck import check_deploy_config, check_run, timed_iterations
 from aidge_deploy.errors import ConfigError, InternalError
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.registry import DeployTarget
@@ -28,11 +28,7 @@ class PreflightStage:
                 hint="Export for one core (ExportApplication(heterogeneous_deploy=False, "
                 "apss_linux=False)).",
             )
-        kind = manifest.application or app.get("kind")
-        iterations = app.get("nb_iterations") if kind in (None, "benchmark") else None
-        implementation, _ = check_run(
-            ctx.config, target, iterations=None if iterations is None else int(iterations)
-        )
+        implementation, _ = check_run(ctx.config, target, iterations=timed_iterations(manifest))
         if not isinstance(implementation, DeployTarget):  # deploy() hands those over first
             raise InternalError(
                 f"backend {ctx.config.backend_kind!r} runs the whole deploy elsewhere, "
@@ -40,3 +36,6 @@ class PreflightStage:
             )
         ctx.target_name = target
         ctx.target = implementation
+
+
+__all__ = ["PreflightStage", "check_deploy_config"]
