@@ -120,6 +120,12 @@ def check_run(
         if iterations is None:
             iterations = request.nb_iterations
     implementation = check_deploy_config(config, target)
+    if request is not None and parse_model:  # a cached export was built before
+        from aidge_deploy.modelfit import check_model_fits
+
+        check_model_fits(
+            request.model, request.dtype.value, target, implementation.memory_capacities()
+        )
     if iterations is not None:
         if isinstance(iterations, bool) or iterations < 1:
             raise ConfigError(
