@@ -270,7 +270,9 @@ def comparability_page() -> str:
         "test and identity that no blocking fact separates from it. A run of the same test "
         "with another identity is *no comparable earlier result*, said with what differs.\n"
         "* The lab board is informative: a renamed board, or a run of the same target "
-        "without `--aidge-lab`, continues the series (and is named).\n"
+        "without `--aidge-lab`, continues the series (and is named). The pytest plugin's "
+        "`--aidge-board-series` keeps each lab board of a target apart: the board is then "
+        "part of the identity.\n"
         "* Versions are compared by their numbers (`arm-none-eabi-gcc (15:12.2.rel1-1) "
         "12.2.1 20221205` is `12.2.1`); the build drivers ("
         + ", ".join(sorted(BUILD_DRIVERS))

@@ -13,6 +13,7 @@ inside the functions.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,23 +72,16 @@ class ProfileOutcome:
 
 
 def check_profile(request: ProfileRequest) -> CheckedProfile:
-    """Every input of ``request``, checked before anything is exported or built."""
+    """Every input of ``request``, checked before anything is exported or built: the one
+    check of a run (``configcheck.check_run``: counts, model file, inputs, config, tools,
+    memory), as ``aidge_run`` and ``deploy()`` check theirs."""
     from aidge_deploy.config import DeployConfig
-    from aidge_deploy.configcheck import check_deploy_config
+    from aidge_deploy.configcheck import check_run
     from aidge_deploy.exportcache import is_cached
-    from aidge_deploy.modelexport import (
-        ApplicationKind,
-        Dtype,
-        ExportRequest,
-        check_iterations_fit,
-        check_onnx_model,
-        check_request,
-    )
-    from aidge_deploy.registry import DeployTarget
+    from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest
 
     if request.dtype not in {d.value for d in Dtype}:
         raise ConfigError(f"Unknown dtype {request.dtype!r}", hint="Use float32 or int8.")
-    check_onnx_model(request.model, parse=False)
     inputs = calibration_inputs(request.model, request.calibration, Dtype(request.dtype))
     export_request = ExportRequest(
         model=request.model,
@@ -100,33 +94,16 @@ def check_profile(request: ProfileRequest) -> CheckedProfile:
         profiling=True,
         inputs=inputs,
     )
-    check_request(export_request)
-    if not is_cached(export_request, work_dir=request.work_dir):
-        check_onnx_model(request.model)  # bytes exported before need no parsing (nor onnx)
     if request.work_dir is not None:
         check_folder(request.work_dir, "--work-dir", must_exist=False, what="for the export")
     config = DeployConfig(target=request.target, **request.config_values)
-    implementation = check_deploy_config(config, request.target)  # values, backend, tools...
-    local = (
-        implementation
-        if isinstance(implementation, DeployTarget)
-        else implementation.local_target_class  # a farm runs the target's own entry
+    # bytes exported before need no parsing (nor onnx); a pipe or a device is no file, never
+    # read for the export cache's key
+    cached = request.model.is_file() and is_cached(export_request, work_dir=request.work_dir)
+    _, checked_inputs = check_run(
+        config, request.target, request=export_request, parse_model=not cached
     )
-    check_iterations_fit(
-        request.iterations,
-        request.target,
-        implementation.memory_capacities(),
-        local_host=request.target == "host"
-        and config.backend_kind == "local"
-        and not config.docker_image,
-        bytes_per_iteration=local.benchmark_bytes_per_iteration,
-    )
-    if not is_cached(export_request, work_dir=request.work_dir):  # a cached one was built
-        from aidge_deploy.modelfit import check_model_fits
-
-        check_model_fits(
-            request.model, request.dtype, request.target, implementation.memory_capacities()
-        )
+    export_request = dataclasses.replace(export_request, inputs=checked_inputs)
     if request.history is not None:
         request.history.check()
     return CheckedProfile(request, export_request, config, len(inputs))
@@ -192,6 +169,7 @@ def calibration_inputs(model: Path, folder: Path | None, dtype: Any) -> tuple[An
         return ()
     from aidge_deploy.campaign.models import load_samples
     from aidge_deploy.modelexport import Dtype, check_onnx_model, onnx_input_shapes
+    from aidge_deploy.modelinputs import check_int8_range
 
     check_folder(folder, "--calibration", must_exist=True, what="of .npy/.npz inputs")
     check_onnx_model(model)
@@ -202,12 +180,7 @@ def calibration_inputs(model: Path, folder: Path | None, dtype: Any) -> tuple[An
         )
     samples = load_samples(folder, shapes[0][1], labelled=False)
     if dtype is Dtype.INT8:
-        peak = max(float(abs(x).max()) for x in samples.arrays)
-        if peak > 1.0:
-            raise ConfigError(
-                f"--calibration inputs reach {peak:.3g}, outside [-1, 1]",
-                hint="Aidge's int8 export scales inputs by 127 into int8: normalise them.",
-            )
+        check_int8_range(samples.arrays)
     return samples.arrays
 
 

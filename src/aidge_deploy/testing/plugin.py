@@ -10,17 +10,21 @@ of them.
   ``--aidge-target`` (repeatable: a target, or a board of ``--aidge-lab``, which selects the
   tests of its target and runs them on that board) narrows the marker's list, or sets the
   targets of tests that take ``aidge_target`` unmarked. A name that is neither fails the
-  session at once, with a did-you-mean.
+  session at once, with a did-you-mean; one no selected test runs on makes the session exit
+  non-zero with the reason (``sessionreport``).
 * ``aidge_run(model_or_export, target=None, name=None, **options) -> DeployResult``:
+  checks the run (``configcheck.check_run``: counts, model file, inputs against the model),
   exports an ONNX model (``dtype``, ``iterations``, ``warmup``, ``kind``, ``profiling``,
   ``inputs``; through the export cache), takes a board of the lab for the rest of the test
   (a file lock other workers and jobs respect), deploys, writes the result bundle under
   ``--aidge-report-dir`` (one folder per session, ``reportdir``) and records the run in
-  ``--aidge-history`` under its identity (the test's node id without the target, or
-  ``name``).
-* ``assert_no_regression(result)`` compares with the previous run of the same identity in
-  ``--aidge-baseline`` or ``--aidge-history``; ``--aidge-update-baseline`` accepts a run
-  that is not comparable or regressed as the new baseline.
+  ``--aidge-history`` under its identity: the test's node id relative to the project's own
+  root (``projectroot``) without the target, or ``name``; the lab board is a fact of the
+  run, in its identity only with ``--aidge-board-series``.
+* ``assert_no_regression(result)`` compares with the newest comparable run of the same
+  identity in ``--aidge-baseline`` or ``--aidge-history``, and fails when there is none;
+  ``--aidge-update-baseline`` accepts a run that has no comparable earlier run or
+  regressed as the new baseline. Each gated run's line names its baseline.
 * Each run's headline metrics become JUnit XML properties (``aidge.<run>.<metric>[<unit>]``)
   and samples of ``metrics.om`` (OpenMetrics, each figure with its own provenance, in base
   units); its bundle and log are attached to the test's report.

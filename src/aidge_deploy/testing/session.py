@@ -3,9 +3,10 @@
 Kept free of pytest so it reads (and is tested) as plain code: ``AidgeSession`` holds the
 session's options, the lab, its report folder (``reportdir``), the results history and the
 baselines; ``TestRuns`` is one test's runs and the boards it holds until the test ends.
-Each run is recorded under its identity (``history.identity``): the test's node id without
-the target parameter (or the name the test gives), the target and lab board, and the kind,
-dtype and iterations of its export.
+Each run is recorded under its identity (``history.identity``): the test's node id relative
+to the project's root without the target parameter (or the name the test gives), the target
+(and the lab board only with ``--aidge-board-series``), and the kind, dtype and iterations of
+its export; the lab board that ran it is recorded as a fact of the run either way.
 """
 
 from __future__ import annotations
