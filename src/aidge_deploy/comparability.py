@@ -228,23 +228,24 @@ def describe(diffs: Sequence[Difference]) -> str:
 
 def facts_from_bundle(
     comparability: Mapping[str, Any],
-    export_manifest: Mapping[str, Any],
-    summary: Mapping[str, Any],
+    *,
+    target: str | None,
+    provenance: str | None,
+    kind: str,
+    input_dtype: str | None,
+    iterations: int | None,
 ) -> dict[str, Any]:
     """A bundle's facts for the table: its manifest's ``comparability`` section, with the
-    kind, dtype and iterations of the export it ran (``run_metadata.json``'s export
-    manifest) and its summary's target and provenance where the manifest lacks them."""
-    app = export_manifest.get("application_config") or {}
-    kind = str(export_manifest.get("application") or app.get("kind") or "benchmark")
-    inputs = export_manifest.get("inputs") or []
-    iterations = app.get("nb_iterations") if kind == "benchmark" else None
+    kind, input dtype (the export's C type) and iterations of the export it ran and its
+    summary's target and provenance where the manifest lacks them (``report.reader``'s
+    ``ResultBundle.table_facts`` reads them from any bundle version)."""
     facts = dict(comparability)
     facts.update(
-        target=str(comparability.get("target") or summary.get("target") or ""),
-        provenance=comparability.get("provenance") or summary.get("provenance"),
+        target=str(comparability.get("target") or target or ""),
+        provenance=comparability.get("provenance") or provenance,
         kind=kind,
-        dtype=dtype_of(inputs[0].get("dtype") if inputs else None),
-        iterations=None if iterations is None else int(iterations),
+        dtype=dtype_of(input_dtype),
+        iterations=iterations,
     )
     facts.setdefault("board", None)
     return facts

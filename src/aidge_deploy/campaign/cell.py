@@ -13,17 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aidge_deploy.campaign.figures import (
-    accuracy_entry,
-    bundle_figures,
-    memory_fit,
-    read_summary,
-)
+from aidge_deploy.campaign.figures import accuracy_entry, bundle_figures, memory_fit
 from aidge_deploy.campaign.folder import (
     BUNDLE_DIR,
     LOGS_DIR,
@@ -39,6 +34,8 @@ from aidge_deploy.errors import DeployError, MemoryFitError
 from aidge_deploy.lab import Reach
 from aidge_deploy.modelexport import ApplicationKind
 from aidge_deploy.progress import ProgressKind, ProgressUpdate
+from aidge_deploy.report.reader import read_bundle
+from aidge_deploy.report.summary import timing_block
 from aidge_deploy.runcontrol import RunControl, RunInterrupted
 from aidge_deploy.validation.accuracy import no_interactive_protocol
 
@@ -212,16 +209,17 @@ def _run(
         power_window_s=measure.power_window,
     )
     result = deploy(artifact, config, progress=forward, work_dir=logs / "run")
-    summary = read_summary(cell_dir / BUNDLE_DIR)
+    # the bundle the run wrote, through the one reader: its figures are the cell's
+    summary = read_bundle(cell_dir / BUNDLE_DIR, verify=False).summary
     record["bundle"] = BUNDLE_DIR
-    record["run_id"] = summary.get("run_id")
-    record["provenance"] = summary.get("provenance")
-    record["timing"] = summary.get("timing")
-    record["memory"] = memory_fit(summary)
+    record["run_id"] = summary.run_id
+    record["provenance"] = summary.provenance.value
+    record["timing"] = timing_block(summary.timing)
+    record["memory"] = memory_fit(summary.memory)
     record["fits"] = record["memory"]["fits"]
     record["figures"] = bundle_figures(summary)
-    record["identity"] = summary.get("identity")
-    record["validity"] = (summary.get("validity") or {}).get("status")
+    record["identity"] = asdict(summary.identity)
+    record["validity"] = summary.validity.status.value
     if result.farm_job_id is not None:
         record["farm"] = {"job_id": result.farm_job_id, "board": result.farm_board}
     if cell.model.dataset is not None:

@@ -11,14 +11,16 @@ program needs against what the board has, the energy, the accuracy.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.metrics import Metric, Provenance
+from aidge_deploy.report.summary import metric_entry
+
+if TYPE_CHECKING:
+    from aidge_deploy.report.reader import MemoryFacts, Summary
 
 
 class Better(StrEnum):
@@ -76,35 +78,30 @@ def metric_from(name: str, raw: Mapping[str, Any]) -> Metric:
     return Metric.from_dict({"name": name, **dict(raw)})
 
 
-def read_summary(bundle: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((bundle / "summary.json").read_text(encoding="utf-8"))
-    return doc
-
-
-def bundle_figures(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def bundle_figures(summary: Summary) -> dict[str, dict[str, Any]]:
     """Every headline figure of a bundle's summary, as the summary stores it."""
-    return {name: dict(entry) for name, entry in (summary.get("metrics") or {}).items()}
-
-
-def memory_fit(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """Flash and RAM used against the board's capacities, and whether they fit."""
-    memory = summary.get("memory") or {}
-    flash = memory.get("flash_bytes")
-    flash_cap = memory.get("flash_capacity")
-    ram = memory.get("ram_bytes")
-    ram_cap = memory.get("ram_capacity")
-    checks = [
-        used <= cap
-        for used, cap in ((flash, flash_cap), (ram, ram_cap))
-        if used is not None and cap
-    ]
     return {
-        "kind": memory.get("kind"),
-        "flash_bytes": flash if flash is not None else memory.get("image_bytes"),
-        "flash_capacity": flash_cap,
-        "ram_bytes": ram,
-        "ram_capacity": ram_cap,
-        "fits": all(checks) if checks else None,
+        name: metric_entry(
+            metric,
+            **(
+                {"aggregate": summary.aggregates[name].as_dict()}
+                if name in summary.aggregates
+                else {}
+            ),
+        )
+        for name, metric in summary.metrics.items()
+    }
+
+
+def memory_fit(memory: MemoryFacts) -> dict[str, Any]:
+    """Flash and RAM used against the board's capacities, and whether they fit."""
+    return {
+        "kind": memory.kind,
+        "flash_bytes": memory.program_bytes,
+        "flash_capacity": memory.flash_capacity,
+        "ram_bytes": memory.ram_bytes,
+        "ram_capacity": memory.ram_capacity,
+        "fits": memory.fits,
     }
 
 
@@ -161,5 +158,4 @@ __all__ = [
     "memory_fit",
     "metric_from",
     "pick",
-    "read_summary",
 ]

@@ -15,7 +15,6 @@ instrument's figures, or only be named — is the one table of ``aidge_deploy.co
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,26 +225,18 @@ class BundleFacts:
 
 
 def bundle_facts(bundle: Path, *, board: str | None = None) -> BundleFacts:
-    """Read identity and comparability facts from a result bundle's JSON files (``board``:
-    the lab board that ran it, which the bundle does not know by that name)."""
-    from aidge_deploy.report.bundle import METADATA_NAME, SUMMARY_NAME
-    from aidge_deploy.report.manifest import MANIFEST_NAME
+    """Identity and comparability facts of a result bundle, of any version this tool reads
+    (``report.reader``; the files are not checked against the manifest). ``board``: the lab
+    board that ran it, which the bundle does not know by that name."""
+    from aidge_deploy.report.reader import read_bundle
 
-    try:
-        manifest = json.loads((bundle / MANIFEST_NAME).read_text(encoding="utf-8"))
-        metadata = json.loads((bundle / METADATA_NAME).read_text(encoding="utf-8"))
-        summary = json.loads((bundle / SUMMARY_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"{bundle} is not a readable result bundle: {exc}",
-            hint="Pass the folder of a result bundle (it holds manifest.json).",
-        ) from None
-    comp = manifest.get("comparability") or {}
-    facts = table.facts_from_bundle(comp, metadata.get("export", {}).get("manifest", {}), summary)
+    read = read_bundle(Path(bundle), verify=False)
+    comp = read.comparability
+    facts = read.table_facts()
     return BundleFacts(
-        path=bundle,
-        run_id=str(manifest.get("run_id") or ""),
-        timestamp=str(summary.get("timestamp") or manifest.get("created") or ""),
+        path=Path(bundle),
+        run_id=read.summary.run_id,
+        timestamp=read.summary.timestamp,
         target=facts["target"],
         kind=facts["kind"],
         dtype=facts["dtype"],

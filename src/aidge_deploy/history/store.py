@@ -47,6 +47,7 @@ from aidge_deploy.errors import ConfigError
 from aidge_deploy.history.identity import Comparability, RunIdentity, bundle_facts
 from aidge_deploy.history.vcs import VcsInfo, detect_vcs
 from aidge_deploy.report.compare import LAYER_PREFIX, Figure, figures
+from aidge_deploy.report.reader import read_summary
 
 if TYPE_CHECKING:
     from aidge_deploy.results import DeployResult
@@ -131,12 +132,9 @@ class SeriesPoint:
 
 
 def bundle_figures(bundle: Path) -> dict[str, Figure]:
-    """Every figure of a result bundle (its ``summary.json``), per-layer ones included."""
-    try:
-        summary = json.loads((Path(bundle) / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{bundle} has no readable summary.json: {exc}") from None
-    return figures(summary)
+    """Every figure of a result bundle (its ``summary.json``, of any version this tool
+    reads), per-layer ones included."""
+    return figures(read_summary(Path(bundle)))
 
 
 def database_url(location: str | Path) -> str:

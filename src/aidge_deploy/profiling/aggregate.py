@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Any
 
 from aidge_deploy import stats
 from aidge_deploy.config import Aggregation
@@ -67,6 +68,21 @@ class Aggregate:
             "method_used": self.method_used.value,
             "rejected": {r.value: n for r, n in self.rejected.items()},
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Aggregate:
+        """The inverse of ``as_dict`` (a bundle's figure read back)."""
+        value = data.get("value")
+        return cls(
+            None if value is None else float(value),
+            int(data["n_used"]),
+            int(data["n_rejected"]),
+            Aggregation(data["method"]),
+            Aggregation(data["method_used"]),
+            MappingProxyType(
+                {RejectReason(r): int(n) for r, n in (data.get("rejected") or {}).items()}
+            ),
+        )
 
 
 def _reduce(values: Sequence[float], method: Aggregation) -> tuple[float, Aggregation]:

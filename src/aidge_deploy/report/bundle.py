@@ -39,10 +39,15 @@ from aidge_deploy.report.manifest import (
     sha256_bytes,
 )
 from aidge_deploy.report.overlay import build_overlays
+from aidge_deploy.report.reader import METADATA_NAME, SUMMARY_NAME
 from aidge_deploy.report.redact import Scrubber, sanitize, secret_values
-from aidge_deploy.report.schemas import SchemaName, validate_document
+from aidge_deploy.report.schemas import (
+    CURRENT_VERSIONS,
+    DOCUMENT_IDS,
+    SchemaName,
+    validate_document,
+)
 from aidge_deploy.report.summary import (
-    SCHEMA_VERSION,
     ProfileFormat,
     build_summary,
     profile_results_csv,
@@ -53,14 +58,12 @@ from aidge_deploy.results import DeployResult, Provenance
 
 log = logging.getLogger("aidge_deploy")
 
-SUMMARY_NAME = "summary.json"
-METADATA_NAME = "run_metadata.json"
 REPORT_NAME = "report.html"
 OVERLAY_DIR = "model_explorer"
 LOG_DIR = "logs"
 #: the power window's raw data, beside the profile run's log
 POWER_DIR = f"{LOG_DIR}/power"
-METADATA_SCHEMA = "aidge-deploy/run-metadata"
+METADATA_SCHEMA = DOCUMENT_IDS[SchemaName.RUN_METADATA]
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def _build_metadata(
     packages = meta.package_versions()
     return {
         "schema": METADATA_SCHEMA,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": CURRENT_VERSIONS[SchemaName.RUN_METADATA],
         "run_id": run_id,
         "timestamp": timestamp,
         "tool": {"name": "aidge-deploy", "version": packages.get("aidge-deploy") or "unknown"},
@@ -363,6 +366,7 @@ def write_bundle(
         for rel, path in power_files:
             add_raw_file(writer, rel, path, scrub)
         for name, text in build_overlays(summary, graph_id or Path(artifact.path).name).items():
+            validate_document(SchemaName.OVERLAY, json.loads(text), where=f"{OVERLAY_DIR}/{name}")
             writer.add(f"{OVERLAY_DIR}/{name}", text, "application/json", FileRole.OVERLAY)
         listed = [e.path for e in writer.entries] + [REPORT_NAME, MANIFEST_NAME]
         writer.add(

@@ -26,11 +26,11 @@ from aidge_deploy.comparability import (
     Difference,
     Effect,
     differences,
-    facts_from_bundle,
 )
 from aidge_deploy.errors import ReportError
-from aidge_deploy.metrics import format_figure
-from aidge_deploy.report.manifest import BundleManifest, FileRole, verify_bundle
+from aidge_deploy.metrics import Metric, format_figure
+from aidge_deploy.report.manifest import BundleManifest
+from aidge_deploy.report.reader import ResultBundle, Summary, read_bundle
 from aidge_deploy.report.schemas import SchemaName, validate_document
 
 #: (the names this module has always given the table's effect and differences)
@@ -92,6 +92,18 @@ class Figure:
     resolution: float | None = None
     #: why the figure has no value (None when it has one)
     unavailable_reason: str | None = None
+
+    @classmethod
+    def of(cls, metric: Metric) -> Figure:
+        """A bundle's figure (``report.reader``) as the comparison uses it."""
+        value = metric.value
+        return cls(
+            None if value is None else float(value),
+            metric.unit,
+            metric.provenance.value,
+            metric.resolution,
+            metric.unavailable_reason,
+        )
 
 
 @dataclass(frozen=True)
@@ -243,34 +255,10 @@ class Evaluation:
         }
 
 
-def _summary_figure(raw: Mapping[str, Any]) -> Figure:
-    value = raw.get("value")
-    return Figure(
-        None if value is None else float(value),
-        str(raw["unit"]),
-        str(raw["provenance"]),
-        raw.get("resolution"),
-        raw.get("unavailable_reason"),
-    )
-
-
-def figures(summary: Mapping[str, Any]) -> dict[str, Figure]:
+def figures(summary: Summary) -> dict[str, Figure]:
     """Every figure of a summary by key: headline metrics by name, layer figures as
     ``layers/<layer>/<figure>``."""
-    out: dict[str, Figure] = {}
-    for name, metric in (summary.get("metrics") or {}).items():
-        out[name] = _summary_figure(metric)
-    for layer in summary.get("layers") or []:
-        for key, fig in layer["metrics"].items():
-            out[f"{LAYER_PREFIX}{layer['name']}/{key}"] = _summary_figure(fig)
-    return out
-
-
-def bundle_facts_of(bundle: BundleManifest, summary: Mapping[str, Any]) -> dict[str, Any]:
-    """A verified bundle's facts for the comparability table."""
-    metadata = bundle.load_json(FileRole.METADATA)
-    export = (metadata.get("export") or {}).get("manifest") or {}
-    return facts_from_bundle(bundle.comparability, export, summary)
+    return {key: Figure.of(metric) for key, metric in summary.figures().items()}
 
 
 def _delta(key: str, fb: Figure | None, fc: Figure | None) -> MetricDelta:
@@ -281,15 +269,20 @@ def _delta(key: str, fb: Figure | None, fc: Figure | None) -> MetricDelta:
     )
 
 
+def _manifest(bundle: ResultBundle) -> BundleManifest:
+    if bundle.manifest is None:  # pragma: no cover - read_bundle verifies by default
+        raise ReportError(f"{bundle.path}: the bundle was not verified")
+    return bundle.manifest
+
+
 def compare_bundles(base_dir: Path, cand_dir: Path) -> Comparison:
-    """Verify both bundles (``ReportError`` if either fails) and diff them."""
-    base = verify_bundle(Path(base_dir))
-    cand = verify_bundle(Path(cand_dir))
-    sb, sc = base.load_json(FileRole.SUMMARY), cand.load_json(FileRole.SUMMARY)
-    for doc, where in ((sb, base.root), (sc, cand.root)):
-        validate_document(SchemaName.SUMMARY, doc, where=f"{where}/summary.json")
+    """Verify and read both bundles, of any version this tool reads (``ReportError`` if
+    either fails), and diff them."""
+    read_base, read_cand = read_bundle(Path(base_dir)), read_bundle(Path(cand_dir))
+    base, cand = _manifest(read_base), _manifest(read_cand)
+    sb, sc = read_base.summary, read_cand.summary
     fb, fc = figures(sb), figures(sc)
-    cycle_keys = [k for k in dict.fromkeys((sb.get("cycles_name"), sc.get("cycles_name"))) if k]
+    cycle_keys = list(dict.fromkeys((sb.cycles_name, sc.cycles_name)))
     totals = tuple(
         _delta(key, fb.get(key), fc.get(key))
         for key in (TOTAL_KEYS[0], *cycle_keys, *TOTAL_KEYS[1:])
@@ -308,13 +301,13 @@ def compare_bundles(base_dir: Path, cand_dir: Path) -> Comparison:
     return Comparison(
         base=base,
         cand=cand,
-        differences=differences(bundle_facts_of(base, sb), bundle_facts_of(cand, sc)),
+        differences=differences(read_base.table_facts(), read_cand.table_facts()),
         totals=totals,
         layer_deltas=layer_deltas,
         figures_base=fb,
         figures_cand=fc,
-        validity_base=str(sb["validity"]["status"]),
-        validity_cand=str(sc["validity"]["status"]),
+        validity_base=sb.validity.status.value,
+        validity_cand=sc.validity.status.value,
     )
 
 

@@ -70,16 +70,6 @@ class BundleManifest:
                 return self.root / entry.path
         return None
 
-    def load_json(self, role: FileRole) -> dict[str, Any]:
-        path = self.path_of(role)
-        if path is None or path.suffix != ".json":
-            raise ReportError(
-                f"{self.root}: the bundle has no JSON {role.value} file",
-                hint="Regenerate the bundle with this aidge-deploy version.",
-            )
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        return data
-
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

@@ -16,7 +16,6 @@ import hashlib
 import json
 import shutil
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,12 +25,7 @@ from aidge_deploy.power.analyse import CleanLatency
 from aidge_deploy.power.protocol import WindowRule
 from aidge_deploy.power.result import PowerResult
 from aidge_deploy.profiling.validity import Issue, IssueCode, Validity
-from aidge_deploy.report.bundle import (
-    POWER_DIR,
-    REPORT_NAME,
-    SUMMARY_NAME,
-    seal_bundle,
-)
+from aidge_deploy.report.bundle import POWER_DIR, REPORT_NAME, seal_bundle
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.manifest import (
     MANIFEST_NAME,
@@ -39,7 +33,13 @@ from aidge_deploy.report.manifest import (
     FileRole,
     ManifestEntry,
     sha256_bytes,
-    verify_bundle,
+)
+from aidge_deploy.report.reader import (
+    SUMMARY_NAME,
+    SUMMARY_VERSION,
+    ResultBundle,
+    Summary,
+    read_bundle,
 )
 from aidge_deploy.report.schemas import SchemaName, validate_document
 from aidge_deploy.report.summary import metric_entry, provenances_of
@@ -50,21 +50,24 @@ from aidge_deploy.results import Provenance
 class BoardRun:
     """A verified bundle of a board run, ready to receive power figures."""
 
-    manifest: BundleManifest
-    summary: dict[str, Any]
-    metadata: dict[str, Any]
+    bundle: ResultBundle
+
+    @property
+    def manifest(self) -> BundleManifest:
+        if self.bundle.manifest is None:  # pragma: no cover - opened verified
+            raise ReportError(f"{self.bundle.path}: the bundle was not verified")
+        return self.bundle.manifest
 
     @property
     def latency(self) -> CleanLatency | None:
-        block = self.summary.get("latency")
-        if not block:
+        latency = self.bundle.summary.latency
+        if latency is None:
             return None
-        resolution = block.get("resolution")
         return CleanLatency(
-            seconds=float(block["median"]) / 1e3,
-            provenance=Provenance(block["provenance"]),
-            resolution_s=None if resolution is None else float(resolution) / 1e3,
-            source=f"median of the board run's {int(block['n'])} samples",
+            seconds=latency.stats.median / 1e3,
+            provenance=latency.provenance,
+            resolution_s=None if latency.resolution is None else latency.resolution / 1e3,
+            source=f"median of the board run's {latency.stats.n} samples",
         )
 
     @property
@@ -74,10 +77,9 @@ class BoardRun:
         from aidge_deploy.power.capability import PowerCapableTarget
         from aidge_deploy.registry import get_deploy_target_class
 
+        summary = self.bundle.summary
         try:
-            cls = get_deploy_target_class(
-                str(self.summary.get("target")), str(self.summary.get("backend"))
-            )
+            cls = get_deploy_target_class(str(summary.target), str(summary.backend))
         except DeployError:  # a target this installation does not know: the strict rule
             return WindowRule.MATCH
         if issubclass(cls, PowerCapableTarget):
@@ -87,30 +89,33 @@ class BoardRun:
 
 def open_board_run(bundle: Path) -> BoardRun:
     """The bundle, if power figures of a capture can be added to it (else ``ConfigError``)."""
-    manifest = verify_bundle(bundle)
-    summary = manifest.load_json(FileRole.SUMMARY)
-    metadata = manifest.load_json(FileRole.METADATA)
-    provenance = summary.get("provenance")
-    if provenance != Provenance.SILICON.value:
+    read = read_bundle(bundle)
+    summary = read.summary
+    if summary.provenance != Provenance.SILICON:
         raise ConfigError(
-            f"{bundle} is a run on {summary.get('target')} with {provenance} figures: a capture "
-            "is silicon only when it records this board's run",
+            f"{bundle} is a run on {summary.target} with {summary.provenance.value} figures: "
+            "a capture is silicon only when it records this board's run",
             hint="Add a capture to the bundle of the physical board's run it recorded "
             "(aidge-deploy run ... --report DIR on that board).",
         )
-    if summary.get("power") is not None:
+    if summary.power is not None:
         raise ConfigError(
-            f"{bundle} already holds power figures (source {summary['power'].get('source')})",
+            f"{bundle} already holds power figures (source {summary.power.source})",
             hint="Add a capture to a board run without power figures, or run again.",
         )
-    return BoardRun(manifest, summary, metadata)
+    if summary.schema_version != SUMMARY_VERSION or read.metadata is None:
+        raise ConfigError(
+            f"{bundle} was written by an earlier aidge-deploy (summary version "
+            f"{summary.schema_version}; power figures go into a version {SUMMARY_VERSION} "
+            "bundle)",
+            hint="Run the board again with this aidge-deploy (--report DIR) and add the "
+            "capture to that bundle.",
+        )
+    return BoardRun(read)
 
 
-def _validity(summary: Mapping[str, Any], power: PowerResult) -> dict[str, Any]:
-    issues = [
-        Issue(IssueCode(i["code"]), str(i["message"]), i.get("subject"))
-        for i in summary["validity"]["issues"]
-    ]
+def _validity(summary: Summary, power: PowerResult) -> dict[str, Any]:
+    issues = list(summary.validity.issues)
     issues += [Issue(IssueCode(i.as_dict()["code"]), i.message) for i in power.issues]
     return Validity.of(issues).as_dict()
 
@@ -130,7 +135,7 @@ def _copy_raw(source: Path, target: Path, rel: str) -> ManifestEntry:
 def add_power_to_bundle(run: BoardRun, power: PowerResult) -> list[str]:
     """Write ``power`` into the bundle ``run`` came from; the paths added or rewritten."""
     root = run.manifest.root
-    summary = dict(run.summary)
+    summary = dict(run.bundle.summary.document)
     block = power.as_dict()
     raw = [(f"{POWER_DIR}/{Path(p).name}", Path(p)) for p in power.raw_files]
     block["raw_files"] = [rel for rel, _ in raw]
@@ -139,7 +144,7 @@ def add_power_to_bundle(run: BoardRun, power: PowerResult) -> list[str]:
         **summary["metrics"],
         **{m.name: metric_entry(m) for m in power.metrics()},
     }
-    summary["validity"] = _validity(run.summary, power)
+    summary["validity"] = _validity(run.bundle.summary, power)
     summary["provenances"] = provenances_of(summary)
     validate_document(SchemaName.SUMMARY, summary, where=SUMMARY_NAME)
     staging = root.with_name(f".{root.name}.tmp-{uuid.uuid4().hex[:8]}")
@@ -159,7 +164,8 @@ def add_power_to_bundle(run: BoardRun, power: PowerResult) -> list[str]:
             entries = [e for e in entries if e.path != rel]
             entries.append(_copy_raw(path, staging / rel, rel))
         listed = [e.path for e in entries] + list(written) + [REPORT_NAME, MANIFEST_NAME]
-        html = render_html(summary, run.metadata, listed).encode()
+        metadata = run.bundle.metadata.document if run.bundle.metadata is not None else {}
+        html = render_html(summary, metadata, listed).encode()
         written[REPORT_NAME] = (html, "text/html", FileRole.REPORT)
         for rel, (data, media, role) in written.items():
             target = staging / rel

@@ -23,13 +23,18 @@ from aidge_deploy.metrics import figure, series
 from aidge_deploy.profiling.binary import size_metrics
 from aidge_deploy.profiling.layer_table import layer_table
 from aidge_deploy.profiling.validity import Validity
+from aidge_deploy.report.reader import LAYER_PREFIX
+from aidge_deploy.report.schemas import CURRENT_VERSIONS, DOCUMENT_IDS, SchemaName
 from aidge_deploy.results import DeployResult, LatencyStats, Metric, Provenance
+from aidge_deploy.timing import TimingInfo
 
-SCHEMA_VERSION = 1
+#: the versions of the two documents written here (``report.schemas``)
+SUMMARY_VERSION = CURRENT_VERSIONS[SchemaName.SUMMARY]
+PROFILE_VERSION = CURRENT_VERSIONS[SchemaName.PROFILE_RESULTS]
 #: step of the clock the pipeline times its stages with (``time.perf_counter``), ms
 PERF_COUNTER_RESOLUTION_MS = time.get_clock_info("perf_counter").resolution * 1e3
-SUMMARY_SCHEMA = "aidge-deploy/summary"
-PROFILE_SCHEMA = "aidge-deploy/profile-results"
+SUMMARY_SCHEMA = DOCUMENT_IDS[SchemaName.SUMMARY]
+PROFILE_SCHEMA = DOCUMENT_IDS[SchemaName.PROFILE_RESULTS]
 
 
 class ProfileFormat(StrEnum):
@@ -62,17 +67,26 @@ def headline_metrics(result: DeployResult) -> tuple[Metric, ...]:
     its ELF) and the accuracy on target when it printed predictions."""
     metrics = [*result.measurements, *size_metrics(result.metrics.get("binary"))]
     if result.accuracy is not None:
-        prov = Provenance(str(result.metrics.get("provenance")))
         metrics.append(
             Metric(
                 "accuracy",
                 float(result.accuracy),
                 "ratio",
-                prov,
+                result_provenance(result),
                 "top-1 accuracy of the predictions the target printed",
             )
         )
     return tuple(metrics)
+
+
+def result_figures(result: DeployResult) -> dict[str, Metric]:
+    """Every figure of the run by the keys of its bundle's figures (``reader.Summary.figures``):
+    the headline ones by name, then ``layers/<layer>/<figure>``."""
+    out = {m.name: m for m in headline_metrics(result)}
+    for row in layer_table(result).rows:
+        for key, cell in row.cells.items():
+            out[f"{LAYER_PREFIX}{row.name}/{key}"] = cell
+    return out
 
 
 def _headline_metrics(result: DeployResult) -> dict[str, dict[str, Any]]:
@@ -100,12 +114,12 @@ def _latency_block(result: DeployResult) -> dict[str, Any] | None:
     return block
 
 
-def _timing_block(result: DeployResult) -> dict[str, Any] | None:
+def timing_block(timing: TimingInfo | None) -> dict[str, Any] | None:
     """How the times were obtained: the steps in ms, the core clock an estimate divides by
     as a figure of its own (a fact of the board)."""
-    if result.timing is None:
+    if timing is None:
         return None
-    block = result.timing.as_dict()
+    block = timing.as_dict()
     clock = block.pop("clock_hz", None)
     block["unit"] = "ms"
     block["clock"] = None if clock is None else figure(clock, "Hz", Provenance.STATIC)
@@ -244,14 +258,14 @@ def build_summary(
     columns, layers, charted, coverage = _layer_block(result)
     summary: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SUMMARY_VERSION,
         "run_id": run_id,
         "timestamp": timestamp,
         "target": result.target,
         "backend": result.backend,
         "protocol": result.protocol,
         "provenance": result_provenance(result).value,
-        "timing": _timing_block(result),
+        "timing": timing_block(result.timing),
         "cycles_name": cycles_name(result),
         "timing_model": result.metrics.get("timing_model"),
         "aggregation": method.value,
@@ -296,7 +310,7 @@ def profile_results_json(summary: Mapping[str, Any]) -> str:
     """``profile_results.json``: the same table as the CSV, typed and self-describing."""
     doc = {
         "schema": PROFILE_SCHEMA,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": PROFILE_VERSION,
         "run_id": summary["run_id"],
         "provenance": summary["provenance"],
         "columns": summary["layer_columns"],

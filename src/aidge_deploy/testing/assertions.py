@@ -7,7 +7,6 @@ everything without opening a log.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -111,11 +110,12 @@ def output_names(result: DeployResult) -> list[str]:
     count = len(result.output) if isinstance(result.output, list) else 0
     names = [f"output #{i}" for i in range(count)]
     if result.report_dir is not None:
-        meta = Path(result.report_dir) / "run_metadata.json"
+        from aidge_deploy.report.reader import METADATA_NAME, read_metadata
+
+        meta = Path(result.report_dir) / METADATA_NAME
         if meta.is_file():
-            outputs = json.loads(meta.read_text())["export"]["manifest"].get("outputs") or []
-            for i, spec in enumerate(outputs[:count]):
-                names[i] = str(spec.get("name") or names[i])
+            for i, spec in enumerate(read_metadata(meta).export.outputs[:count]):
+                names[i] = spec.name or names[i]
     return names
 
 
