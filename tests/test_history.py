@@ -151,11 +151,12 @@ def test_gate_judges_measured_times_against_their_spread(tmp_path: Path) -> None
     ident = RunIdentity("t::test", "host", iterations=20)
     comp = Comparability("host", "0.10.1", GCC_12)
     store = _store(tmp_path)
-    # a noisy machine: +-15 % around 1 ms
-    for value in (1.0, 1.15, 0.87, 1.1, 0.9, 1.12, 0.95, 1.05, 0.88, 1.14):
+    # a machine with some noise: +-4 % around 1 ms (gated: below changepoint.UNSTABLE_PCT;
+    # a noisier series is not gated at all, tests/test_changepoint.py)
+    for value in (1.0, 1.04, 0.97, 1.02, 0.96, 1.03, 0.98, 1.04, 0.96, 1.01):
         store.add(ident, {"latency": _fig(value, "ms", "host", 0.001)}, comp, source="test")
     noisy = check_regression(
-        store, ident, comp, {"latency": _fig(1.16, "ms", "host", 0.001)}, rules
+        store, ident, comp, {"latency": _fig(1.12, "ms", "host", 0.001)}, rules
     )
     assert noisy.status is GateStatus.PASS, noisy.message
     assert "median of the last 10 host results" in noisy.message

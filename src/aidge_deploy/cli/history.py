@@ -122,6 +122,21 @@ def list_runs(
             "[bold red]" + ", ".join(s.describe() for s in marks) + "[/]" if marks else "",
         )
     console.print(table)
+    _print_series_notes([s for s in listing.series if s.metric in shown])
+
+
+def _print_series_notes(series: list[Any]) -> None:
+    """Each shown series too noisy to gate, and where change-point detection found a new
+    level (``history.changepoint``)."""
+    from aidge_deploy.history.changepoint import Stability
+
+    for s in series:
+        what = f"{s.metric} of {s.identity.describe()}"
+        if s.noise is not None and s.noise.stability is Stability.UNSTABLE:
+            console.print(f"[yellow]unstable[/] {what}: {s.noise.describe()}", soft_wrap=True)
+        if s.change_points:
+            at = ", ".join(f"record {i}" for i in s.change_points)
+            console.print(f"change points (PELT) in {what}: {at}", soft_wrap=True)
 
 
 @app.command()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from aidge_deploy.comparability import Difference, Effect, describe
-from aidge_deploy.history import regression
+from aidge_deploy.history import changepoint, regression
 from aidge_deploy.history.identity import Comparability, RunIdentity
 from aidge_deploy.history.store import HistoryRecord, HistoryStore
 from aidge_deploy.report.compare import (
@@ -72,18 +72,20 @@ def _baseline_figures(
     candidate: Mapping[str, Figure],
     before_id: int | None,
     window_size: int,
-) -> tuple[dict[str, Figure], dict[str, float], dict[str, str]]:
-    """Per figure: the value to compare with, the noise band, and what that value is."""
+) -> tuple[dict[str, Figure], dict[str, float], dict[str, str], dict[str, str]]:
+    """Per figure: the value to compare with, the noise band, what that value is, and (a
+    series too noisy to gate, ``changepoint``) why it is not gated."""
     base: dict[str, Figure] = dict(previous.figures)
     noise: dict[str, float] = {}
     basis: dict[str, str] = {}
+    unstable: dict[str, str] = {}
     measured = [
         k
         for k, f in candidate.items()
         if f.value is not None and not regression.is_exact(f.provenance)
     ]
     if not measured:
-        return base, noise, basis
+        return base, noise, basis, unstable
     window = store.window(identity, comparability, window_size, before_id=before_id)
     for key in measured:
         fig = candidate[key]
@@ -95,6 +97,10 @@ def _baseline_figures(
         values = [v for v in earlier if v is not None]
         if len(values) < regression.MIN_WINDOW or fig.value is None:
             continue
+        spread = changepoint.series_noise(values, fig.provenance, resolution=fig.resolution)
+        if spread.stability is changepoint.Stability.UNSTABLE:
+            unstable[key] = f"its series is unstable: {spread.describe()}"
+            continue
         verdict = regression.judge(values, fig.value, fig.provenance, resolution=fig.resolution)
         if verdict is None:
             continue
@@ -102,7 +108,7 @@ def _baseline_figures(
         base[key] = Figure(verdict.reference, old.unit, old.provenance, old.resolution)
         noise[key] = verdict.band
         basis[key] = f"; baseline = {verdict.basis}"
-    return base, noise, basis
+    return base, noise, basis, unstable
 
 
 def _informative(diffs: tuple[Difference, ...]) -> str:
@@ -158,11 +164,17 @@ def check_regression(
             "series",
         )
     diffs = previous.comparability.differences(comparability)
-    base, noise, basis = _baseline_figures(
+    base, noise, basis, unstable = _baseline_figures(
         store, identity, comparability, previous, candidate, record_id, window_size
     )
     evaluation = evaluate_figures(
-        base, candidate, thresholds, differences=diffs, noise=noise, basis=basis
+        base,
+        candidate,
+        thresholds,
+        differences=diffs,
+        noise=noise,
+        basis=basis,
+        not_gated=unstable,
     )
     against = f"{describe_record(previous)}{_informative(diffs)}"
     if evaluation.verdict is Verdict.FAIL:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.history.series import Step, all_series, steps_by_record
+from aidge_deploy.history.series import Series, Step, all_series, steps_by_record
 from aidge_deploy.history.store import HistoryRecord, HistoryStore
 
 
@@ -58,6 +58,8 @@ class Listing:
 
     records: list[HistoryRecord]
     steps: dict[int, list[Step]]
+    #: every series of the selection (its noise and change points: ``history.changepoint``)
+    series: tuple[Series, ...] = ()
 
 
 def list_records(
@@ -69,12 +71,13 @@ def list_records(
     """The newest ``limit`` records ``which`` selects; steps are judged over each whole
     series, the commit filter and the limit only select rows."""
     records = select_records(location, RecordFilter(**{**which.__dict__, "commit": None}))
-    steps = steps_by_record(all_series(records))
+    series = all_series(records)
+    steps = steps_by_record(series)
     if which.commit is not None:
         records = [r for r in records if (r.vcs.commit or "").startswith(which.commit)]
     if limit is not None:
         records = records[-limit:]
-    return Listing(records, steps)
+    return Listing(records, steps, tuple(series))
 
 
 def record_dict(record: HistoryRecord, steps: list[Step]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from aidge_deploy.history import regression
+from aidge_deploy.history import changepoint, regression
 from aidge_deploy.history.identity import RunIdentity
 from aidge_deploy.history.store import HistoryRecord
 from aidge_deploy.report.compare import TOTAL_KEYS
@@ -48,6 +48,10 @@ class Series:
     records: tuple[HistoryRecord, ...]
     values: tuple[float | None, ...]
     steps: tuple[Step, ...]
+    #: its noise over its last ``regression.WINDOW`` values, and whether it can be gated
+    noise: changepoint.SeriesNoise | None = None
+    #: record ids where change-point detection (PELT) finds a new level
+    change_points: tuple[int, ...] = ()
 
     @property
     def stepped_ids(self) -> frozenset[int]:
@@ -91,6 +95,9 @@ def series_of(identity: RunIdentity, records: Sequence[HistoryRecord]) -> list[S
                 steps.append(
                     Step(records[i].id, metric, before, after, latest.unit, latest.provenance)
                 )
+        present = [(r.id, v) for r, v in zip(records, values, strict=True) if v is not None]
+        levels = [v for _, v in present]
+        found = changepoint.change_points(levels, latest.provenance, resolution=latest.resolution)
         out.append(
             Series(
                 identity,
@@ -100,6 +107,11 @@ def series_of(identity: RunIdentity, records: Sequence[HistoryRecord]) -> list[S
                 tuple(records),
                 values,
                 tuple(steps),
+                # the noise now: of the window a new value is judged against (``gate``)
+                changepoint.series_noise(
+                    levels[-regression.WINDOW :], latest.provenance, resolution=latest.resolution
+                ),
+                tuple(present[i][0] for i in found),
             )
         )
     return out

@@ -417,11 +417,14 @@ def evaluate_figures(
     validity: tuple[str, str] = ("valid", "valid"),
     noise: Mapping[str, float] | None = None,
     basis: Mapping[str, str] | None = None,
+    not_gated: Mapping[str, str] | None = None,
 ) -> Evaluation:
     """``evaluate`` on two sets of figures (two bundles, or a result and its history).
 
     ``noise`` widens a figure's allowance to the spread of its earlier measurements and
-    ``basis`` says in the message what the baseline value is (both by figure key).
+    ``basis`` says in the message what the baseline value is (both by figure key);
+    ``not_gated`` names the figures whose series is too noisy to gate, and why: they are
+    said (a warning), never failed.
     """
     keys = list(dict.fromkeys([*figures_base, *figures_cand]))
     checks: list[Check] = []
@@ -437,6 +440,10 @@ def evaluate_figures(
                 checks.append(missing)
             continue
         for key in matched:
+            if key in (not_gated or {}):
+                reason = (not_gated or {})[key]
+                checks.append(Check(key, rule.pattern, Verdict.WARN, f"{key}: not gated, {reason}"))
+                continue
             left_out = next((d for d in instruments if d.concerns(key)), None)
             if left_out is not None:
                 checks.append(
