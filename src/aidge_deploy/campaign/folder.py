@@ -8,6 +8,10 @@ Layout::
     DIR/cells/<cell>/logs/     the run's logs (export, build, captured output)
     DIR/report.html            the campaign report; cells.csv, cells.json: every cell's figures
 
+One run writes a folder at a time: it holds ``.campaign.lock`` (``hold_folder``) and says who
+it is in ``.campaign.owner.json``; a second run is refused with the holder's pid, and a run of
+another campaign is refused a folder whose plan is not its own.
+
 A cell folder is named after the cell and its key, so a cell whose model, options or target
 changed is a new folder and an unchanged one is found again. ``cell.json`` is written
 atomically after everything else: a cell killed half-way has none and runs again; a cell that
@@ -19,14 +23,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.campaign.plan import CELL_SCHEMA, CELL_SCHEMA_VERSION, CampaignPlan, Cell
+from aidge_deploy.errors import ConfigError
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 PLAN_NAME = "campaign.json"
 CELL_RECORD = "cell.json"
@@ -101,6 +111,83 @@ class CampaignFolder:
         return sorted(p for p in cells.iterdir() if p.is_dir() and p.name not in current)
 
 
+#: held by the one campaign run writing the folder (``filelock``: released by the operating
+#: system when its process dies, so a killed run never leaves the folder locked)
+LOCK_NAME = ".campaign.lock"
+#: who holds the lock: pid, host, campaign, since when (what a refused run says)
+OWNER_NAME = ".campaign.owner.json"
+
+
+@dataclass
+class FolderLease:
+    """The folder held by one campaign run (``hold_folder``); ``release`` gives it back."""
+
+    root: Path
+    lock: FileLock
+
+    def release(self) -> None:
+        (self.root / OWNER_NAME).unlink(missing_ok=True)
+        self.lock.release()
+
+
+def _holder(root: Path) -> str:
+    try:
+        owner = json.loads((root / OWNER_NAME).read_text(encoding="utf-8"))
+        return (
+            f"campaign {owner['campaign']!r}, pid {owner['pid']} on {owner['host']}, "
+            f"since {owner['since']}"
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a run that has not said who it is yet"
+
+
+def hold_folder(root: Path, campaign: str) -> FolderLease:
+    """Take the campaign folder ``root`` for the campaign ``campaign`` (``ConfigError`` when
+    another run holds it, or when it is the folder of another campaign)."""
+    from filelock import FileLock, Timeout
+
+    root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(root / LOCK_NAME)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(
+            f"the campaign folder {root} is in use by another run ({_holder(root)})",
+            hint="Wait for it to finish or stop it (one run writes a campaign folder at a "
+            "time), or pass another --out.",
+        ) from None
+    try:
+        other = _campaign_of(root)
+        if other is not None and other != campaign:
+            raise ConfigError(
+                f"{root} is the folder of campaign {other!r}, not of {campaign!r}; refusing "
+                "to run one campaign in another's folder",
+                hint="Pass another --out (or the campaign's own name in its file).",
+            )
+        owner = {
+            "campaign": campaign,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        write_json_atomic(root / OWNER_NAME, owner)
+    except BaseException:
+        lock.release()
+        raise
+    return FolderLease(root, lock)
+
+
+def _campaign_of(root: Path) -> str | None:
+    """The name of the campaign whose plan the folder holds (None: no plan yet)."""
+    try:
+        doc = json.loads((root / PLAN_NAME).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return "(an unreadable campaign.json)"
+    return str(doc.get("name")) if isinstance(doc, dict) else "(an unreadable campaign.json)"
+
+
 def plan_document(plan: CampaignPlan) -> dict[str, Any]:
     return {
         "schema": PLAN_SCHEMA,
@@ -166,7 +253,9 @@ __all__ = [
     "PLAN_NAME",
     "CampaignFolder",
     "CellStatus",
+    "FolderLease",
     "cell_record_base",
+    "hold_folder",
     "plan_document",
     "write_json_atomic",
 ]

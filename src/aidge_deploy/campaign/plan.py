@@ -278,7 +278,27 @@ def plan_campaign(
     cells = expand_cells(models, targets, spec)
     varying = tuple(name for name, values in spec.options.axes().items() if len(values) > 1)
     name = spec.name or (source.stem if source is not None else models[0].name)
-    return CampaignPlan(slug(name), source, models, targets, cells, spec.measure, spec.run, varying)
+    return CampaignPlan(
+        slug(name),
+        source,
+        models,
+        targets,
+        cells,
+        spec.measure,
+        spec.run,
+        varying,
+        history=_history_location(spec.history, source),
+    )
+
+
+def _history_location(history: str | None, source: Path | None) -> str | None:
+    """The file's ``history:``: a database URL as it is, a path against the file's folder."""
+    if history is None or "://" in history:
+        return history
+    path = Path(history).expanduser()
+    if not path.is_absolute() and source is not None:
+        path = source.parent / path
+    return str(path)
 
 
 def quantisation_record(cell: Cell) -> dict[str, Any] | None:

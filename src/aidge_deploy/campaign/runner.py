@@ -21,7 +21,9 @@ from aidge_deploy.campaign.cell import CellOutcome, run_cell
 from aidge_deploy.campaign.folder import (
     CampaignFolder,
     CellStatus,
+    FolderLease,
     cell_record_base,
+    hold_folder,
     plan_document,
     write_json_atomic,
 )
@@ -30,6 +32,7 @@ from aidge_deploy.campaign.plan import CampaignPlan, Cell
 if TYPE_CHECKING:
     from aidge_deploy.campaign.history_record import CellHistory
 from aidge_deploy.campaign.progress import CampaignProgress
+from aidge_deploy.errors import ConfigError
 from aidge_deploy.runcontrol import RunControl, RunInterrupted, shielded
 
 REPORT_HTML = "report.html"
@@ -100,6 +103,8 @@ class CampaignRun:
         self.history = history
         self.history_name = history_name
         self.folder = CampaignFolder(root)
+        # held from here to the end of ``run``: the records read next stay true
+        self.lease: FolderLease | None = hold_folder(root, plan.name)
         self.records: dict[str, dict[str, Any]] = {}
         self.pending: list[Cell] = []
         for cell in plan.cells:
@@ -118,6 +123,23 @@ class CampaignRun:
         then carries ``interrupted`` (the report is written all the same) and the caller
         re-raises or exits.
         """
+        try:
+            return self._run(control)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Give the folder back (``run`` does; a run that is not run again should too)."""
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+
+    def _run(self, control: RunControl | None) -> CampaignResult:
+        if self.lease is None:
+            raise ConfigError(
+                f"this run of {self.plan.name} already ran and gave its folder back",
+                hint="Make a new CampaignRun to run the campaign again.",
+            )
         plan, root = self.plan, self.root
         root.mkdir(parents=True, exist_ok=True)
         self.folder.write_plan(plan)

@@ -150,6 +150,9 @@ def _check_folder(folder: Path) -> None:
             f"--out {folder} is not empty and holds no campaign; refusing to write into it",
             hint="Pass a new or empty folder, or the folder of an earlier run of the campaign.",
         )
+    from aidge_deploy.report.destination import probe_writable
+
+    probe_writable(folder, f"--out {folder}", "the campaign folder")
 
 
 def _check_farm_password(plan: CampaignPlan) -> None:

@@ -23,9 +23,14 @@ from aidge_deploy.cli.render import console, err_console
 from aidge_deploy.cli.runs import fail, stoppable
 from aidge_deploy.errors import DeployError
 
+#: ``aidge-deploy validate`` exit codes: every output within tolerance; an output of a target
+#: outside it (the numbers are wrong); the command's input was refused (a user error); a
+#: target could not give outputs at all (export, build, flash or run failed, or timed out:
+#: a broken build, not wrong numbers — it wins over a mismatch of another target)
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_ERROR = 2
+EXIT_TARGET_FAILED = 4
 
 
 def _verbose() -> bool:
@@ -66,7 +71,11 @@ def validate(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the matrix as JSON.")] = False,
 ) -> None:
-    """Run MODEL in output mode on each target and compare every output with a reference."""
+    """Run MODEL in output mode on each target and compare every output with a reference.
+
+    Exit 0: every output within tolerance; 1: an output differs (a mismatch); 2: bad input;
+    4: a target could not run (export, build, flash or run failed, or timed out).
+    """
     verbose = _verbose()
     with stoppable() as control:
         from aidge_deploy.api import new_run_dir
@@ -117,7 +126,14 @@ def validate(
     if not result.passed:
         for line in result.failures():
             sys.stderr.write(f"FAIL {line}\n")
-    raise typer.Exit(code=EXIT_PASS if result.passed else EXIT_FAIL)
+    raise typer.Exit(code=exit_code(result))
+
+
+def exit_code(result: Any) -> int:
+    """The exit code of a finished validation (see ``EXIT_*``)."""
+    if result.errors:
+        return EXIT_TARGET_FAILED
+    return EXIT_PASS if result.passed else EXIT_FAIL
 
 
 def _open_history(location: Path | None) -> Any:

@@ -39,7 +39,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
@@ -155,6 +161,7 @@ class HistoryStore:
         else:
             self.url = database_url(location)
             self.engine = _engine(self.url, location)
+        self.location = str(location) if not isinstance(location, Engine) else self.url
         try:
             HistoryBase.metadata.create_all(self.engine)
         except OperationalError as exc:
@@ -162,7 +169,17 @@ class HistoryStore:
                 f"Cannot open the results history {location}: {exc.orig}",
                 hint="Pass a writable file path (a SQLite file is created) or a database URL.",
             ) from None
+        except DatabaseError as exc:
+            raise self._unusable(exc) from None
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def _unusable(self, exc: DatabaseError) -> ConfigError:
+        """A history file that is not a database (another file, a damaged SQLite file)."""
+        return ConfigError(
+            f"The results history {self.location} is not a usable database: {exc.orig}",
+            hint="Pass a results history aidge-deploy wrote, a new file path (it is created) "
+            "or a database URL; move the damaged file aside (nothing was written to it).",
+        )
 
     def close(self) -> None:
         self.engine.dispose()
@@ -175,8 +192,13 @@ class HistoryStore:
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
-        with self._sessions() as session, session.begin():
-            yield session
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        except IntegrityError:
+            raise
+        except DatabaseError as exc:  # damaged after it was opened (a page read fails)
+            raise self._unusable(exc) from None
 
     # ---------------------------------------------------------------- writing
 

@@ -65,23 +65,30 @@ def check_report_dir(path: Path, *, overwrite: bool = False) -> Path:
                     f"--report {path} already holds a result bundle",
                     hint="Pass --overwrite to replace it, or choose another folder.",
                 )
-    parent = path.parent
+    probe_writable(path.parent, f"--report {path}", "the result bundle")
+    return path
+
+
+def probe_writable(folder: Path, option: str, what: str) -> Path:
+    """The nearest existing folder of ``folder``, checked to let us create ``what`` in it
+    (a folder made and removed there): ``ReportError`` naming ``option`` when it does not
+    (a read-only or virtual file system such as ``/proc``, no permission, a file)."""
+    parent = Path(folder)
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise ReportError(
-            f"--report {path}: {parent} is a file, not a folder",
+            f"{option}: {parent} is a file, not a folder",
             hint="Pass a folder path whose parents are folders.",
         )
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".aidge-deploy-probe-", dir=parent))
     except OSError as exc:
         raise ReportError(
-            f"--report {path}: cannot create the result bundle under {parent}: "
-            f"{describe_os_error(exc)}",
+            f"{option}: cannot create {what} under {parent}: {describe_os_error(exc)}",
             hint="Pass a folder on a writable file system where you have write permission.",
         ) from None
-    return path
+    return parent
 
 
-__all__ = ["check_report_dir", "describe_os_error", "is_bundle"]
+__all__ = ["check_report_dir", "describe_os_error", "is_bundle", "probe_writable"]

@@ -10,8 +10,6 @@ trusts; each problem is a ``ConfigError``/``ReportError`` with a hint (exit 2).
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -137,20 +135,9 @@ def check_report_folder(path: Path) -> Path:
                 "refusing to write into it",
                 hint="Pass a new or empty folder, or an earlier validation report.",
             )
-    from aidge_deploy.report.destination import describe_os_error
+    from aidge_deploy.report.destination import probe_writable
 
-    parent = path if path.is_dir() else path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ReportError(f"--report {path}: {parent} is a file, not a folder")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".aidge-deploy-probe-", dir=parent))
-    except OSError as exc:
-        raise ReportError(
-            f"--report {path}: cannot write under {parent}: {describe_os_error(exc)}",
-            hint="Pass a folder on a writable file system where you have write permission.",
-        ) from None
+    probe_writable(path if path.is_dir() else path.parent, f"--report {path}", "the report")
     return path
 
 
