@@ -117,8 +117,11 @@ def parse_summary(document: Mapping[str, Any], *, where: str = SUMMARY_NAME) -> 
 
 
 def read_metadata(path: Path) -> RunMetadata:
-    """A ``run_metadata.json`` file, checked and typed."""
-    document = _load(Path(path))
+    """A ``run_metadata.json`` file (or a bundle folder's), checked and typed."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / METADATA_NAME
+    document = _load(path)
     version = check_document(SchemaName.RUN_METADATA, document, where=str(path))
     return _metadata(document, version)
 

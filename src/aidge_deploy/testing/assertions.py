@@ -110,12 +110,15 @@ def output_names(result: DeployResult) -> list[str]:
     count = len(result.output) if isinstance(result.output, list) else 0
     names = [f"output #{i}" for i in range(count)]
     if result.report_dir is not None:
-        from aidge_deploy.report.reader import METADATA_NAME, read_metadata
+        from aidge_deploy.errors import ReportError
+        from aidge_deploy.report.reader import read_metadata
 
-        meta = Path(result.report_dir) / METADATA_NAME
-        if meta.is_file():
-            for i, spec in enumerate(read_metadata(meta).export.outputs[:count]):
-                names[i] = spec.name or names[i]
+        try:
+            outputs = read_metadata(Path(result.report_dir)).export.outputs
+        except ReportError:  # no readable metadata: the outputs keep their numbers
+            outputs = ()
+        for i, spec in enumerate(outputs[:count]):
+            names[i] = spec.name or names[i]
     return names
 
 
@@ -226,6 +229,7 @@ def _baseline_store(
     """Where the earlier runs are, the candidate's own record id there (if any), and what
     they are, for messages (None: no baseline was asked for)."""
     from aidge_deploy.history.store import HistoryStore
+    from aidge_deploy.report.destination import is_bundle
     from aidge_deploy.testing.reportdir import load_baselines
 
     if isinstance(baseline, HistoryStore):
@@ -234,7 +238,7 @@ def _baseline_store(
         baseline = None  # the session's own --aidge-baseline (read once per session)
     if baseline is not None:
         folder = Path(baseline)
-        if (folder / "manifest.json").is_file():  # one bundle: the baseline of this identity
+        if is_bundle(folder):  # one bundle: the baseline of this identity
             store = HistoryStore("sqlite://")
             store.record(folder, identity, source="baseline")
             return store, None, f"the bundle {folder}"

@@ -151,6 +151,7 @@ def load_baselines(folder: Path, *, exclude: Path | None = None) -> Any:
     from aidge_deploy.history.gate import BASELINE_SOURCE
     from aidge_deploy.history.identity import bundle_facts
     from aidge_deploy.history.store import HistoryStore, bundle_figures
+    from aidge_deploy.report.destination import is_bundle
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -161,7 +162,7 @@ def load_baselines(folder: Path, *, exclude: Path | None = None) -> Any:
     store = HistoryStore("sqlite://")
     for found in read_indexes(folder, exclude=exclude):
         run = found.run
-        if not (run.bundle / "manifest.json").is_file():
+        if not is_bundle(run.bundle):
             continue
         facts = bundle_facts(run.bundle, board=run.board)
         store.add(
