@@ -164,21 +164,11 @@ def _series(raw: Any, names: bool = False) -> Series | None:
 def _timing(raw: Any, version: int) -> TimingInfo | None:
     if not isinstance(raw, Mapping):
         return None
-    if version >= 2:
-        clock = raw.get("clock")
-        clock_hz = clock.get("value") if isinstance(clock, Mapping) else None
-    else:
-        clock_hz = raw.get("clock_hz")
-    return TimingInfo(
-        provenance=Provenance(raw["provenance"]),
-        resolution_ms=raw.get("resolution_ms"),
-        layer_resolution_ms=raw.get("layer_resolution_ms"),
-        source=str(raw.get("source") or ""),
-        label=str(raw.get("label") or ""),
-        clock_hz=None if clock_hz is None else float(clock_hz),
-        detected=bool(raw.get("detected", False)),
-        derived_from=raw.get("derived_from"),
-    )
+    data = dict(raw)
+    if version >= 2:  # the clock became a figure; version 1 wrote ``clock_hz``
+        clock = data.pop("clock", None)
+        data["clock_hz"] = clock.get("value") if isinstance(clock, Mapping) else None
+    return TimingInfo.from_dict(data)
 
 
 def _latency(raw: Any) -> LatencyRecord | None:
