@@ -63,7 +63,7 @@ def _text(result: Any) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
-async def _until(client: Client, job: int, done: Any, timeout_s: float = 240.0) -> dict[str, Any]:
+async def _until(client: Client, job: int, done: Any, timeout_s: float = 600.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while True:
         result = await client.call_tool("farm_status", {"job": job})

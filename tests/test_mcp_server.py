@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -35,7 +36,7 @@ except ImportError:
 from aidge_deploy.mcpserver.budget import Limits
 from aidge_deploy.mcpserver.policy import SessionPolicy
 from aidge_deploy.mcpserver.server import build_server
-from aidge_deploy.mcpserver.session import SessionSettings
+from aidge_deploy.mcpserver.session import FarmAccess, SessionSettings
 
 READ_ONLY_TOOLS = {"targets", "doctor", "compare", "history", "budget", "farm_status"}
 DESTRUCTIVE_TOOLS = {"profile", "validate", "farm_submit", "farm_cancel"}
@@ -306,3 +307,54 @@ def test_sigterm_stops_the_server_and_every_process_of_its_run(tiny_cnn: Path) -
     anyio.run(go)
     assert not servers[0].is_running()
     assert_nothing_left(watch)
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+@qemu
+def test_validate_runs_each_target_and_takes_one_run_each(tiny_cnn: Path) -> None:
+    async def go() -> None:
+        async with session(limits=Limits(max_runs=1)) as client:
+            too_many = await client.call_tool(
+                "validate", {"model": str(tiny_cnn), "targets": [BOARD, "mps3-an547"]}
+            )
+            assert too_many.is_error and "1 of 1 runs used" in _text(too_many)
+            budget = (await client.call_tool("budget", {})).structured_content
+            assert budget["runs_used"] == 0, "all or none: the runs taken are given back"
+            result = await client.call_tool(
+                "validate", {"model": str(tiny_cnn), "targets": [BOARD]}
+            )
+            assert not result.is_error, _text(result)
+            out = result.structured_content
+            assert out["passed"] and out["failures"] == []
+            (check,) = [c for c in out["report"]["matrix"] if c["target"] == BOARD]
+            assert check["passed"]
+            assert out["budget"]["runs_used"] == 1
+
+    anyio.run(go)
+
+
+def test_no_secret_reaches_an_output(tiny_cnn: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The farm's password (environment) and the credentials of its URL are masked in what
+    the tools return, error messages included (a farm that is not there: refused)."""
+    with socket.socket() as closed:  # a loopback port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("AIDGE_DEPLOY_API_PASSWORD", "env-secret-4242")
+    farm = FarmAccess(f"http://bob:url-secret-4242@127.0.0.1:{port}/api", "bob")
+
+    async def go() -> list[str]:
+        async with session(farm=farm) as client:
+            texts = []
+            result = await client.call_tool(
+                "farm_submit", {"model": str(tiny_cnn), "target": BOARD, "iterations": 2}
+            )
+            assert result.is_error
+            texts.append(_text(result))
+            texts.append(str((await client.call_tool("budget", {})).structured_content))
+            return texts
+
+    texts = anyio.run(go)
+    assert "cannot reach the board farm" in texts[0], texts[0]
+    for text in texts:
+        assert "env-secret-4242" not in text and "url-secret-4242" not in text, text
