@@ -161,3 +161,23 @@ def test_a_gemm_stored_in_by_out_is_refused_before_it_crashes_the_quantisation(
     assert caught.value.operator == "dense" and "transB=1" in (caught.value.hint or "")
     check_weight_types(gemm(0), "float32")  # float exports are not affected
     check_weight_types(gemm(1), "int8")
+
+
+def test_an_output_the_int8_export_ends_before_its_softmax_is_dequantised_through_it(
+    tmp_path: Path,
+) -> None:
+    """Aidge 0.10.1's int8 export of a model ending in Softmax prints the last FC's codes:
+    recorded with the logits' scale and the Softmax, the deploy gives probabilities."""
+    from aidge_deploy.quantisation import read_quantisation, symmetric_int8, write_quantisation
+
+    q = symmetric_int8("_10_QFC_0_output_0", "int8_t", 6.35, 4, softmax_after=True)
+    assert q.scale == pytest.approx(0.05) and "before the model's final Softmax" in q.basis
+    write_quantisation(tmp_path, [q])
+    (back,) = read_quantisation(tmp_path) or ()
+    assert back == q
+    codes = np.array([40, -20, 100, 0], np.int8)
+    probs = back.dequantise(codes)
+    logits = codes * 0.05
+    np.testing.assert_allclose(probs, np.exp(logits) / np.exp(logits).sum())
+    plain = symmetric_int8("y", "int8_t", 1.27, 4)
+    np.testing.assert_allclose(plain.dequantise(codes), codes * 0.01)

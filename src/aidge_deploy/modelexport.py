@@ -463,7 +463,18 @@ def _export_error(
     )
 
 
-def _calibration_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[tuple[int, float]]:
+@dataclass(frozen=True)
+class OutputPeak:
+    """The size and largest magnitude of one float output over the calibration inputs, and
+    of its logits when the model ends that output with a Softmax (an int8 export ends
+    before it: its integers are the quantised logits)."""
+
+    size: int
+    peak: float
+    logits_peak: float | None = None
+
+
+def _calibration_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[OutputPeak]:
     from aidge_deploy.quantsteps import STEP_OUTPUT_RANGES, quantisation_failure
 
     try:
@@ -472,10 +483,9 @@ def _calibration_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[tuple[
         raise quantisation_failure(STEP_OUTPUT_RANGES, exc) from exc
 
 
-def _output_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[tuple[int, float]]:
-    """The size and largest magnitude of each float output over ``arrays`` (the calibration
-    inputs), in the model's output order: the range Aidge's MAX clipping quantises each
-    output to."""
+def _output_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[OutputPeak]:
+    """Each float output's peak over ``arrays`` (the calibration inputs), in the model's
+    output order: the range Aidge's MAX clipping quantises each output to."""
     import aidge_core
     import aidge_onnx
 
@@ -483,37 +493,57 @@ def _output_peaks(model: Path, arrays: Sequence[np.ndarray]) -> list[tuple[int, 
     graph.set_backend("cpu")
     graph.set_datatype(aidge_core.dtype.float32)
     scheduler = aidge_core.SequentialScheduler(graph)
-    sizes: list[int] = []
-    peaks: list[float] = []
+    found: list[OutputPeak] = []
     for array in arrays:
         tensor = aidge_core.Tensor(np.ascontiguousarray(array, dtype=np.float32))
         tensor.set_backend("cpu")
         scheduler.forward(True, [tensor])
-        values = [
-            np.array(node.get_operator().get_output(index))
-            for node, index in graph.get_ordered_outputs()
-        ]
-        sizes = [int(v.size) for v in values]
-        found = [float(np.max(np.abs(v))) if v.size else 0.0 for v in values]
-        peaks = [max(a, b) for a, b in zip(peaks, found, strict=True)] if peaks else found
-    return list(zip(sizes, peaks, strict=True))
+        now = []
+        for node, index in graph.get_ordered_outputs():
+            value = np.array(node.get_operator().get_output(index))
+            logits = (
+                np.array(node.get_operator().get_input(0)) if node.type() == "Softmax" else None
+            )
+            now.append(
+                OutputPeak(
+                    int(value.size),
+                    float(np.max(np.abs(value))) if value.size else 0.0,
+                    None if logits is None else float(np.max(np.abs(logits))),
+                )
+            )
+        found = now if not found else [_widest(a, b) for a, b in zip(found, now, strict=True)]
+    return found
 
 
-def _record_quantisation(artifact: Any, peaks: Sequence[tuple[int, float]], samples: int) -> None:
-    """Write each quantised output's scale beside the export's manifest."""
+def _widest(a: OutputPeak, b: OutputPeak) -> OutputPeak:
+    logits = None if a.logits_peak is None else max(a.logits_peak, b.logits_peak or 0.0)
+    return OutputPeak(a.size, max(a.peak, b.peak), logits)
+
+
+def _record_quantisation(artifact: Any, peaks: Sequence[OutputPeak], samples: int) -> None:
+    """Write each quantised output's scale beside the export's manifest. Aidge 0.10.1's int8
+    export ends before a model's final Softmax (its output is the last FC's): such an output
+    is recorded with its logits' scale and the Softmax the deploy applies to it."""
     from aidge_deploy.quantisation import is_quantised, symmetric_int8, write_quantisation
 
     outputs = list(artifact.manifest.outputs)
     if not all(is_quantised(str(o.get("dtype"))) for o in outputs):
         return
-    order = match_outputs(outputs, [size for size, _ in peaks])
-    write_quantisation(
-        Path(artifact.path),
-        [
-            symmetric_int8(str(spec["name"]), str(spec["dtype"]), peaks[k][1], samples)
-            for spec, k in zip(outputs, order, strict=True)
-        ],
-    )
+    order = match_outputs(outputs, [p.size for p in peaks])
+    recorded = []
+    for spec, k in zip(outputs, order, strict=True):
+        peak = peaks[k]
+        before_softmax = peak.logits_peak is not None and "softmax" not in str(spec["name"]).lower()
+        recorded.append(
+            symmetric_int8(
+                str(spec["name"]),
+                str(spec["dtype"]),
+                peak.logits_peak if before_softmax and peak.logits_peak is not None else peak.peak,
+                samples,
+                softmax_after=before_softmax,
+            )
+        )
+    write_quantisation(Path(artifact.path), recorded)
 
 
 def match_outputs(manifest_outputs: Sequence[dict[str, Any]], sizes: Sequence[int]) -> list[int]:

@@ -36,9 +36,16 @@ class OutputQuantisation:
     zero_point: int = 0
     #: how the scale was found, for people
     basis: str = ""
+    #: the codes are the logits of a Softmax the model applies and the export left out
+    #: (Aidge's int8 export ends before a final Softmax): ``dequantise`` applies it
+    softmax_after: bool = False
 
     def dequantise(self, codes: np.ndarray) -> np.ndarray:
-        return (np.asarray(codes, dtype=np.float64) - self.zero_point) * self.scale
+        values = (np.asarray(codes, dtype=np.float64) - self.zero_point) * self.scale
+        if not self.softmax_after:
+            return values
+        shifted = np.exp(values - np.max(values))
+        return shifted / np.sum(shifted)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -47,6 +54,7 @@ class OutputQuantisation:
             "scale": self.scale,
             "zero_point": self.zero_point,
             "basis": self.basis,
+            "softmax_after": self.softmax_after,
         }
 
 
@@ -55,17 +63,17 @@ def is_quantised(c_type: str) -> bool:
     return str(c_type).startswith(("int8", "uint8"))
 
 
-def symmetric_int8(name: str, c_type: str, peak: float, samples: int) -> OutputQuantisation:
-    """The quantisation of an output whose float values reach ``peak`` in magnitude."""
+def symmetric_int8(
+    name: str, c_type: str, peak: float, samples: int, *, softmax_after: bool = False
+) -> OutputQuantisation:
+    """The quantisation of an output whose float values reach ``peak`` in magnitude (its
+    logits' values, with ``softmax_after``)."""
     scale = peak / INT8_MAX if peak > 0 else 1.0 / INT8_MAX
-    return OutputQuantisation(
-        name,
-        c_type,
-        scale,
-        0,
-        f"symmetric int8, MAX clipping: max |float output| / 127 over {samples} "
-        "calibration input(s)",
-    )
+    what = "logits" if softmax_after else "float output"
+    basis = f"symmetric int8, MAX clipping: max |{what}| / 127 over {samples} calibration input(s)"
+    if softmax_after:
+        basis += "; the int8 export ends before the model's final Softmax, applied on dequantising"
+    return OutputQuantisation(name, c_type, scale, 0, basis, softmax_after)
 
 
 def write_quantisation(export_dir: Path, outputs: Sequence[OutputQuantisation]) -> Path:
@@ -91,6 +99,7 @@ def read_quantisation(export_dir: Path) -> tuple[OutputQuantisation, ...] | None
                 float(o["scale"]),
                 int(o.get("zero_point", 0)),
                 str(o.get("basis", "")),
+                bool(o.get("softmax_after", False)),
             )
             for o in doc["outputs"]
         )

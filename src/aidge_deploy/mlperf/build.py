@@ -81,8 +81,13 @@ class _Graph:
         b = self._bias(f"{base}_B", fout)
         return self.node("Gemm", [x, w, b], transB=1)
 
-    def flatten(self, x: str) -> str:
-        return self.node("Flatten", [x], axis=1)
+    def flatten(self, x: str, size: int) -> str:
+        """Reshape to (1, size): Aidge's float exporters have no Flatten kernel."""
+        from onnx import numpy_helper
+
+        shape = self._name("shape")
+        self.inits.append(numpy_helper.from_array(np.array([1, size], np.int64), shape))
+        return self.node("Reshape", [x, shape])
 
     def save(self, x_shape: tuple[int, ...], y: str, y_shape: tuple[int, ...], path: Path) -> Path:
         import onnx
@@ -113,7 +118,7 @@ def _kws(g: _Graph) -> str:
         x = g.node("Relu", [x])
     # Keras AveragePooling2D((49 // 2, 10 // 2)), strides = pool size: 25x5 -> 1x1
     x = g.node("AveragePool", [x], kernel_shape=[24, 5], strides=[24, 5])
-    return g.node("Softmax", [g.dense(g.flatten(x), 64, 12)], axis=1)
+    return g.node("Softmax", [g.dense(g.flatten(x, 64), 64, 12)], axis=1)
 
 
 def _ic(g: _Graph) -> str:
@@ -130,7 +135,7 @@ def _ic(g: _Graph) -> str:
         x = g.node("Relu", [g.node("Add", [x, y])])
         channels, size = width, out
     x = g.node("AveragePool", [x], kernel_shape=list(size))
-    return g.node("Softmax", [g.dense(g.flatten(x), 64, 10)], axis=1)
+    return g.node("Softmax", [g.dense(g.flatten(x, 64), 64, 10)], axis=1)
 
 
 #: MobileNetV1 (width 0.25): (depthwise stride, pointwise channels) per block
@@ -149,7 +154,7 @@ def _vww(g: _Graph) -> str:
         x = g.node("Relu", [x])
         channels = width
     x = g.node("AveragePool", [x], kernel_shape=list(size))
-    return g.node("Softmax", [g.dense(g.flatten(x), 256, 2)], axis=1)
+    return g.node("Softmax", [g.dense(g.flatten(x, 256), 256, 2)], axis=1)
 
 
 def _ad(g: _Graph) -> str:
