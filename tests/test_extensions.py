@@ -20,14 +20,12 @@ import pytest
 
 import aidge_deploy
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.extensions import DISTRIBUTION, GROUPS, Registry
+from aidge_deploy.extensions import DISTRIBUTION, GROUPS, KINDS, Registry, registries
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _registries() -> dict[str, Registry[object]]:
-    from aidge_deploy.checkup import registries
-
     groups = {group: kind for kind, group in GROUPS.items()}
     found = {groups[registry.group]: registry for registry in registries()}
     assert set(found) == set(GROUPS), "every extension point has its registry"
@@ -114,7 +112,7 @@ def test_a_lookup_imports_only_the_module_it_names(
 
 
 def test_a_name_registered_twice_by_two_classes_is_refused() -> None:
-    registry: Registry[type] = Registry("widget", "aidge_deploy.widgets", lambda n, x: x)  # type: ignore[arg-type,return-value]
+    registry: Registry[type] = Registry("flashers", None)
 
     class A:
         pass
@@ -130,11 +128,39 @@ def test_a_name_registered_twice_by_two_classes_is_refused() -> None:
 
 def test_an_entry_point_named_after_another_pair_is_refused() -> None:
     from aidge_deploy.boards.host.local import HostLocalTarget
-    from aidge_deploy.registry import _adopt_target
+    from aidge_deploy.registry import TARGETS
 
     with pytest.raises(ConfigError, match="registered as host/local"):
-        _adopt_target("my-board/local", HostLocalTarget)
+        TARGETS.adopt("my-board/local", HostLocalTarget)
     with pytest.raises(ConfigError, match="TARGET/BACKEND"):
-        _adopt_target("my-board", HostLocalTarget)
+        TARGETS.adopt("my-board", HostLocalTarget)
     with pytest.raises(ConfigError, match="not a DeployTarget"):
-        _adopt_target("my-board/local", object)
+        TARGETS.adopt("my-board/local", object)
+
+
+def test_each_kind_is_named_once_and_adopted_by_one_rule() -> None:
+    """One table names every extension point (its group, contract and registry), and every
+    registry adopts by the same rule: a class of the contract, carrying its entry-point
+    name; a class that says another name is refused."""
+    from aidge_deploy.flash.flashers import PyocdFlasher
+    from aidge_deploy.flash.registry import FLASHERS
+    from aidge_deploy.power.monitors import HwmonMonitorKind
+    from aidge_deploy.power.registry import POWER_MONITORS
+    from aidge_deploy.protocols.registry import PROTOCOLS
+    from aidge_deploy.protocols.stdout import StdoutV1
+
+    assert [r.group for r in registries()] == [k.group for k in KINDS.values()]
+    for kind in KINDS.values():
+        module, _, name = kind.contract.partition(":")
+        assert isinstance(getattr(importlib.import_module(module), name), type), kind
+    for registry, cls, other in (
+        (FLASHERS, PyocdFlasher, "st-flash"),
+        (POWER_MONITORS, HwmonMonitorKind, "ina226"),
+        (PROTOCOLS, StdoutV1, "aidge-stdout/v9"),
+    ):
+        own = registry.find(cls.name)
+        assert own is cls
+        with pytest.raises(ConfigError, match="entry point's name is the registered name"):
+            registry.adopt(other, cls)
+        with pytest.raises(ConfigError, match="not a"):
+            registry.adopt(other, object() if registry is PROTOCOLS else object)

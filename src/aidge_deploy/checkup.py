@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import importlib.metadata
 from dataclasses import dataclass
-from typing import Any
 
-from aidge_deploy.extensions import Registry
+from aidge_deploy.extensions import registries
 from aidge_deploy.readiness import ToolCheck, missing_text
 
 
@@ -183,17 +182,6 @@ def monitor_readiness() -> tuple[Readiness, ...]:
     )
 
 
-def registries() -> tuple[Registry[Any], ...]:
-    """Every extension point's registry, in the order the reports list them."""
-    from aidge_deploy.flash.registry import FLASHERS
-    from aidge_deploy.power.registry import POWER_MONITORS
-    from aidge_deploy.profiling.capability import COUNTER_SOURCES
-    from aidge_deploy.protocols.registry import PROTOCOLS
-    from aidge_deploy.registry import REMOTE_BACKENDS, TARGETS
-
-    return (TARGETS, REMOTE_BACKENDS, PROTOCOLS, FLASHERS, COUNTER_SOURCES, POWER_MONITORS)
-
-
 def checkup() -> Checkup:
     """The whole report (imports every registered thing, and Aidge for the hardware models)."""
     from aidge_deploy.modelexport import load_plugins
@@ -214,4 +202,4 @@ def checkup() -> Checkup:
     return Checkup(packages, targets, exports, flashers, counters, monitors, protocols, broken)
 
 
-__all__ = ["Checkup", "Readiness", "checkup", "registries"]
+__all__ = ["Checkup", "Readiness", "checkup"]

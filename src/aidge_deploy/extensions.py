@@ -1,24 +1,26 @@
-"""One shape for every extension point: a registry of named things, fed by entry points.
+"""One shape for every extension point: a registry of named classes, fed by entry points.
 
-Deploy targets, output protocols, flashers, power monitors and counter sources are each a
-``Registry``: a name maps to a thing (a class, or a parser instance), and a distribution adds
-things by declaring Python entry points in the group ``aidge_deploy.<kind>`` — pytest's
-``pytest11`` model: a plug-in is found by being installed, never by a list in this program.
-aidge-deploy declares its own things the same way in its ``pyproject.toml``, so built-in and
-third-party things are found, listed (``aidge-deploy targets``, ``doctor``, the docs) and
-checked alike.
+Each extension point is named once, in ``KINDS``: what its things are, the contract (the
+class) they implement, its entry-point group ``aidge_deploy.<key>`` and its ``Registry``.
+A registry maps a name to a class of the contract, and a distribution adds classes by
+declaring Python entry points in the group — pytest's ``pytest11`` model: a plug-in is
+found by being installed, never by a list in this program. aidge-deploy declares its own
+things the same way in its ``pyproject.toml``, so built-in and third-party things are found,
+listed (``aidge-deploy targets``, ``doctor``, the docs) and checked alike.
 
-An entry point names the object (``"host/local" = "aidge_deploy.boards.host.local:HostLocalTarget"``)
-and is loaded by name, on first use: a host run imports the host target's module and no
-other. Loading imports the module; a class that registers itself there (the documented
-decorators, ``register_deploy_target`` ...) is already in the registry, and one that does not
-is adopted by the registry's own check (the same the decorator does). The entry points of
-aidge-deploy itself are read first (one file); all installed distributions are scanned only
-for a name it does not declare, or to list everything.
+The entry-point name is the registered name: an entry point names the class
+(``"host/local" = "aidge_deploy.boards.host.local:HostLocalTarget"``), loaded by name on
+first use (a host run imports the host target's module and no other), and every registry
+adopts it by one rule (``Registry.adopt``): a class of the kind's contract, given the name it
+is registered under (a class that says another name is refused), passing the kind's own
+check. The decorators (``register_deploy_target`` ...) register a class in-process by the
+same rule. The entry points of aidge-deploy itself are read first (one file); all installed
+distributions are scanned only for a name it does not declare, or to list everything.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,16 +31,89 @@ from aidge_deploy.errors import ConfigError
 
 #: the distribution whose entry points declare the built-in things
 DISTRIBUTION = "aidge-deploy"
-#: the entry-point group of each extension point
-GROUPS = {
-    "targets": "aidge_deploy.targets",
-    "protocols": "aidge_deploy.protocols",
-    "flashers": "aidge_deploy.flashers",
-    "power_monitors": "aidge_deploy.power_monitors",
-    "counters": "aidge_deploy.counters",
-    # backends that run the whole deploy elsewhere, for every target (the farm's api)
-    "remote_backends": "aidge_deploy.remote_backends",
+
+
+@dataclass(frozen=True)
+class ExtensionKind:
+    """One extension point, named once: its things implement ``contract``, are declared
+    in the entry-point group ``aidge_deploy.<key>`` and are found in ``registry``; the
+    name of an entry point is the name its thing is registered, listed and asked for by."""
+
+    #: ``flashers``: the group's suffix and the key of ``KINDS``
+    key: str
+    #: what one thing is, for people: "flasher"
+    thing: str
+    #: the class every thing of this kind subclasses (``module:Class``)
+    contract: str
+    #: the registry that holds them (``module:NAME``)
+    registry: str
+    #: what the registered name is, for people ("the --flash-method NAME")
+    name_is: str
+
+    @property
+    def group(self) -> str:
+        return f"aidge_deploy.{self.key}"
+
+
+#: every extension point, in the order reports list them
+KINDS: dict[str, ExtensionKind] = {
+    kind.key: kind
+    for kind in (
+        ExtensionKind(
+            "targets",
+            "deploy target",
+            "aidge_deploy.registry:DeployTarget",
+            "aidge_deploy.registry:TARGETS",
+            "TARGET/BACKEND, the pair --target and --backend name",
+        ),
+        ExtensionKind(
+            "remote_backends",
+            "remote backend",
+            "aidge_deploy.registry:RemoteBackend",
+            "aidge_deploy.registry:REMOTE_BACKENDS",
+            "the --backend name it answers, for every target",
+        ),
+        ExtensionKind(
+            "protocols",
+            "protocol",
+            "aidge_deploy.protocols.base:OutputProtocol",
+            "aidge_deploy.protocols.registry:PROTOCOLS",
+            "the manifest's protocol",
+        ),
+        ExtensionKind(
+            "flashers",
+            "flasher",
+            "aidge_deploy.flash.registry:Flasher",
+            "aidge_deploy.flash.registry:FLASHERS",
+            "the --flash-method NAME",
+        ),
+        ExtensionKind(
+            "counters",
+            "counter source",
+            "aidge_deploy.profiling.capability:CounterCapableTarget",
+            "aidge_deploy.profiling.capability:COUNTER_SOURCES",
+            "the source a target counts with (--counters picks its counters)",
+        ),
+        ExtensionKind(
+            "power_monitors",
+            "power monitor",
+            "aidge_deploy.power.registry:MonitorKind",
+            "aidge_deploy.power.registry:POWER_MONITORS",
+            "the --power NAME",
+        ),
+    )
 }
+#: the entry-point group of each extension point
+GROUPS = {key: kind.group for key, kind in KINDS.items()}
+
+
+def registries() -> tuple[Registry[Any], ...]:
+    """Every extension point's registry, in the order of ``KINDS`` (each module imported)."""
+    found = []
+    for kind in KINDS.values():
+        module, _, name = kind.registry.partition(":")
+        found.append(getattr(importlib.import_module(module), name))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -81,51 +156,66 @@ def refresh() -> None:
 
 
 class Registry[T]:
-    """Names to things of one kind, registered in-process or declared as entry points.
-
-    ``adopt(name, loaded)`` turns the object an entry point names into the registered thing
-    (checking it as registration does) when loading its module did not register it.
+    """Names to the classes of one extension kind, registered in-process or declared as
+    entry points, all adopted by one rule (``adopt``): the thing is a class of the kind's
+    contract (``base``), it carries the name it is registered under (``name_attribute``:
+    written by the registry; a class that says another name is refused) and passes the
+    kind's own ``check`` (a target declares its provenance...).
     """
 
-    def __init__(self, kind: str, group: str, adopt: Callable[[str, object], T]) -> None:
-        self.kind = kind
-        self.group = group
-        self._adopt = adopt
+    def __init__(
+        self,
+        kind: str,
+        base: type | None,
+        *,
+        name_attribute: str | None = "name",
+        name_onto: Callable[[str, type], None] | None = None,
+        check: Callable[[str, type], None] | None = None,
+    ) -> None:
+        self.extension = KINDS[kind]
+        #: what one thing is, for messages ("flasher")
+        self.kind = self.extension.thing
+        self.group = self.extension.group
+        self._base = base
+        self._name_attribute = name_attribute
+        self._name_onto = name_onto
+        self._check = check
         self._items: dict[str, T] = {}
         #: entry points that failed to load, by name: what ``doctor`` reports
         self.failures: dict[str, str] = {}
 
-    @classmethod
-    def of_subclasses(
-        cls, kind: str, group: str, base: type, *, named: bool = False
-    ) -> Registry[Any]:
-        """A registry of subclasses of ``base``; with ``named``, a class's ``name`` attribute
-        is the name it is registered under (set, or checked when the class sets it)."""
-
-        def adopt(name: str, loaded: object) -> type:
-            if not (isinstance(loaded, type) and issubclass(loaded, base)):
+    def adopt(self, name: str, loaded: object) -> T:
+        """``loaded`` (an entry point's object, or a decorated class) as the thing ``name``,
+        checked; ``ConfigError`` says what is wrong with it."""
+        base = self._base
+        if not isinstance(loaded, type) or (base is not None and not issubclass(loaded, base)):
+            what = base.__name__ if base is not None else "its contract's"
+            raise ConfigError(
+                f"The {self.kind} {name!r} names {loaded!r}, not a {what} class",
+                hint=f"Point the {self.group} entry point at a {what} subclass "
+                f"({self.extension.contract}).",
+            )
+        if self._name_onto is not None:
+            self._name_onto(name, loaded)
+        elif self._name_attribute is not None:
+            own = loaded.__dict__.get(self._name_attribute, name)
+            if own != name:
                 raise ConfigError(
-                    f"The {kind} {name!r} names {loaded!r}, not a {base.__name__} class",
-                    hint=f"Point the {group} entry point at a {base.__name__} subclass.",
+                    f"The {self.kind} class {loaded.__qualname__} is named {own!r}, its entry "
+                    f"point {name!r}",
+                    hint="The entry point's name is the registered name: drop the class's "
+                    f"{self._name_attribute}, or make them agree.",
                 )
-            if named:
-                own = getattr(loaded, "name", name)
-                if own != name:
-                    raise ConfigError(
-                        f"The {kind} class {loaded.__qualname__} is named {own!r}, its entry "
-                        f"point {name!r}",
-                        hint="The entry point's name and the class's name attribute must agree.",
-                    )
-                setattr(loaded, "name", name)  # noqa: B010 - a ClassVar of the subclass
-            return loaded
-
-        return Registry(kind, group, adopt)
+            setattr(loaded, self._name_attribute, name)
+        if self._check is not None:
+            self._check(name, loaded)
+        return loaded  # type: ignore[return-value]  # a class of the contract: T
 
     def registering[C](self, name: str) -> Callable[[C], C]:
         """Class decorator: register the class under ``name``, checked as an entry point's."""
 
         def decorator(item: C) -> C:
-            self.register(name, self._adopt(name, item))
+            self.register(name, self.adopt(name, item))
             return item
 
         return decorator
@@ -213,7 +303,7 @@ class Registry[T]:
             ) from exc
         item = self._items.get(declared.name)
         if item is None:
-            item = self._adopt(declared.name, loaded)
+            item = self.adopt(declared.name, loaded)
             self.register(declared.name, item)
         return item
 
@@ -228,4 +318,13 @@ def _identity(item: object) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-__all__ = ["DISTRIBUTION", "GROUPS", "Declared", "Registry", "refresh"]
+__all__ = [
+    "DISTRIBUTION",
+    "GROUPS",
+    "KINDS",
+    "Declared",
+    "ExtensionKind",
+    "Registry",
+    "refresh",
+    "registries",
+]

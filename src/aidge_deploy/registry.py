@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.extensions import GROUPS, Registry
+from aidge_deploy.extensions import Registry
 from aidge_deploy.metrics import Provenance
 from aidge_deploy.readiness import ToolCheck
 
@@ -264,58 +264,65 @@ def _target_key(target: str, backend: str) -> str:
     return f"{target.lower()}/{backend.lower()}"
 
 
-def _adopt_target(name: str, loaded: object) -> type[DeployTarget]:
-    """An entry point's class registered under ``name`` (``TARGET/BACKEND``), checked as
-    ``register_deploy_target`` checks it (a class its module registered is already in)."""
+def _split_pair(name: str) -> tuple[str, str]:
     target, _, backend = name.partition("/")
     if not (target and backend):
         raise ConfigError(
             f"Deploy target entry point {name!r} is not named TARGET/BACKEND",
             hint='Name it after the pair it registers, e.g. "my-board/local".',
         )
-    if not (isinstance(loaded, type) and issubclass(loaded, DeployTarget)):
-        raise ConfigError(
-            f"Deploy target {name!r} names {loaded!r}, not a DeployTarget class",
-            hint="Point the aidge_deploy.targets entry point at a DeployTarget subclass.",
-        )
-    own = loaded.__dict__
+    return target, backend
+
+
+def _name_target(name: str, cls: type) -> None:
+    """A target class carries its pair (``target_name``, ``backend_name``), the name it is
+    registered under; a class registered under another pair is refused."""
+    target, backend = _split_pair(name)
+    own = cls.__dict__
     registered = f"{own.get('target_name')}/{own.get('backend_name')}"
     if "target_name" in own and registered != name:
         raise ConfigError(
-            f"Deploy target entry point {name!r} names {loaded.__qualname__}, registered as "
+            f"Deploy target entry point {name!r} names {cls.__qualname__}, registered as "
             f"{registered}",
             hint="Name the entry point after the pair the class registers.",
         )
-    return register_deploy_target(target, backend)(loaded)
+    cls.target_name = target  # type: ignore[attr-defined]
+    cls.backend_name = backend  # type: ignore[attr-defined]
 
 
-def _adopt_remote(name: str, loaded: object) -> type[RemoteBackend]:
-    if isinstance(loaded, type) and issubclass(loaded, RemoteBackend):
-        return register_remote_backend(name)(loaded)
-    raise ConfigError(
-        f"Remote backend {name!r} names {loaded!r}, not a RemoteBackend class",
-        hint="Point the aidge_deploy.remote_backends entry point at a RemoteBackend subclass.",
-    )
+def _check_target(name: str, cls: type) -> None:
+    """A target declares what its figures are; its hardware model is resolved now when
+    ``aidge_core`` is already imported (a plug-in registering its board with it: an unknown
+    target is refused here), else on first access."""
+    for attribute in ("timing_provenance", "counter_provenance"):
+        declared = getattr(cls, attribute, None)
+        if not isinstance(declared, Provenance):
+            raise ConfigError(
+                f"Deploy target {cls.__qualname__} ({name}) does not declare what its "
+                f"figures are ({attribute} = {declared!r})",
+                hint=f"Set the class attribute {attribute} to a Provenance "
+                f"({', '.join(p.value for p in Provenance)}).",
+            )
+    hw_class: type | None = None
+    if "aidge_core.hw_model" in sys.modules and cls.hardware_model_module is None:  # type: ignore[attr-defined]
+        hw_class = _resolve_hardware_class(name.partition("/")[0])
+    cls._hardware_class = hw_class  # type: ignore[attr-defined]
 
 
 #: ``TARGET/BACKEND`` -> the class that deploys there (entry points ``aidge_deploy.targets``)
-TARGETS: Registry[type[DeployTarget]] = Registry("deploy target", GROUPS["targets"], _adopt_target)
+TARGETS: Registry[type[DeployTarget]] = Registry(
+    "targets", DeployTarget, name_onto=_name_target, check=_check_target
+)
 #: backends that run the whole deploy elsewhere (``RemoteBackend``), by backend name, for
 #: every target (entry points ``aidge_deploy.remote_backends``: ``api = ...farm.remote:...``)
 REMOTE_BACKENDS: Registry[type[RemoteBackend]] = Registry(
-    "remote backend", GROUPS["remote_backends"], _adopt_remote
+    "remote_backends", RemoteBackend, name_attribute="backend_name"
 )
 
 
 def register_remote_backend(backend: str) -> Callable[[R], R]:
     """Class decorator registering a ``RemoteBackend`` under ``backend`` (for every target)."""
-
-    def decorator(cls: R) -> R:
-        cls.backend_name = backend.lower()
-        REMOTE_BACKENDS.register(backend.lower(), cls)
-        return cls
-
-    return decorator
+    return REMOTE_BACKENDS.registering(backend.lower())
 
 
 def remote_backend(backend: str) -> type[RemoteBackend] | None:
@@ -344,28 +351,7 @@ def register_deploy_target(target: str, backend: str) -> Callable[[T], T]:
     ``aidge_deploy.targets`` named ``TARGET/BACKEND``, so that it is found without being
     imported first (``aidge-deploy targets``, a deploy naming it).
     """
-
-    def decorator(cls: T) -> T:
-        # a target whose hardware model a plug-in registers resolves it on first access only
-        hw_class: type | None = None
-        if "aidge_core.hw_model" in sys.modules and cls.hardware_model_module is None:
-            hw_class = _resolve_hardware_class(target)
-        for attribute in ("timing_provenance", "counter_provenance"):
-            declared = getattr(cls, attribute, None)
-            if not isinstance(declared, Provenance):
-                raise ConfigError(
-                    f"Deploy target {cls.__qualname__} ({target}/{backend}) does not declare "
-                    f"what its figures are ({attribute} = {declared!r})",
-                    hint=f"Set the class attribute {attribute} to a Provenance "
-                    f"({', '.join(p.value for p in Provenance)}).",
-                )
-        TARGETS.register(_target_key(target, backend), cls)
-        cls.target_name = target.lower()
-        cls.backend_name = backend.lower()
-        cls._hardware_class = hw_class
-        return cls
-
-    return decorator
+    return TARGETS.registering(_target_key(target, backend))
 
 
 #: what a ``(target, backend)`` pair of the registry maps to

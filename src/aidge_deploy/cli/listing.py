@@ -55,20 +55,9 @@ def print_targets() -> None:
 
 def _failures() -> None:
     """Entry points of installed plug-ins that failed to load: said, not hidden."""
-    from aidge_deploy.flash.registry import FLASHERS
-    from aidge_deploy.power.registry import POWER_MONITORS
-    from aidge_deploy.profiling.capability import COUNTER_SOURCES
-    from aidge_deploy.protocols.registry import PROTOCOLS
-    from aidge_deploy.registry import REMOTE_BACKENDS, TARGETS
+    from aidge_deploy.extensions import registries
 
-    for registry in (
-        TARGETS,
-        REMOTE_BACKENDS,
-        PROTOCOLS,
-        FLASHERS,
-        COUNTER_SOURCES,
-        POWER_MONITORS,
-    ):
+    for registry in registries():
         for name, error in registry.failures.items():
             console.print(
                 f"[yellow]The {registry.kind} {name!r} failed to load:[/yellow] {error}",
@@ -91,7 +80,7 @@ def _extensions() -> Table:
     table.add_column("name", no_wrap=True)
     table.add_column("what it is", overflow="fold")
     for name, protocol in PROTOCOLS.all().items():
-        table.add_row("protocol", name, _first_line(type(protocol).__doc__))
+        table.add_row("protocol", name, _first_line(protocol.__doc__))
     for name, flasher in FLASHERS.all().items():
         table.add_row("flasher", name, _first_line(flasher.__doc__))
     for name, source in COUNTER_SOURCES.all().items():

@@ -34,7 +34,7 @@ from aidge_deploy.farm.client import FarmClient, credentials_from_env
 from aidge_deploy.farm.models import CampaignTag, JobView
 from aidge_deploy.farm.states import JobState
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
-from aidge_deploy.registry import RemoteBackend, register_remote_backend
+from aidge_deploy.registry import RemoteBackend
 from aidge_deploy.results import DeployResult
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ INTERNAL_TYPES = frozenset({"InternalError", "PipelineError"})
 FARM_STAGE = "Farm"
 
 
-@register_remote_backend("api")
 class FarmBackend(RemoteBackend):
     """Deploy through a board farm's HTTP API (``aidge-deploy farm serve``)."""
 

@@ -33,7 +33,6 @@ from aidge_deploy.flash.registry import (
     FlasherCaps,
     FlashRequest,
     check_request,
-    register_flasher,
 )
 from aidge_deploy.readiness import ToolCheck, module_check, program_check
 from aidge_deploy.runcontrol import register_group
@@ -51,7 +50,6 @@ def _doc(text: str) -> dict[str, str]:
     return {"doc": text}
 
 
-@register_flasher("gdb-remote")
 class GdbRemoteFlasher(Flasher):
     """Program through a GDB server that is already running at ``host:port``.
 
@@ -286,7 +284,6 @@ def _require_program(program_name: str, install_hint: str) -> str:
     return path
 
 
-@register_flasher("pyocd")
 class PyocdFlasher(GdbServerFlasher):
     """Program a board through its debug probe with ``pyocd gdbserver`` + the RSP client."""
 
@@ -366,7 +363,6 @@ class PyocdFlasher(GdbServerFlasher):
         return command
 
 
-@register_flasher("openocd")
 class OpenOcdFlasher(GdbServerFlasher):
     """Program through OpenOCD's GDB server (ST-Link, CMSIS-DAP, FTDI JTAG, ...).
 
@@ -443,7 +439,6 @@ class OpenOcdFlasher(GdbServerFlasher):
         ]
 
 
-@register_flasher("jlink")
 class JLinkFlasher(GdbServerFlasher):
     """Program through SEGGER's J-Link GDB server (``JLinkGDBServerCLExe``).
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.extensions import GROUPS, Registry
+from aidge_deploy.extensions import Registry
 from aidge_deploy.flash.program import FlashReport, ResetMode
 from aidge_deploy.readiness import ToolCheck
 
@@ -107,9 +107,8 @@ class Flasher(ABC):
 _F = TypeVar("_F", bound=type)
 
 
-FLASHERS: Registry[type[Flasher]] = Registry.of_subclasses(
-    "flasher", GROUPS["flashers"], Flasher, named=True
-)
+#: the --flash-method NAME -> its class (entry points ``aidge_deploy.flashers``)
+FLASHERS: Registry[type[Flasher]] = Registry("flashers", Flasher)
 
 
 def register_flasher(name: str) -> Callable[[_F], _F]:

@@ -19,7 +19,6 @@ from aidge_deploy.power.registry import (
     POWER_MONITORS,
     MonitorKind,
     parse_power_source,
-    register_power_monitor,
 )
 from aidge_deploy.power.source import PowerSource
 from aidge_deploy.readiness import ToolCheck, module_check
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 SYSFS_ROOT = Path("/sys")
 
 
-@register_power_monitor("joulescope")
 class JoulescopeMonitorKind(MonitorKind):
     argument = "SERIAL"
     reads = (
@@ -69,7 +67,6 @@ class JoulescopeMonitorKind(MonitorKind):
         return JoulescopeMonitor(source)
 
 
-@register_power_monitor("jls")
 class JlsMonitorKind(MonitorKind):
     argument = "FILE"
     argument_required = True
@@ -125,7 +122,6 @@ class SysfsMonitorKind(MonitorKind):
         return sysfs_checks(source, config)
 
 
-@register_power_monitor("hwmon")
 class HwmonMonitorKind(SysfsMonitorKind):
     argument = "NAME"
     reads = (
@@ -150,7 +146,6 @@ class HwmonMonitorKind(SysfsMonitorKind):
         return HwmonMonitor(source, lambda: make_reader(config))
 
 
-@register_power_monitor("rapl")
 class RaplMonitorKind(SysfsMonitorKind):
     reads = "powercap RAPL package energy counters of x86 hosts (wrap handled)"
 
@@ -200,7 +195,6 @@ def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[ToolCheck]:
         reader.close()
 
 
-@register_power_monitor("emulated")
 class EmulatedMonitorKind(MonitorKind):
     reads = (
         "energy model of an emulated board's core driven by the emulated PMU counts, gated "
@@ -249,7 +243,6 @@ class EmulatedMonitorKind(MonitorKind):
         return EmulatedEnergyMonitor(source, board.name, board.cpu_hz, timing=config.timing)
 
 
-@register_power_monitor("reference")
 class ReferenceMonitorKind(MonitorKind):
     reads = "the hardware model's reference current x supply voltage x N x clean latency"
     provenance = "estimated"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.extensions import GROUPS, Registry
+from aidge_deploy.extensions import Registry
 from aidge_deploy.power.source import BUILT_IN, PowerSource, PowerSourceKind
 from aidge_deploy.readiness import ToolCheck
 
@@ -72,9 +72,8 @@ class MonitorKind(ABC):
 _K = TypeVar("_K", bound=type[MonitorKind])
 
 
-POWER_MONITORS: Registry[type[MonitorKind]] = Registry.of_subclasses(
-    "power monitor", GROUPS["power_monitors"], MonitorKind, named=True
-)
+#: the --power NAME -> its kind (entry points ``aidge_deploy.power_monitors``)
+POWER_MONITORS: Registry[type[MonitorKind]] = Registry("power_monitors", MonitorKind)
 
 
 def register_power_monitor(name: str) -> Callable[[_K], _K]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.extensions import GROUPS, Registry
+from aidge_deploy.extensions import Registry
 from aidge_deploy.profiling.counters import CounterDomain, select_counters
 from aidge_deploy.readiness import ToolCheck
 from aidge_deploy.registry import registered_targets
@@ -64,8 +64,8 @@ _S = TypeVar("_S", bound=type[CounterCapableTarget])
 
 
 #: counter sources by name (entry points ``aidge_deploy.counters``)
-COUNTER_SOURCES: Registry[type[CounterCapableTarget]] = Registry.of_subclasses(
-    "counter source", GROUPS["counters"], CounterCapableTarget
+COUNTER_SOURCES: Registry[type[CounterCapableTarget]] = Registry(
+    "counters", CounterCapableTarget, name_attribute="counter_source"
 )
 
 

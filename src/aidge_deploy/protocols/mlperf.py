@@ -35,7 +35,6 @@ from aidge_deploy.protocols.manifest_facts import (
     output_specs,
 )
 from aidge_deploy.protocols.numbers import parse_float_list
-from aidge_deploy.protocols.registry import register_protocol
 from aidge_deploy.timing import MLPERF_LAP_US, ProtocolTimer
 
 if TYPE_CHECKING:
@@ -400,7 +399,6 @@ def drive_mlperf(channel: Channel, manifest: Manifest, request: SessionRequest) 
     return channel.transcript()
 
 
-@register_protocol(MLPERF_TINY_UART_V1)
 class MlperfTinyUartV1:
     """EEMBC-style MLPerf Tiny session over UART (never ends by itself)."""
 

@@ -28,7 +28,6 @@ from aidge_deploy.protocols.manifest_facts import (
     profiling_enabled,
 )
 from aidge_deploy.protocols.numbers import parse_float_token, parse_int_token
-from aidge_deploy.protocols.registry import register_protocol
 from aidge_deploy.timing import STEADY_CLOCK, ProtocolTimer
 
 if TYPE_CHECKING:
@@ -258,7 +257,6 @@ def parse_stdout_benchmark_v1(
     )
 
 
-@register_protocol(STDOUT_V1)
 class StdoutV1(_NonInteractive):
     """``<name>:`` + up to 100 ``%f`` values per output, or ``Prediction``/``Label`` lines."""
 
@@ -268,7 +266,6 @@ class StdoutV1(_NonInteractive):
         return parse_stdout_v1(text, manifest)
 
 
-@register_protocol(STDOUT_OUTPUT_V1)
 class StdoutOutputV1(_NonInteractive):
     """One line of all values per output, in manifest order."""
 
@@ -278,7 +275,6 @@ class StdoutOutputV1(_NonInteractive):
         return parse_stdout_output_v1(text, manifest)
 
 
-@register_protocol(STDOUT_BENCHMARK_V1)
 class StdoutBenchmarkV1(_NonInteractive):
     """Host timings in ms (steady_clock), optional per-layer averages."""
 

@@ -36,7 +36,6 @@ from aidge_deploy.protocols.manifest_facts import (
     profiling_enabled,
 )
 from aidge_deploy.protocols.numbers import parse_float_list, parse_float_token, parse_int_token
-from aidge_deploy.protocols.registry import register_protocol
 from aidge_deploy.protocols.uart_validation import (
     BENCHMARK_DONE,
     PARSE_INPUT_ERROR,
@@ -465,7 +464,6 @@ class _UartNonInteractive:
         )
 
 
-@register_protocol(UART_OUTPUT_V1)
 class UartOutputV1(_UartNonInteractive):
     """``<name>:\\n\\r`` + all values + ``\\n\\r`` per output, inside the DEMO banners."""
 
@@ -475,7 +473,6 @@ class UartOutputV1(_UartNonInteractive):
         return parse_uart_output_v1(text, manifest)
 
 
-@register_protocol(UART_BENCHMARK_V1)
 class UartBenchmarkV1(_UartNonInteractive):
     """``inference_time`` (ms, no unit), and with profiling cycles and per-layer lines."""
 
@@ -486,7 +483,6 @@ class UartBenchmarkV1(_UartNonInteractive):
         return parse_uart_benchmark_v1(text, manifest)
 
 
-@register_protocol(UART_VALIDATION_V1)
 class UartValidationV1:
     """Interactive: samples over UART rx, one result each, then the benchmark block."""
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from aidge_deploy.artifact import hydrate_runtime
 from aidge_deploy.connections.local_process import describe_exit
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.profiling.capability import CounterCapableTarget, register_counter_source
+from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.perf_linux import (
@@ -53,7 +53,6 @@ def executed_inferences(ctx: DeployContext, config: DeployConfig) -> tuple[int, 
     )
 
 
-@register_counter_source("linux-perf")
 class HostPerfCounters(CounterCapableTarget):
     """``CounterCapableTarget`` for targets that run the program as a local process."""
 

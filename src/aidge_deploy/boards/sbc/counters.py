@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.host.counters import executed_inferences
 from aidge_deploy.boards.sbc.run_steps import SbcRunSteps
-from aidge_deploy.profiling.capability import CounterCapableTarget, register_counter_source
+from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.perf_linux import pass_figures
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from aidge_deploy.results import BuildResult, DeployContext
 
 
-@register_counter_source("linux-perf-board")
 class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
     """``CounterCapableTarget`` of the SSH boards (mixed into ``SbcSshTarget``): a counter
     pass is one more run of the program on the board (``SbcRunSteps.run_program``)."""

@@ -41,7 +41,7 @@ from aidge_deploy.errors import DeployError, ExecutionError, FlashError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.binary import MemoryCapacity
-from aidge_deploy.profiling.capability import CounterCapableTarget, register_counter_source
+from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
@@ -76,7 +76,6 @@ __all__ = [
 ]
 
 
-@register_counter_source("emulated-pmu")
 class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, QemuPowerVariant):
     """Build with the board's BSP, flash into QEMU over RSP, capture its UART."""
 
