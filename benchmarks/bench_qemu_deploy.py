@@ -72,9 +72,9 @@ from pathlib import Path
 import aidge_deploy
 from aidge_deploy.boards.baremetal.qemu.estimate import model_plugin_options
 from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols
+from aidge_deploy.config import TimingMode
 from aidge_deploy.connections.local_process import wait_process
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path
-from aidge_deploy.profiling.timing import TimingMode
 from aidge_qemu_boards.boards import get_board, qemu_command
 from common import make_export, median_of, report, timed
 

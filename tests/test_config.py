@@ -197,7 +197,7 @@ def test_fields_the_published_cli_fills_by_default_are_accepted() -> None:
         target="raspberrypi", backend="ssh", ssh_host="10.0.0.5", sbc_board_name="pi"
     )
     ssh.check_values()
-    from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
+    from aidge_deploy.connections.ssh_settings import ssh_settings_from_config
 
     assert ssh_settings_from_config(ssh).label == "pi (10.0.0.5)"
 

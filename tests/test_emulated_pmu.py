@@ -260,7 +260,8 @@ def test_timing_plan_binds_only_a_firmware_with_the_benchmark_entry(
     boards' timed entry (here a bare test program) gets the model's reason instead, and no
     file is written for it."""
     from aidge_deploy.boards.baremetal.qemu.estimate import TimingPlan, plan_timing_run
-    from aidge_deploy.profiling.timing import EstimatedCycles, TimingMode
+    from aidge_deploy.config import TimingMode
+    from aidge_deploy.profiling.timing import EstimatedCycles
     from aidge_qemu_descriptors import get_board
 
     board = get_board("mps2-an386")

@@ -20,6 +20,7 @@ from aidge_deploy.benchmark_api import build_results_from_uart_log
 from aidge_deploy.cli import render
 from aidge_deploy.cli.main import app
 from aidge_deploy.config import Aggregation, DeployConfig
+from aidge_deploy.display import figure_text
 from aidge_deploy.hwfacts import bytes_in_own_unit, machine_memory_bytes
 from aidge_deploy.metrics import Provenance, format_figure
 from aidge_deploy.profiling.layer_table import (
@@ -30,10 +31,9 @@ from aidge_deploy.profiling.layer_table import (
     layer_table,
 )
 from aidge_deploy.profiling.qemu_plugin import PluginTrace, Snapshot
-from aidge_deploy.profiling.validity import assess
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.registry import get_deploy_target
-from aidge_deploy.report.format import figure_text
+from aidge_deploy.report.assess import assess
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.summary import build_summary
 from aidge_deploy.results import DeployResult, LayerFigure

@@ -19,13 +19,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from aidge_deploy import artifact, buildsys, filememo, toolcache
+from aidge_deploy import artifact, buildsys, filememo
 from aidge_deploy.boards.baremetal.qemu import pmu
 from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols
+from aidge_deploy.connections import toolcache
+from aidge_deploy.connections.toolcache import compile_cached, find_c_compiler
 from aidge_deploy.filememo import FileMemo, Reads, settled, signature
 from aidge_deploy.profiling import model_analysis
 from aidge_deploy.profiling.model_analysis import analyze_export
-from aidge_deploy.toolcache import compile_cached, find_c_compiler
 from envparts import needs
 
 

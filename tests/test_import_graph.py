@@ -1,4 +1,4 @@
-"""No module of the distribution is on an import cycle.
+"""No module of the distribution is on an import cycle, and no package imports one above it.
 
 Every module of ``aidge_deploy``, ``aidge_qemu_boards`` and ``aidge_qemu_descriptors`` is a
 node. Imports are read from the source with ``ast`` — every ``import`` statement, including
@@ -8,6 +8,11 @@ any other. Modules loaded by name at run time (an entry point of a registry, a t
 ``hardware_model_module``) are not edges: they are plug-ins the core looks up, not code it
 depends on. A package is not an edge of its submodules either (``a.b.c`` importing runs
 ``a.b``'s ``__init__``, whose re-exports are its own imports, counted as such).
+
+The packages and top-level modules of ``aidge_deploy`` are also in layers (``LAYERS``, the
+order docs/architecture.md draws): a package imports only from its own layer or the layers
+below. An import that runs up the layers is a design question answered by moving the thing
+imported to the layer where both sides can reach it, never by a deferred import.
 """
 
 from __future__ import annotations
@@ -22,6 +27,41 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "aidge_deploy"
 #: the packages of the distribution
 PACKAGES = ("aidge_deploy", "aidge_qemu_boards", "aidge_qemu_descriptors")
+#: the layers of aidge_deploy's packages and top-level modules, lowest first (the order of
+#: docs/architecture.md, "Layers"); a package imports from its own layer and those below
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # vocabulary and primitives: nothing of the package, or one another
+    (
+        "errors", "metrics", "progress", "cachedir", "defaults", "exportspec", "filememo",
+        "pathsearch", "elf", "stats", "hwfacts", "legacy_results", "quantisation",
+        "runcontrol", "cpupriority", "ownsources", "comparability", "yamlfile", "display",
+    ),
+    # services every layer uses: the extension registries' shape, tool checks, time units
+    ("extensions", "readiness", "timing", "bugreport", "lab", "labscan", "lifecycle"),
+    # session facts: the config of a run, the export it deploys
+    ("config", "artifact"),
+    # mechanisms: programming a board, processes, SSH, serial, QEMU
+    ("flash", "connections"),
+    # measuring: counters and binaries, output parsers, power
+    ("profiling", "protocols", "power"),
+    # the outcome of a run, and what a target is
+    ("results", "registry"),
+    # the targets' mechanics: builds, boards
+    ("buildsys", "boards"),
+    # result bundles and reports
+    ("report",),
+    # one run: the config check, the pipeline, deploy()
+    ("configcheck", "pipeline", "api"),
+    # what is built on deploy(): exports, listings, several runs, the results history
+    (
+        "modelexport", "exportcache", "catalog", "checkup", "docs", "benchmark_api",
+        "multitarget", "bspcheck", "validation", "history",
+    ),
+    # the plug-in for pytest, the board farm, campaigns
+    ("testing", "farm", "campaign"),
+    # the command line
+    ("cli",),
+)  # fmt: skip
 
 
 def _modules(src: Path, package: str | tuple[str, ...]) -> dict[str, Path]:
@@ -158,6 +198,62 @@ def test_no_module_is_on_an_import_cycle() -> None:
     assert found == {}
 
 
+def package_graph(src: Path, package: str) -> dict[str, set[str]]:
+    """``top-level package or module -> those it imports`` (``profiling``, ``config``...)."""
+    tops = {name.split(".")[1] for name in _modules(src, package) if name != package}
+    graph = import_graph(src, package, collapse=[f"{package}.{top}" for top in sorted(tops)])
+    graph.pop(package, None)
+    return {
+        name.removeprefix(f"{package}."): {
+            t.removeprefix(f"{package}.") for t in targets if t != package
+        }
+        for name, targets in graph.items()
+    }
+
+
+def upward_imports(graph: Mapping[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every ``a -> b`` where ``b`` is in a higher layer than ``a``, and every package that
+    is in no layer (a new package is placed, not left out)."""
+    rank = {name: i for i, layer in enumerate(layers) for name in layer}
+    found = [f"{name} is in no layer" for name in sorted(graph) if name not in rank]
+    for name, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if name in rank and target in rank and rank[target] > rank[name]:
+                found.append(f"{name} (layer {rank[name]}) -> {target} (layer {rank[target]})")
+    return found
+
+
+def test_no_package_imports_one_above_it() -> None:
+    graph = package_graph(SRC, PACKAGE)
+    assert upward_imports(graph, LAYERS) == []
+    assert cycles(graph) == []  # nor one of its own layer that imports it back
+    # every layer names only what exists (a package moved or renamed is moved here too)
+    assert {name for layer in LAYERS for name in layer} == set(graph)
+
+
+def test_the_order_test_catches_an_upward_import(tmp_path: Path) -> None:
+    """The fixture: a low package that imports a high one, even inside a function."""
+    sources = {
+        "__init__.py": "",
+        "low.py": "def f():\n    from pkg.high.mod import g\n",
+        "high/__init__.py": "",
+        "high/mod.py": "from pkg import low\n",
+        "side.py": "from pkg.low import f\n",
+    }
+    for name, text in sources.items():
+        path = tmp_path / "pkg" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    graph = package_graph(tmp_path, "pkg")
+    assert graph == {"low": {"high"}, "high": {"low"}, "side": {"low"}}
+    assert upward_imports(graph, (("low", "side"), ("high",))) == [
+        "low (layer 0) -> high (layer 1)"
+    ]
+    assert upward_imports(graph, (("low",), ("high",)))[0] == "side is in no layer"
+    graph["low"].clear()  # the import moved to where both sides reach it
+    assert upward_imports(graph, (("low", "side"), ("high",))) == []
+
+
 def test_the_leaf_modules_import_nothing_of_the_package() -> None:
     """What the core shares (progress events, metrics, the cache root) sits below all of it."""
     graph = import_graph(SRC, PACKAGE)
@@ -199,3 +295,14 @@ def test_the_graph_sees_every_kind_of_import(
     graph = import_graph(tmp_path, "pkg", collapse=["pkg.sub"])
     assert cycle_through(graph, "pkg.a") == cycle
     assert bool(cycles(graph)) is (cycle is not None)
+
+
+def test_the_architecture_page_draws_these_layers() -> None:
+    """docs/architecture.md's "Import order" table is this test's ``LAYERS``, row by row."""
+    import re
+
+    page = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("## Import order", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if re.match(r"\| \d+ \|", line)]
+    drawn = [tuple(re.findall(r"`(\w+)`", row.split("|")[2])) for row in rows]
+    assert drawn == [tuple(layer) for layer in LAYERS]

@@ -58,8 +58,12 @@ def test_source_grammar(text: str, kind: PowerSourceKind, arg: str | None) -> No
     ],
 )
 def test_bad_sources_rejected_with_a_hint(text: str, match: str) -> None:
+    """Checked with the run's config (the monitors' registry says what ``--power`` may
+    name), before anything is built."""
+    from aidge_deploy.configcheck import check_deploy_config
+
     with pytest.raises(ConfigError, match=match) as info:
-        DeployConfig(target="host", power=text)
+        check_deploy_config(DeployConfig(target="host", power=text), "host")
     assert info.value.hint
 
 
@@ -251,11 +255,12 @@ def test_reference_monitor(tmp_path: Path) -> None:
 def test_doctor_lists_the_monitors_found(tmp_path: Path) -> None:
     """On stand-in sysfs trees (this machine has no sensor) doctor finds hwmon and RAPL."""
     from aidge_deploy.power.monitors import discover_monitors
+    from aidge_deploy.power.registry import ThisMachine
     from power_support import ina226_tree, rapl_tree
 
     ina226_tree(tmp_path)
     rapl_tree(tmp_path, energy_uj=5, max_range_uj=100)
-    found = {c.name: c for c in discover_monitors(tmp_path)}
+    found = {c.name: c for c in discover_monitors(ThisMachine(sysfs_root=tmp_path))}
     assert found["hwmon:ina226"].ok and "power of ina226" in found["hwmon:ina226"].detail
     assert found["rapl"].ok and found["rapl"].detail == "package-0"
     assert found["emulated"].ok and found["pyjls"].ok

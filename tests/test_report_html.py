@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.profiling.validity import assess
+from aidge_deploy.report.assess import assess
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.summary import build_summary
 from aidge_deploy.results import DeployResult

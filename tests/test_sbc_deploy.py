@@ -27,9 +27,9 @@ import pytest
 
 import aidge_deploy
 from aidge_deploy import DeployConfig
-from aidge_deploy.boards.sbc.settings import PASSPHRASE_ENV
 from aidge_deploy.boards.seccomp import PROFILE_NAME, perf_profile
 from aidge_deploy.config import BenchmarkConfig
+from aidge_deploy.connections.ssh_settings import PASSPHRASE_ENV
 from aidge_deploy.errors import (
     AuthenticationError,
     BuildError,

@@ -21,7 +21,7 @@ from typing import Any
 import asyncssh
 import pytest
 
-from aidge_deploy.boards.sbc.settings import PASSPHRASE_ENV
+from aidge_deploy.connections.ssh_settings import PASSPHRASE_ENV
 from boards import SshBoard
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]

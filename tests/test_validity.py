@@ -15,9 +15,9 @@ from aidge_deploy.profiling.validity import (
     IssueCode,
     Severity,
     ValidityStatus,
-    assess,
 )
 from aidge_deploy.protocols.registry import get_protocol
+from aidge_deploy.report.assess import assess
 from aidge_deploy.results import DeployResult, LayerFigure, Metric, Provenance, TimingSeries
 from aidge_deploy.timing import TimingInfo, protocol_timing
 

@@ -39,8 +39,8 @@ from aidge_deploy.errors import BuildError, InternalError, MemoryFitError, Prefl
 from aidge_deploy.exportspec import Export
 from aidge_deploy.filememo import FileMemo, Reads
 from aidge_deploy.firmwareid import build_arguments
+from aidge_deploy.lifecycle import BuildResult, BuildStatus, Toolchain
 from aidge_deploy.pathsearch import which
-from aidge_deploy.results import BuildResult, BuildStatus, Toolchain
 
 STAMP_NAME = ".aidge-deploy-build.json"
 BUILD_TIMEOUT_S = 1800.0

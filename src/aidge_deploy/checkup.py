@@ -173,9 +173,11 @@ def counter_readiness() -> tuple[Readiness, ...]:
 
 def monitor_readiness() -> tuple[Readiness, ...]:
     from aidge_deploy.power.monitors import monitor_checks
-    from aidge_deploy.power.registry import POWER_MONITORS
+    from aidge_deploy.power.registry import POWER_MONITORS, ThisMachine
+    from aidge_deploy.registry import TARGETS
 
-    checks = monitor_checks()
+    targets = tuple((c.target_name, c.backend_name, c) for c in TARGETS.all().values())
+    checks = monitor_checks(ThisMachine(targets=targets))
     return tuple(
         Readiness(kind.syntax(), tuple(checks[name]), (), kind.reads)
         for name, kind in POWER_MONITORS.all().items()

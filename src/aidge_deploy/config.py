@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.profiling.timing import TimingMode
 
 if TYPE_CHECKING:
     from aidge_core.export_utils.config import BenchmarkConfig, ValidationConfig
@@ -45,6 +44,13 @@ class Backend(StrEnum):
     SSH = "ssh"
     SSH_DOCKER = "ssh_docker"
     API = "api"
+
+
+class TimingMode(StrEnum):
+    """What an emulated board's time is: the core's timing model, or one cycle per instruction."""
+
+    MODEL = "model"
+    CPI1 = "cpi1"
 
 
 class Aggregation(StrEnum):
@@ -228,9 +234,7 @@ class DeployConfig:
                 "instruction).",
             ) from None
         if self.power is not None:
-            from aidge_deploy.power.registry import parse_power_source
-
-            self.power = str(parse_power_source(self.power))
+            self.power = _power_spelling(self.power)
         if self.power_window_s is not None and not self.power_window_s > 0:
             raise ConfigError(
                 f"power_window_s must be positive, got {self.power_window_s}",
@@ -454,6 +458,14 @@ class DeployConfig:
         return f"DeployConfig({', '.join(parts)})"
 
 
+def _power_spelling(value: object) -> str:
+    """``--power`` as the monitors' registry spells it (``NAME`` lower case, ``:ARG`` as
+    given): whether ``NAME`` is a registered monitor and takes ``ARG`` is checked with the
+    run (``configcheck``), where the registry is."""
+    name, sep, argument = str(value).strip().partition(":")
+    return f"{name.strip().lower()}{sep}{argument.strip()}"
+
+
 def _key_values(items: Any, option: str) -> dict[str, str]:
     """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``; ``ConfigError`` for an item without ``=``."""
     out: dict[str, str] = {}
@@ -489,5 +501,6 @@ __all__ = [
     "BenchmarkConfig",
     "DeployConfig",
     "FarmCampaign",
+    "TimingMode",
     "ValidationConfig",
 ]

@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING
 
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import ConfigError, PreflightError
-from aidge_deploy.profiling.capability import CounterCapableTarget, check_counter_request
+from aidge_deploy.power.registry import parse_power_source
+from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.counters import select_counters
 from aidge_deploy.readiness import ToolCheck, missing, missing_text
 from aidge_deploy.registry import (
     DeployTarget,
     RemoteBackend,
     get_deploy_target,
     get_deploy_target_class,
+    registered_targets,
 )
 from aidge_deploy.report.destination import check_report_dir
 
@@ -46,6 +49,8 @@ def check_deploy_config(config: DeployConfig, target: str) -> DeployTarget | Rem
     folder) or ``PreflightError`` (tools missing on this machine).
     """
     config.check_values()
+    if config.power is not None:  # its spelling: a registered monitor, with its argument
+        parse_power_source(config.power)
     cls = get_deploy_target_class(target, config.backend_kind)
     if issubclass(cls, DeployTarget):  # a remote backend checks them where they are counted
         check_counter_request(config.counters, cls, target, config.backend_kind)
@@ -135,6 +140,28 @@ def check_run(
     return implementation, inputs
 
 
+def check_counter_request(
+    counters: tuple[str, ...], target_cls: type, target: str, backend: str
+) -> None:
+    """Fail early (Preflight calls this too) on counters the target cannot count or typos."""
+    if not counters:
+        return
+    if not issubclass(target_cls, CounterCapableTarget):
+        capable = sorted(
+            f"{t}/{b}"
+            for (t, b), cls in registered_targets().items()
+            if issubclass(cls, CounterCapableTarget)
+        )
+        raise ConfigError(
+            f"Counters were requested ({', '.join(counters)}), but target {target}/{backend} cannot count events",
+            hint="Drop counters= (--counters), or deploy on a counter-capable target: "
+            + (", ".join(capable) or "none registered")
+            + ".",
+        )
+    # names and presets are checked against the catalogue (did-you-mean on typos)
+    select_counters(counters, target_cls.counter_domain)
+
+
 def require(checks: list[ToolCheck], what: str) -> None:
     """``PreflightError`` naming what is missing and how to get it, in the words of
     ``doctor``'s row for it (``readiness.missing_text``)."""
@@ -143,4 +170,11 @@ def require(checks: list[ToolCheck], what: str) -> None:
         raise PreflightError(f"{what} is missing {absent}", hint=how)
 
 
-__all__ = ["check_deploy_config", "check_iterations", "check_run", "require", "timed_iterations"]
+__all__ = [
+    "check_counter_request",
+    "check_deploy_config",
+    "check_iterations",
+    "check_run",
+    "require",
+    "timed_iterations",
+]

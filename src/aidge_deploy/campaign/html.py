@@ -28,7 +28,7 @@ from aidge_deploy.campaign.tables import (
     pareto_points,
     side_by_side,
 )
-from aidge_deploy.report.format import fmt_bytes, time_text, time_unit_for
+from aidge_deploy.display import fmt_bytes, time_text, time_unit_for
 from aidge_deploy.report.html import PAGE_CSS, PROVENANCE_LABELS, provenance_chip
 from aidge_deploy.report.svg import ScatterPoint, scatter_chart
 

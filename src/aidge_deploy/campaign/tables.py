@@ -28,7 +28,7 @@ from aidge_deploy.campaign.figures import (
     figure_columns,
     pick,
 )
-from aidge_deploy.report.format import figure_text
+from aidge_deploy.display import figure_text
 
 #: the identity columns of the CSV, before the figures
 CSV_FIELDS = (

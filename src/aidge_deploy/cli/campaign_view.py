@@ -99,7 +99,7 @@ def _cell_text(cell: Any) -> str:
 
 def print_side_by_side(records: Sequence[Mapping[str, Any]]) -> None:
     from aidge_deploy.campaign.tables import side_by_side
-    from aidge_deploy.report.format import fmt_bytes
+    from aidge_deploy.display import fmt_bytes
 
     for view in side_by_side(records):
         option = "" if view.option == "-" else f" ({view.option})"

@@ -84,8 +84,8 @@ def list_runs(
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """List the recorded runs, oldest first, with where each series stepped."""
+    from aidge_deploy.display import figure_text
     from aidge_deploy.history.query import RecordFilter, list_records, record_dict
-    from aidge_deploy.report.format import figure_text
 
     which = RecordFilter(
         name=name, target=target, board=board, branch=branch, source=source, commit=commit

@@ -10,10 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from aidge_deploy.display import column_time_unit, figure_text, time_text
 from aidge_deploy.errors import DeployError, InternalError
 from aidge_deploy.metrics import COARSE_STEPS, Metric, Provenance, format_figure
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
-from aidge_deploy.report.format import column_time_unit, figure_text, time_text
 
 if TYPE_CHECKING:  # results imports numpy and aidge_core: not at --help time
     from aidge_deploy.power.protocol import GateReport

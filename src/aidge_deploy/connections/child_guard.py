@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from aidge_deploy.connections.toolcache import compile_cached, find_c_compiler
 from aidge_deploy.errors import DeployError
 from aidge_deploy.filememo import Signature, signature
 from aidge_deploy.pathsearch import which
-from aidge_deploy.toolcache import compile_cached, find_c_compiler
 
 _log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ def check_job_config(config: JobConfig, target: str, facts: ExportFacts | None =
             check_samples(config, facts.inputs, facts.nb_validation)
         counters = values.get("counters")
         if counters:
-            from aidge_deploy.profiling.capability import check_counter_request
+            from aidge_deploy.configcheck import check_counter_request
             from aidge_deploy.registry import pipeline_target_class
 
             cls = pipeline_target_class(target, "local")

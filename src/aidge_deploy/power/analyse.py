@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.metrics import Provenance
 from aidge_deploy.power.checks import capture_issue, window_issues
 from aidge_deploy.power.failures import PowerCaptureError
 from aidge_deploy.power.jls import recorded_inferences
@@ -27,7 +28,6 @@ from aidge_deploy.power.protocol import WindowRule
 from aidge_deploy.power.result import PowerPlan, PowerResult
 from aidge_deploy.power.source import PowerSource, PowerSourceKind
 from aidge_deploy.profiling.validity import MIN_POWER_WINDOW_SAMPLES, Issue
-from aidge_deploy.results import Provenance
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from aidge_deploy.errors import ConfigError, InternalError
+from aidge_deploy.metrics import Provenance
 from aidge_deploy.power.protocol import WindowRule
 from aidge_deploy.power.result import PowerPlan, TerminalRecord
-from aidge_deploy.results import Provenance
 
 if TYPE_CHECKING:
+    from aidge_deploy.lifecycle import BuildResult, DeployContext, ExecutionResult
     from aidge_deploy.power.protocol import PowerMonitor
     from aidge_deploy.protocols.base import ProtocolResult
-    from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult
 
 
 @dataclass(frozen=True)

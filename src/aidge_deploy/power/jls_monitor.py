@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import CaptureError, ConfigError, InternalError
+from aidge_deploy.metrics import Provenance
 from aidge_deploy.power.jls import INSTALL_HINT, analyze_jls, recorded_inferences
 from aidge_deploy.power.protocol import (
     GateKind,
@@ -23,8 +24,7 @@ from aidge_deploy.power.protocol import (
     WindowRule,
 )
 from aidge_deploy.power.source import PowerSource
-from aidge_deploy.registry import ToolCheck
-from aidge_deploy.results import Provenance
+from aidge_deploy.readiness import ToolCheck
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aidge_deploy.errors import CaptureError, InternalError, PreflightError
+from aidge_deploy.metrics import Provenance
 from aidge_deploy.power.jls import INFERENCES_KEY, INSTALL_HINT
 from aidge_deploy.power.jls_monitor import capture_from_jls
 from aidge_deploy.power.protocol import (
@@ -31,8 +32,7 @@ from aidge_deploy.power.protocol import (
     WindowRule,
 )
 from aidge_deploy.power.source import PowerSource
-from aidge_deploy.registry import ToolCheck
-from aidge_deploy.results import Provenance
+from aidge_deploy.readiness import ToolCheck
 
 #: host output rate: 100 kS/s keeps a 10 s window at 24 MB while edges stay within 10 µs
 SAMPLE_RATE_HZ = 100_000

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from abc import abstractmethod
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import CaptureError, ConfigError
 from aidge_deploy.power.registry import (
     POWER_MONITORS,
     MonitorKind,
+    ThisMachine,
     parse_power_source,
 )
 from aidge_deploy.power.source import PowerSource
@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.power.protocol import PowerMonitor
     from aidge_deploy.power.sysfs import SysfsReader
-
-#: where ``doctor`` looks for this machine's sensors
-SYSFS_ROOT = Path("/sys")
 
 
 class JoulescopeMonitorKind(MonitorKind):
@@ -41,7 +38,7 @@ class JoulescopeMonitorKind(MonitorKind):
     provenance = "silicon"
 
     @classmethod
-    def on_this_machine(cls) -> list[ToolCheck]:
+    def on_this_machine(cls, here: ThisMachine) -> list[ToolCheck]:
         from aidge_deploy.power.joulescope import joulescope_checks
 
         return joulescope_checks(None)
@@ -75,7 +72,7 @@ class JlsMonitorKind(MonitorKind):
     runs_a_window = False  # nothing runs: any board whose run it recorded
 
     @classmethod
-    def on_this_machine(cls) -> list[ToolCheck]:
+    def on_this_machine(cls, here: ThisMachine) -> list[ToolCheck]:
         from aidge_deploy.power.jls import INSTALL_HINT
 
         return [module_check("pyjls", INSTALL_HINT)]
@@ -107,11 +104,11 @@ class SysfsMonitorKind(MonitorKind):
         """The sensors ``source`` reads on ``reader`` (``CaptureError`` when there are none)."""
 
     @classmethod
-    def on_this_machine(cls, sysfs_root: Path = SYSFS_ROOT) -> list[ToolCheck]:
+    def on_this_machine(cls, here: ThisMachine) -> list[ToolCheck]:
         from aidge_deploy.power.sysfs import LocalSysfs
 
         try:
-            return cls.find(LocalSysfs(sysfs_root), PowerSource(cls.name))
+            return cls.find(LocalSysfs(here.sysfs_root), PowerSource(cls.name))
         except CaptureError as exc:
             return [ToolCheck(cls.name, False, exc.message, exc.hint)]
 
@@ -195,74 +192,23 @@ def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[ToolCheck]:
         reader.close()
 
 
-class EmulatedMonitorKind(MonitorKind):
-    reads = (
-        "energy model of an emulated board's core driven by the emulated PMU counts, gated "
-        "by the power firmware's gate functions; per inference and per layer"
-    )
-    provenance = "estimated"
-
-    @classmethod
-    def on_this_machine(cls) -> list[ToolCheck]:
-        from aidge_deploy.power.energy_model import boards_with_models
-
-        boards = boards_with_models()
-        return [
-            ToolCheck(
-                "emulated",
-                bool(boards),
-                f"energy models of {', '.join(boards)}" if boards else "no board has a model",
-            )
-        ]
-
-    @classmethod
-    def preflight(
-        cls, source: PowerSource, config: DeployConfig, target_cls: type
-    ) -> list[ToolCheck]:
-        from aidge_deploy.power.energy_model import boards_with_models
-
-        board = getattr(target_cls, "board_name", None)
-        if not getattr(target_cls, "emulated", False) or board not in boards_with_models():
-            raise ConfigError(
-                f"--power emulated needs an emulated board with an energy model (not {config.target})",
-                hint=f"Boards with a model: {', '.join(boards_with_models())}.",
-            )
-        return [ToolCheck("emulated", True, f"energy model of {board}")]
-
-    @classmethod
-    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
-        from aidge_deploy.power.emulated import EmulatedEnergyMonitor
-
-        board = getattr(target, "board", None)
-        if board is None or not getattr(target, "emulated", False):
-            raise ConfigError(
-                "--power emulated needs an emulated (QEMU) board",
-                hint="Use it with --target mps2-an386, mps3-an547 or netduinoplus2; on other "
-                "targets measure with joulescope, hwmon or rapl.",
-            )
-        return EmulatedEnergyMonitor(source, board.name, board.cpu_hz, timing=config.timing)
-
-
 class ReferenceMonitorKind(MonitorKind):
     reads = "the hardware model's reference current x supply voltage x N x clean latency"
     provenance = "estimated"
 
     @classmethod
-    def on_this_machine(cls) -> list[ToolCheck]:
+    def on_this_machine(cls, here: ThisMachine) -> list[ToolCheck]:
         """Which registered targets a ``--power reference`` run would pass Preflight on (a
         power window, and reference values in the hardware model): ready only when a target
         of this machine is one of them (SSH boards are said, not counted)."""
         from aidge_deploy.config import DeployConfig
-        from aidge_deploy.registry import TARGETS
 
         usable = []
-        for target_cls in TARGETS.all().values():
-            config = DeployConfig(
-                target=target_cls.target_name, backend=target_cls.backend_name, power=cls.name
-            )
+        for target, backend, target_cls in here.targets:
+            config = DeployConfig(target=target, backend=backend, power=cls.name)
             try:
                 if all(c.ok for c in preflight_checks(config, target_cls)):
-                    usable.append(f"{target_cls.target_name}/{target_cls.backend_name}")
+                    usable.append(f"{target}/{backend}")
             except Exception:  # refused for this target (no window, no hardware model here)
                 continue
         local = [u for u in usable if u.endswith("/local")]
@@ -318,20 +264,14 @@ def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
     return kind.preflight(source, config, target_cls)
 
 
-def monitor_checks(sysfs_root: Path = SYSFS_ROOT) -> dict[str, list[ToolCheck]]:
-    """What ``doctor`` lists: every registered kind and whether one is usable here (the
-    sysfs sensors under ``sysfs_root``)."""
-    return {
-        name: kind.on_this_machine(sysfs_root)
-        if issubclass(kind, SysfsMonitorKind)
-        else kind.on_this_machine()
-        for name, kind in POWER_MONITORS.all().items()
-    }
+def monitor_checks(here: ThisMachine) -> dict[str, list[ToolCheck]]:
+    """What ``doctor`` lists: every registered kind and whether one is usable ``here``."""
+    return {name: kind.on_this_machine(here) for name, kind in POWER_MONITORS.all().items()}
 
 
-def discover_monitors(sysfs_root: Path = SYSFS_ROOT) -> list[ToolCheck]:
+def discover_monitors(here: ThisMachine) -> list[ToolCheck]:
     """``monitor_checks`` as one list."""
-    return [check for checks in monitor_checks(sysfs_root).values() for check in checks]
+    return [check for checks in monitor_checks(here).values() for check in checks]
 
 
 def _kind(source: PowerSource) -> type[MonitorKind]:
@@ -341,7 +281,6 @@ def _kind(source: PowerSource) -> type[MonitorKind]:
 
 
 __all__ = [
-    "EmulatedMonitorKind",
     "HwmonMonitorKind",
     "JlsMonitorKind",
     "JoulescopeMonitorKind",

@@ -95,7 +95,7 @@ class PolledMonitor(PowerMonitor):
         )
 
     def _provenance_guess(self):  # type: ignore[no-untyped-def]
-        from aidge_deploy.results import Provenance
+        from aidge_deploy.metrics import Provenance
 
         return Provenance.HOST
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import CaptureError, InternalError
+from aidge_deploy.metrics import Provenance
 from aidge_deploy.power.protocol import (
     GateKind,
     MonitorCapabilities,
@@ -21,8 +22,7 @@ from aidge_deploy.power.protocol import (
     WindowRequest,
 )
 from aidge_deploy.power.source import PowerSource
-from aidge_deploy.registry import ToolCheck
-from aidge_deploy.results import Provenance
+from aidge_deploy.readiness import ToolCheck
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig

@@ -16,6 +16,8 @@ from __future__ import annotations
 import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
@@ -25,6 +27,21 @@ from aidge_deploy.readiness import ToolCheck
 
 if TYPE_CHECKING:
     from aidge_deploy.power.protocol import PowerMonitor
+
+
+#: where ``doctor`` looks for this machine's sensors
+SYSFS_ROOT = Path("/sys")
+
+
+@dataclass(frozen=True)
+class ThisMachine:
+    """What ``doctor`` tells a monitor kind when it asks whether one is usable here."""
+
+    #: where sysfs is mounted (hwmon and RAPL sensors)
+    sysfs_root: Path = SYSFS_ROOT
+    #: the registered deploy targets, ``(target, backend, class)``: a monitor usable with
+    #: some targets only says which
+    targets: tuple[tuple[str, str, type], ...] = ()
 
 
 class MonitorKind(ABC):
@@ -53,7 +70,7 @@ class MonitorKind(ABC):
         )
 
     @classmethod
-    def on_this_machine(cls) -> list[ToolCheck]:
+    def on_this_machine(cls, here: ThisMachine) -> list[ToolCheck]:
         """What ``doctor`` lists: whether one such monitor is usable here, or what is missing."""
         return []
 
@@ -61,7 +78,7 @@ class MonitorKind(ABC):
     def preflight(cls, source: PowerSource, config: Any, target_cls: type) -> list[ToolCheck]:
         """What a run with ``source`` on ``target_cls`` needs, checked before anything is
         built (``ConfigError`` for a combination no run can measure)."""
-        return cls.on_this_machine()
+        return cls.on_this_machine(ThisMachine())
 
     @classmethod
     @abstractmethod
@@ -136,7 +153,9 @@ def parse_power_source(value: str | PowerSource) -> PowerSource:
 
 __all__ = [
     "POWER_MONITORS",
+    "SYSFS_ROOT",
     "MonitorKind",
+    "ThisMachine",
     "monitor_kind",
     "parse_power_source",
     "register_power_monitor",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.errors import CaptureError
-from aidge_deploy.results import Provenance
+from aidge_deploy.metrics import Provenance
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
@@ -128,8 +128,8 @@ def make_reader(config: DeployConfig) -> SysfsReader:
     """The board's sysfs over SSH for SSH backends, else this machine's."""
     root = config.power_sysfs_root
     if _ssh_backend(config):
-        from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
         from aidge_deploy.connections.ssh import SshConnection
+        from aidge_deploy.connections.ssh_settings import ssh_settings_from_config
 
         conn = SshConnection(ssh_settings_from_config(config)).connect()
         return SshSysfs(conn, str(root) if root is not None else DEFAULT_ROOT)

@@ -16,15 +16,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
-from aidge_deploy.errors import ConfigError
 from aidge_deploy.extensions import Registry
-from aidge_deploy.profiling.counters import CounterDomain, select_counters
+from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.readiness import ToolCheck
-from aidge_deploy.registry import registered_targets
 
 if TYPE_CHECKING:
+    from aidge_deploy.lifecycle import BuildResult, DeployContext
     from aidge_deploy.profiling.passes import CounterPass, PassResult
-    from aidge_deploy.results import BuildResult, DeployContext
 
 
 class CounterCapableTarget(ABC):
@@ -74,42 +72,8 @@ def register_counter_source(name: str) -> Callable[[_S], _S]:
     return COUNTER_SOURCES.registering(name)
 
 
-def counter_source_of(target_cls: type) -> str | None:
-    """The name of the counter source ``target_cls`` counts with (None: it counts nothing)."""
-    sources = COUNTER_SOURCES.all()
-    for base in target_cls.__mro__:
-        for name, source in sources.items():
-            if base is source:
-                return name
-    return None
-
-
-def check_counter_request(
-    counters: tuple[str, ...], target_cls: type, target: str, backend: str
-) -> None:
-    """Fail early (Preflight calls this too) on counters the target cannot count or typos."""
-    if not counters:
-        return
-    if not issubclass(target_cls, CounterCapableTarget):
-        capable = sorted(
-            f"{t}/{b}"
-            for (t, b), cls in registered_targets().items()
-            if issubclass(cls, CounterCapableTarget)
-        )
-        raise ConfigError(
-            f"Counters were requested ({', '.join(counters)}), but target {target}/{backend} cannot count events",
-            hint="Drop counters= (--counters), or deploy on a counter-capable target: "
-            + (", ".join(capable) or "none registered")
-            + ".",
-        )
-    # names and presets are checked against the catalogue (did-you-mean on typos)
-    select_counters(counters, target_cls.counter_domain)
-
-
 __all__ = [
     "COUNTER_SOURCES",
     "CounterCapableTarget",
-    "check_counter_request",
-    "counter_source_of",
     "register_counter_source",
 ]

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from aidge_deploy.display import time_text, time_unit_for
 from aidge_deploy.metrics import Metric, Provenance
-from aidge_deploy.report.format import time_text, time_unit_for
 from aidge_deploy.timing import TimingInfo
 
 #: column keys of the derived and static figures

@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 from aidge_deploy.config import Aggregation
 from aidge_deploy.errors import CaptureError, ConfigError
+from aidge_deploy.lifecycle import LayerFigure
 from aidge_deploy.metrics import Metric, Provenance, is_time_unit
 from aidge_deploy.profiling.aggregate import (
     TRIMMED_MIN_SAMPLES,
@@ -23,7 +24,6 @@ from aidge_deploy.profiling.aggregate import (
     sample_problem,
 )
 from aidge_deploy.profiling.counters import Counter, CounterDomain, CounterSelection, load_catalogue
-from aidge_deploy.results import LayerFigure
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
+from aidge_deploy.connections.toolcache import compile_cached, find_c_compiler
 from aidge_deploy.errors import CaptureError, ConfigError
-from aidge_deploy.toolcache import compile_cached, find_c_compiler
 
 #: counter order in the plugin's records
 PLUGIN_COUNTERS = ("instructions", "loads", "stores", "branches_taken", "estimated_cycles")

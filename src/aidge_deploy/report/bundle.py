@@ -26,8 +26,9 @@ from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import ReportError
 from aidge_deploy.exportspec import Export
 from aidge_deploy.profiling.binary import BinaryInfo
-from aidge_deploy.profiling.validity import Validity, assess
+from aidge_deploy.profiling.validity import Validity
 from aidge_deploy.report import metadata as meta
+from aidge_deploy.report.assess import assess
 from aidge_deploy.report.destination import describe_os_error
 from aidge_deploy.report.html import render_html
 from aidge_deploy.report.identity import model_identity

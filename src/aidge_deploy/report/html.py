@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from aidge_deploy.display import figure_text, fmt_bytes, time_text, time_unit_for
 from aidge_deploy.metrics import Provenance
-from aidge_deploy.report.format import figure_text, fmt_bytes, time_text, time_unit_for
 from aidge_deploy.report.html_layers import SORT_SCRIPT, layers_section
 from aidge_deploy.report.power_html import power_section
 from aidge_deploy.report.published_html import published_section

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from aidge_deploy.display import column_time_unit, figure_text, time_text, time_unit_for
 from aidge_deploy.metrics import Metric
 from aidge_deploy.profiling.layer_table import coverage_text
-from aidge_deploy.report.format import column_time_unit, figure_text, time_text, time_unit_for
 from aidge_deploy.report.svg import PALETTE, bar_chart
 
 #: inline, dependency-free column sorting (click a header; click again to reverse)

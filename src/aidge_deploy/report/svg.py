@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from aidge_deploy.display import fmt_bytes
 from aidge_deploy.metrics import format_figure
-from aidge_deploy.report.format import fmt_bytes
 
 PALETTE = ("#3b6fd8", "#d8843b", "#3ba86b", "#a85bd8", "#d83b5e", "#2fa3b5", "#8a8f3b")
 _FONT = 'font-family="system-ui, -apple-system, Segoe UI, sans-serif"'

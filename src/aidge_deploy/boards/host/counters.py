@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.artifact import hydrate_runtime
 from aidge_deploy.connections.local_process import describe_exit
+from aidge_deploy.connections.toolcache import c_compiler_check
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
@@ -25,7 +26,6 @@ from aidge_deploy.profiling.perf_linux import (
     run_with_counters,
 )
 from aidge_deploy.readiness import ToolCheck
-from aidge_deploy.toolcache import c_compiler_check
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig

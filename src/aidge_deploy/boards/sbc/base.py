@@ -37,8 +37,8 @@ from aidge_deploy.boards.sbc.build_steps import SbcBuildSteps
 from aidge_deploy.boards.sbc.counters import SbcPerfCounters
 from aidge_deploy.boards.sbc.layout import eviction_command, remote_layout, touch_command
 from aidge_deploy.boards.sbc.session import SHORT_TIMEOUT_S
-from aidge_deploy.boards.sbc.settings import ssh_settings_from_config
 from aidge_deploy.connections.ssh import SshConnection
+from aidge_deploy.connections.ssh_settings import ssh_settings_from_config
 from aidge_deploy.errors import ConfigError, DeployError, ExecutionError
 from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.readiness import ToolCheck, apt_program_check

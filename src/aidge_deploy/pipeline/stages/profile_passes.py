@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from aidge_deploy.configcheck import check_counter_request
 from aidge_deploy.pipeline.context import PipelineContext
-from aidge_deploy.profiling.capability import CounterCapableTarget, check_counter_request
+from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import select_counters
 from aidge_deploy.profiling.passes import merge_passes, plan_passes
 from aidge_deploy.progress import ProgressKind

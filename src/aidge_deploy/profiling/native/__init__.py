@@ -18,9 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from aidge_deploy.connections.toolcache import compile_cached, find_c_compiler
 from aidge_deploy.errors import CaptureError
 from aidge_deploy.profiling.counters import Counter
-from aidge_deploy.toolcache import compile_cached, find_c_compiler
 
 #: prefix of the report line on stderr when no ``-o`` file is given
 REPORT_PREFIX = "AIDGE_PERF_RUN "

@@ -19,7 +19,6 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -30,7 +29,6 @@ __all__ = [
     "ESTIMATED_CYCLES",
     "EstimatedCycles",
     "ModelEntry",
-    "TimingMode",
     "TimingModel",
     "help_text",
     "load_model",
@@ -43,13 +41,6 @@ CORES = ("cortex-m4", "cortex-m33", "cortex-m55")
 #: the name of the figure, its unit and quantity: a metric, a layer counter
 ESTIMATED_CYCLES = "estimated_cycles"
 SCHEMA = "aidge-deploy.timing-model/1"
-
-
-class TimingMode(StrEnum):
-    """What an emulated board's time is: the core's timing model, or one cycle per instruction."""
-
-    MODEL = "model"
-    CPI1 = "cpi1"
 
 
 @dataclass(frozen=True)

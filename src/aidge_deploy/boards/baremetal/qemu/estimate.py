@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from aidge_deploy.boards.baremetal.qemu.pmu import PmuSymbols, estimated_cycles_of
 from aidge_deploy.cachedir import default_cache_root
+from aidge_deploy.config import TimingMode
 from aidge_deploy.errors import DeployError
 from aidge_deploy.profiling.qemu_plugin import (
     WaitStates,
@@ -34,7 +35,6 @@ from aidge_deploy.profiling.qemu_plugin import (
 from aidge_deploy.profiling.timing import (
     ESTIMATED_CYCLES,
     EstimatedCycles,
-    TimingMode,
     TimingModel,
     model_for_cpu,
     plugin_table_path,

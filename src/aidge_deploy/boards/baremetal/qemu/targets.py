@@ -35,8 +35,10 @@ from aidge_deploy.boards.baremetal.qemu.pmu import (
     pass_result_from_trace,
 )
 from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
+from aidge_deploy.config import TimingMode
 from aidge_deploy.connections.qemu import FirmwareSession
 from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult
+from aidge_deploy.connections.toolcache import c_compiler_check
 from aidge_deploy.errors import DeployError, ExecutionError, FlashError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
@@ -45,12 +47,11 @@ from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
-from aidge_deploy.profiling.timing import EstimatedCycles, TimingMode
+from aidge_deploy.profiling.timing import EstimatedCycles
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
 from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
-from aidge_deploy.toolcache import c_compiler_check
 from aidge_qemu_descriptors import (
     QemuBoard,
     RegionKind,

@@ -1,4 +1,4 @@
-"""Figures of a summary as the HTML report prints them, by the rules of ``metrics``.
+"""Figures as people read them (terminal, HTML report, tables), by the rules of ``metrics``.
 
 Times are shown in ms, µs or ns (whichever reads best) and always to the resolution of their
 timer, scaled with them; counts as integers; bytes in the binary unit they are closest to.

@@ -1,4 +1,6 @@
-"""``emulated``: energy of a QEMU board's power window from the emulated PMU counts.
+"""``--power emulated``: energy of a QEMU board's power window from the emulated PMU counts.
+
+The monitor kind lives with the emulated boards it reads (its entry point names it here).
 
 The power variant of the emulated boards' BSP calls ``aidge_power_gate_open`` and
 ``aidge_power_gate_close`` around its N inferences. The emulated-PMU plugin snapshots its
@@ -16,15 +18,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aidge_deploy import stats
 from aidge_deploy.boards.baremetal.qemu.estimate import model_plugin_options
 from aidge_deploy.boards.baremetal.qemu.pmu import CYCLES_SYMBOL as CYCLES
 from aidge_deploy.boards.baremetal.qemu.pmu import FORWARD_SYMBOL, per_forward_layer_rows
+from aidge_deploy.config import TimingMode
 from aidge_deploy.elf import ElfReadError, read_elf
-from aidge_deploy.errors import CaptureError, InternalError
+from aidge_deploy.errors import CaptureError, ConfigError, InternalError
+from aidge_deploy.metrics import Provenance
 from aidge_deploy.power.analysis import TRACE_POINTS
-from aidge_deploy.power.energy_model import EnergyModel, energy_model_for
+from aidge_deploy.power.energy_model import EnergyModel, boards_with_models, energy_model_for
 from aidge_deploy.power.failures import PowerCaptureError
 from aidge_deploy.power.protocol import (
     GateKind,
@@ -35,6 +40,7 @@ from aidge_deploy.power.protocol import (
     PowerTrace,
     WindowRequest,
 )
+from aidge_deploy.power.registry import MonitorKind, ThisMachine
 from aidge_deploy.power.source import PowerSource
 from aidge_deploy.profiling.qemu_plugin import (
     PLUGIN_COUNTERS,
@@ -44,10 +50,12 @@ from aidge_deploy.profiling.qemu_plugin import (
     plugin_path,
     read_trace,
 )
-from aidge_deploy.profiling.timing import TimingMode
 from aidge_deploy.profiling.validity import IssueCode
-from aidge_deploy.results import Provenance
+from aidge_deploy.readiness import ToolCheck
 from aidge_qemu_descriptors import get_board
+
+if TYPE_CHECKING:
+    from aidge_deploy.config import DeployConfig
 
 GATE_OPEN = "aidge_power_gate_open"
 GATE_CLOSE = "aidge_power_gate_close"
@@ -218,4 +226,52 @@ def _renumber(inside: Sequence[Snapshot]) -> list[Snapshot]:
     return out
 
 
-__all__ = ["GATE_CLOSE", "GATE_OPEN", "EmulatedEnergyMonitor", "gate_symbols"]
+class EmulatedMonitorKind(MonitorKind):
+    reads = (
+        "energy model of an emulated board's core driven by the emulated PMU counts, gated "
+        "by the power firmware's gate functions; per inference and per layer"
+    )
+    provenance = "estimated"
+
+    @classmethod
+    def on_this_machine(cls, here: ThisMachine) -> list[ToolCheck]:
+        boards = boards_with_models()
+        return [
+            ToolCheck(
+                "emulated",
+                bool(boards),
+                f"energy models of {', '.join(boards)}" if boards else "no board has a model",
+            )
+        ]
+
+    @classmethod
+    def preflight(
+        cls, source: PowerSource, config: DeployConfig, target_cls: type
+    ) -> list[ToolCheck]:
+        board = getattr(target_cls, "board_name", None)
+        if not getattr(target_cls, "emulated", False) or board not in boards_with_models():
+            raise ConfigError(
+                f"--power emulated needs an emulated board with an energy model (not {config.target})",
+                hint=f"Boards with a model: {', '.join(boards_with_models())}.",
+            )
+        return [ToolCheck("emulated", True, f"energy model of {board}")]
+
+    @classmethod
+    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+        board = getattr(target, "board", None)
+        if board is None or not getattr(target, "emulated", False):
+            raise ConfigError(
+                "--power emulated needs an emulated (QEMU) board",
+                hint="Use it with --target mps2-an386, mps3-an547 or netduinoplus2; on other "
+                "targets measure with joulescope, hwmon or rapl.",
+            )
+        return EmulatedEnergyMonitor(source, board.name, board.cpu_hz, timing=config.timing)
+
+
+__all__ = [
+    "GATE_CLOSE",
+    "GATE_OPEN",
+    "EmulatedEnergyMonitor",
+    "EmulatedMonitorKind",
+    "gate_symbols",
+]
