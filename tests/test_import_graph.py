@@ -30,11 +30,12 @@ PACKAGES = ("aidge_deploy", "aidge_qemu_boards", "aidge_qemu_descriptors")
 #: the layers of aidge_deploy's packages and top-level modules, lowest first (the order of
 #: docs/architecture.md, "Layers"); a package imports from its own layer and those below
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # vocabulary and primitives: nothing of the package, or one another
+    # vocabulary and primitives
     (
         "errors", "metrics", "progress", "cachedir", "defaults", "exportspec", "filememo",
         "pathsearch", "elf", "stats", "hwfacts", "legacy_results", "quantisation",
         "runcontrol", "cpupriority", "ownsources", "comparability", "yamlfile", "display",
+        "mlperf", "exportfixes", "quantsteps",
     ),
     # services every layer uses: the extension registries' shape, tool checks, time units
     ("extensions", "readiness", "timing", "bugreport", "lab", "labscan", "lifecycle"),
@@ -54,8 +55,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("configcheck", "pipeline", "api"),
     # what is built on deploy(): exports, listings, several runs, the results history
     (
-        "modelexport", "exportcache", "catalog", "checkup", "docs", "benchmark_api",
-        "multitarget", "bspcheck", "validation", "history",
+        "modelexport", "modelfit", "exportcache", "catalog", "checkup", "docs",
+        "benchmark_api", "multitarget", "bspcheck", "validation", "history",
     ),
     # the plug-in for pytest, the board farm, campaigns
     ("testing", "farm", "campaign"),
