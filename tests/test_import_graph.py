@@ -56,7 +56,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # what is built on deploy(): exports, listings, several runs, the results history
     (
         "modelexport", "modelfit", "exportcache", "catalog", "checkup", "docs",
-        "benchmark_api", "multitarget", "bspcheck", "validation", "history",
+        "benchmark_api", "benchmark_backends", "benchmark_targets", "multitarget", "bspcheck",
+        "validation", "history",
     ),
     # the plug-in for pytest, the board farm, campaigns
     ("testing", "farm", "campaign"),
