@@ -59,8 +59,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "benchmark_api", "benchmark_backends", "benchmark_targets", "multitarget", "bspcheck",
         "validation", "history",
     ),
-    # the plug-in for pytest, the board farm, campaigns
-    ("testing", "farm", "campaign"),
+    # the plug-in for pytest, the board farm, campaigns, profiling a model, the MCP server
+    ("testing", "farm", "campaign", "modelprofile", "mcpserver"),
     # the command line
     ("cli",),
 )  # fmt: skip

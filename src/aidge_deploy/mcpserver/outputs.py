@@ -129,7 +129,7 @@ def run_figures(result: Any, *, history_record: int | None = None) -> RunFigures
     """A ``DeployResult`` as figures with units and provenance (its validity assessed as
     the bundle's is)."""
     from aidge_deploy.profiling.layer_table import layer_table
-    from aidge_deploy.profiling.validity import assess
+    from aidge_deploy.report.assess import assess
     from aidge_deploy.report.summary import headline_metrics
 
     validity = assess(result, requested_counters=tuple(result.metrics.get("counters") or ()))
