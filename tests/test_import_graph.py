@@ -35,10 +35,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "errors", "metrics", "progress", "cachedir", "defaults", "exportspec", "filememo",
         "pathsearch", "elf", "stats", "hwfacts", "legacy_results", "quantisation",
         "runcontrol", "cpupriority", "ownsources", "comparability", "yamlfile", "display",
-        "mlperf", "exportfixes", "quantsteps",
+        "mlperf", "exportfixes", "quantsteps", "firmwareid",
     ),
     # services every layer uses: the extension registries' shape, tool checks, time units
-    ("extensions", "readiness", "timing", "bugreport", "lab", "labscan", "lifecycle"),
+    ("extensions", "readiness", "bspcheck", "timing", "bugreport", "lab", "labscan", "lifecycle"),
     # session facts: the config of a run, the export it deploys
     ("config", "artifact"),
     # mechanisms: programming a board, processes, SSH, serial, QEMU
@@ -51,13 +51,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("buildsys", "boards"),
     # result bundles and reports
     ("report",),
+    # a model's export: its request, inputs and fit in the target's memory
+    ("modelexport", "modelfit", "modelinputs"),
     # one run: the config check, the pipeline, deploy()
     ("configcheck", "pipeline", "api"),
     # what is built on deploy(): exports, listings, several runs, the results history
     (
-        "modelexport", "modelfit", "exportcache", "catalog", "checkup", "docs",
-        "benchmark_api", "benchmark_backends", "benchmark_targets", "multitarget", "bspcheck",
-        "validation", "history",
+        "exportcache", "catalog", "checkup", "docs", "benchmark_api", "benchmark_backends", "benchmark_targets", "multitarget", "validation",
+        "history",
     ),
     # the plug-in for pytest, the board farm, campaigns, profiling a model, the MCP server
     ("testing", "farm", "campaign", "modelprofile", "mcpserver"),
