@@ -183,7 +183,7 @@ def test_bad_inputs_exit_2_before_anything_is_exported(
         ([*base, "--inputs", str(tmp_path / "file")], "is a file, not a folder"),
         ([*base, "--inputs", str(tmp_path / "garbage")], "is not a readable NumPy file"),
         ([*base, "--dataset", str(tmp_path / "file")], "is a file, not a folder"),
-        ([*base, "--report", "/proc/aidge-x"], "cannot write under /proc"),
+        ([*base, "--report", "/proc/aidge-x"], "cannot create the report under /proc"),
         ([*base, "--report", str(tmp_path / "file")], "is a file, not a folder"),
         ([*base, "--report", str(tmp_path / "other")], "holds no validation report"),
         ([*base, "--work-dir", str(tmp_path / "file")], "is a file, not a folder"),
