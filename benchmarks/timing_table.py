@@ -1,10 +1,11 @@
-"""The README's table of the emulated boards' timing models: three models on three boards.
+"""docs/timing.md's table of the emulated boards' timing models: three models on every board.
 
 For each board and model: emulated instructions per inference, the CPI = 1 time
 (``--timing cpi1``), the timing model's estimated cycles and time, and the implied CPI
 (estimated cycles / instructions) per inference and per layer. Every figure is deterministic
 (QEMU under a fixed icount shift), so this prints the same table on any machine. Run:
-``python benchmarks/timing_table.py [TABLE.md]`` (it exports, builds and runs nine firmwares).
+``python benchmarks/timing_table.py [TABLE.md]`` (it exports, builds and runs fifteen
+firmwares).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import aidge_deploy
 from common import export_with_aidge, modelzoo
 
-BOARDS = ("mps2-an386", "netduinoplus2", "mps3-an547")
+BOARDS = ("mps2-an386", "netduinoplus2", "mps2-an500", "mps2-an505", "mps3-an547")
 MODELS: dict[str, tuple[Any, tuple[int, ...]]] = {
     "tiny_cnn": (modelzoo.tiny_cnn, (1, 3, 4, 4)),
     "lenet (16x16)": (modelzoo.lenet, (1, 1, 16, 16)),

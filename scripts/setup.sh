@@ -16,6 +16,8 @@ APT_PACKAGES=(
   g++-aarch64-linux-gnu qemu-user qemu-user-static binfmt-support procps util-linux
   # HTML report check in headless Chromium
   chromium
+  # llvm-mca: the independent cross-check of the Cortex-M7/M33 timing models (tests/test_llvm_mca.py)
+  llvm
   # the farm service on a real PostgreSQL server (the tests start their own, on loopback)
   postgresql
 )

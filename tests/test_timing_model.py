@@ -229,7 +229,18 @@ M55_LAYOUT = M55_BRACKET_WITHOUT_RETURN + 4 + 3 * (4 + REFILL) + ISSUE
 #: (the flags set right before the branch). The bracket: mark's bx lr (1 + 2), bl (1 + 1),
 #: the bx lr (1 + 2), bl mark (1 + 1)
 M33_LAYOUT = 10 + 6 + 3 * (5 + 2)
-LAYOUT_EXPECTED = {"cortex-m4": M4_LAYOUT, "cortex-m33": M33_LAYOUT, "cortex-m55": M55_LAYOUT}
+#: Cortex-M7 (test_timing_m33_m7.py's sources): MOVS and MULS pair, ADDS, ADD.W at the MULS's
+#: result (2) with SUBS beside it, BNE: 4 cycles; each loop-back block: MULS + ADDS, ADD.W +
+#: SUBS, BNE: 4. The BNE is taken unpredicted (8), taken twice predicted, then falls through
+#: predicted taken (8); the bx lr (1). The bracket's four branches, each seen once,
+#: mispredict: 3 x (1 + 8) + 8
+M7_LAYOUT = 3 * (1 + 8) + 8 + 4 + 3 * 4 + 2 * 8 + 1
+LAYOUT_EXPECTED = {
+    "cortex-m4": M4_LAYOUT,
+    "cortex-m7": M7_LAYOUT,
+    "cortex-m33": M33_LAYOUT,
+    "cortex-m55": M55_LAYOUT,
+}
 #: LAYOUT_PAD of each layout: the loop's ADD.W across a page end, or inside a page
 LAYOUT_PADS = {"across a page end": 1016, "inside a page": 256}
 #: taken branches in the interval: the bracket's four and three loop-backs

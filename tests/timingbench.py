@@ -110,4 +110,25 @@ PINNED_NEW_CORES = {
         "cost.fp_move": 1, "latency.fp_move": 1, "fp_move_double": 1, "cost.fp_system": 1,
         "exception_entry": 12,
     },
+    "cortex-m7": {
+        "dual_issue": 1, "cost.alu": 1, "latency.alu": 1, "latency_shifted": 1,
+        "early_read": 1, "cost.mul": 1, "latency.mul": 2, "acc_advance": 1, "load_to_mul":
+        1, "cost.div": 7, "cost.load": 1, "latency.load": 1, "latency_load_subword": 2,
+        "cost.store": 1, "store_register_offset": 1, "store_data_advance": 3,
+        "cost.load_dual": 1, "latency.load_dual": 1, "cost.store_dual": 1,
+        "cost.load_multi": 0, "cost.store_multi": 0, "multi_per_register": 1,
+        "multi_registers_per_cycle": 2, "cost.branch": 1, "cost.branch_reg": 1,
+        "cost.load_pc": 1, "cost.table_branch": 2, "predictor": 1, "mispredict": 8,
+        "cost.it": 1, "cost.nop": 1, "cost.system": 1, "latency.system": 3, "cost.barrier":
+        1, "cost.other": 1, "cost.fp_alu": 1, "latency.fp_alu": 3, "latency_double.fp_alu":
+        4, "cost.fp_mul": 1, "latency.fp_mul": 3, "latency_double.fp_mul": 7, "cost.fp_mac":
+        1, "latency.fp_mac": 5, "latency_double.fp_mac": 11, "fp_acc_advance": 2,
+        "fp_mac_blocks": 3, "fp_mac_blocks_all": 0, "cost.fp_div": 16, "latency.fp_div": 16,
+        "latency_double.fp_div": 30, "cost.fp_load": 1, "latency.fp_load": 1,
+        "fp_load_double": 1, "latency_double.fp_load": 2, "cost.fp_store": 1,
+        "fp_store_double": 1, "fp_store_data_advance": 2, "cost.fp_load_multi": 0,
+        "cost.fp_store_multi": 0, "fp_multi_per_register": 1,
+        "fp_multi_registers_per_cycle": 2, "cost.fp_move": 1, "latency.fp_move": 3,
+        "fp_move_double": 1, "cost.fp_system": 1, "exception_entry": 12,
+    },
 }  # fmt: skip

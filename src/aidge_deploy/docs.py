@@ -281,8 +281,37 @@ def comparability_page() -> str:
     )
 
 
+def timing_models_page() -> str:
+    from aidge_deploy.profiling.timing import CORES, load_model
+    from aidge_qemu_descriptors import list_boards
+
+    parts = [
+        HEADER,
+        "# Timing models of the emulated boards\n\nThe emulated PMU (a QEMU plugin) prices "
+        "every instruction with the model of the board's core; these are the models' data "
+        "files (`src/aidge_deploy/profiling/timing/<core>.json`) as the plugin reads them: "
+        "each number with its source, the assumptions, and what each model leaves out with "
+        "the direction it makes the estimate err. How they were validated and what they "
+        "give on real models: [timing.md](timing.md).\n",
+    ]
+    for core in CORES:
+        model = load_model(core)
+        boards = ", ".join(f"`{b.name}`" for b in list_boards() if b.cpu == core)
+        parts += [
+            f"\n## {model.label} (`{core}`): {boards}\n\nEngine `{model.engine}` "
+            f"(`profiling/plugin/timing_model.h`).\n\nSources:\n\n",
+            "".join(f"* **{name}**: {text}\n" for name, text in model.sources.items()),
+            "\nAssumptions:\n\n" + "".join(f"* {a}\n" for a in model.assumptions),
+            "\nWhat it leaves out:\n\n" + "".join(f"* {o}\n" for o in model.leaves_out),
+            "\n" + _table(["entry", "value", "source"],
+                           [[f"`{e.name}`", str(e.value), e.source] for e in model.entries]),
+        ]  # fmt: skip
+    return "".join(parts)
+
+
 PAGES = {
     "comparability.md": comparability_page,
+    "timing-models.md": timing_models_page,
     "targets.md": targets_page,
     "protocols.md": protocols_page,
     "counters.md": counters_page,

@@ -91,11 +91,14 @@ def plugin_option(
     timing: Path | None = None,
     wait_states: Sequence[WaitStates] = (),
     count_memory: bool = True,
+    blocks: Path | None = None,
 ) -> list[str]:
     """``["-plugin", "<so>,boundary=0x...,out=<file>[,timing=...]"]`` for the QEMU command
     line: ``timing`` is the core's cost table (``profiling.timing.plugin_table_path``),
     ``wait_states`` the board's slow regions, ``count_memory=False`` leaves the load and store
-    counters out (no memory callback unless a region needs one: a faster run).
+    counters out (no memory callback unless a region needs one: a faster run), ``blocks``
+    is where the plugin writes every block's runs and static cycles at exit
+    (``read_blocks``).
 
     ``boundaries`` may be a file the plugin reads when it translates the first block
     (``write_boundaries``): QEMU can then start before the firmware is known."""
@@ -108,7 +111,7 @@ def plugin_option(
         raise ConfigError(f"{len(wait_states)} wait-state regions; the plugin takes at most 8",
                           hint="Merge the board's regions.")  # fmt: skip
     boundaries_file = boundaries if isinstance(boundaries, Path) else None
-    for path in (plugin, out, timing, boundaries_file):
+    for path in (plugin, out, timing, boundaries_file, blocks):
         if path is not None and "," in str(path):
             raise ConfigError(
                 f"QEMU cannot take a plugin path with a comma: {path}",
@@ -123,6 +126,8 @@ def plugin_option(
     parts += [f"ws={r.start:#x}:{r.size:#x}:{r.wait_states}" for r in wait_states]
     if not count_memory:
         parts.append("mem=off")
+    if blocks is not None:
+        parts.append(f"blocks={blocks}")
     return ["-plugin", ",".join(parts)]
 
 
@@ -232,14 +237,56 @@ def read_trace(path: Path) -> PluginTrace:
     return PluginTrace(tuple(boundaries), tuple(snapshots), total, model)
 
 
+@dataclass(frozen=True)
+class BlockRun:
+    """One translated block of a run (``blocks=FILE``): ``[start, end)``, its instruction
+    count, how many times it started, and its static cycles (the timing model's, from an
+    empty pipeline; 0 without a model)."""
+
+    start: int
+    end: int
+    instructions: int
+    runs: int
+    static_cycles: int
+
+
+def read_blocks(path: Path) -> tuple[BlockRun, ...]:
+    """The plugin's ``blocks=`` file, hottest first (runs x static cycles, then runs)."""
+    try:
+        lines = path.read_text(encoding="ascii").splitlines()
+    except OSError as exc:
+        raise CaptureError(
+            f"The emulated-PMU plugin wrote no block profile at {path}: {exc.strerror}",
+            hint="QEMU was killed before its exit handlers ran, or did not load the plugin.",
+        ) from exc
+    blocks = []
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if not fields or fields[0] == "#":
+            continue
+        try:
+            if fields[0] != "H" or len(fields) != 6:
+                raise ValueError(fields[0])
+            start, end, count, runs, cycles = (int(f, 0) for f in fields[1:])
+        except ValueError as exc:
+            raise CaptureError(
+                f"{path}:{number}: malformed block record {line!r}",
+                hint="The file is corrupt or from another plugin version.",
+            ) from exc
+        blocks.append(BlockRun(start, end, count, runs, cycles))
+    return tuple(sorted(blocks, key=lambda b: (-b.runs * b.static_cycles, -b.runs, b.start)))
+
+
 __all__ = [
     "CATALOGUE_NAMES",
     "PLUGIN_COUNTERS",
+    "BlockRun",
     "PluginTrace",
     "Snapshot",
     "WaitStates",
     "plugin_option",
     "plugin_path",
+    "read_blocks",
     "read_trace",
     "write_boundaries",
 ]

@@ -62,6 +62,9 @@
  *   ws=START:SIZE:N  (repeatable, up to 8) N wait states on the memory region.
  *   mem=off        do not count loads and stores (their columns stay 0): no memory
  *                  callback unless a ws= region needs one.
+ *   blocks=FILE    at exit, every block that ran: its address range, instructions, runs and
+ *                  static cycles (what a cross-check of the model needs, hot blocks first
+ *                  by runs x cycles).
  *
  * Output, one record per line, flushed as written (nothing lost if QEMU is killed):
  *   # aidge_pmu 2 instructions loads stores branches_taken estimated_cycles
@@ -115,18 +118,24 @@ struct block {
     uint16_t fetch_wait_states; /* of the region holding the block's first instruction */
     uint8_t per_insn;           /* counted instruction by instruction (it holds a boundary) */
     const struct block *seq_pred; /* the block this one last continued sequentially ... */
+    const struct block *seq_head; /* ... the first block of that straight run ... */
     int seq_delta;                /* ... and tm_entry_delta of that pairing */
+    uint8_t entered_seq;          /* its last start continued seq_pred sequentially */
     /* per instruction i: what the timing model knows of it, its offset from start, and the
      * static cycles of instructions 0..i-1 (cycles_before[n_insns]: the whole block) */
     struct insn_info *insns;
     uint32_t *offset;
     uint64_t *cycles_before;
+    uint64_t runs;              /* times the block started (blocks=FILE) */
+    struct block *translated;   /* the block translated before this one (blocks=FILE) */
 };
 
 static const struct insn_info *first_of(const struct block *b) { return &b->insns[0]; }
 static const struct insn_info *last_of(const struct block *b) { return &b->insns[b->n_insns - 1]; }
 
 static struct block *last_block;
+static struct block *all_blocks; /* the last translated, for blocks=FILE */
+static char *blocks_path;
 static uint64_t insns_at_block_start;
 /* start of the last instruction QEMU replayed alone after an I/O access (0: none since the
  * last block started) */
@@ -183,10 +192,38 @@ static const struct insn_info *before_last_of(const struct block *b) {
 
 static uint64_t last_addr_of(const struct block *b) { return b->start + b->offset[b->n_insns - 1]; }
 
+/* A straight run QEMU split into several blocks: a page end splits it, and an instruction
+ * across the page end is a block of its own, so one run can be three blocks. */
+#define MAX_RUN_BLOCKS 4
+#define MAX_RUN_INSNS 2048
+static struct insn_info run_insns[MAX_RUN_INSNS];
+
+/* The instructions of the straight run ``prev`` ends (prev and the blocks it continued
+ * sequentially this time, oldest first) into run_insns; their count, and the run's first
+ * block in *head. */
+static size_t straight_run(const struct block *prev, const struct block **head) {
+    const struct block *chain[MAX_RUN_BLOCKS];
+    size_t depth = 0, total = 0;
+    for (const struct block *c = prev; c && depth < MAX_RUN_BLOCKS &&
+                                       total + c->n_insns <= MAX_RUN_INSNS;
+         c = c->entered_seq ? c->seq_pred : NULL) {
+        chain[depth++] = c;
+        total += c->n_insns;
+    }
+    size_t at = 0;
+    for (size_t i = depth; i-- > 0;) {
+        memcpy(&run_insns[at], chain[i]->insns, chain[i]->n_insns * sizeof *run_insns);
+        at += chain[i]->n_insns;
+    }
+    *head = chain[depth - 1];
+    return total;
+}
+
 static void on_block(unsigned int vcpu, void *udata) {
     (void)vcpu;
     struct block *b = udata;
     const struct block *prev = last_block;
+    int sequential = 0; /* b continues prev's straight run */
     if (prev) {
         if (add_last_block(prev)) {
             /* cut short by an I/O access replayed on its own: execution resumes right
@@ -197,16 +234,19 @@ static void on_block(unsigned int vcpu, void *udata) {
                 n_cycles += tm_predict(&model, &predictor, last_addr_of(prev), 0, 0);
             }
             if (timing_on) {
-                if (b->seq_pred != prev) {
-                    /* the two blocks priced as the one straight run they are: QEMU splits
-                     * straight-line code where the layout puts a page end, so this keeps
-                     * the estimate independent of where the code lies */
+                /* the blocks priced as the one straight run they are: QEMU splits
+                 * straight-line code where the layout puts a page end, so this keeps the
+                 * estimate independent of where the code lies */
+                const struct block *head;
+                size_t n_run = straight_run(prev, &head);
+                if (b->seq_pred != prev || b->seq_head != head) {
                     b->seq_pred = prev;
-                    b->seq_delta =
-                        tm_entry_delta(&model, prev->insns, prev->n_insns, b->insns, b->n_insns);
+                    b->seq_head = head;
+                    b->seq_delta = tm_entry_delta(&model, run_insns, n_run, b->insns, b->n_insns);
                 }
                 n_cycles += (uint64_t)(int64_t)b->seq_delta;
             }
+            sequential = 1;
         } else {
             ++n_taken;
             if (timing_on) {
@@ -223,7 +263,9 @@ static void on_block(unsigned int vcpu, void *udata) {
             }
         }
     }
+    b->entered_seq = (uint8_t)sequential;
     last_block = b;
+    ++b->runs;
     insns_at_block_start = n_insns;
     replayed_at = 0;
 }
@@ -352,6 +394,8 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     b->start = qemu_plugin_tb_vaddr(tb);
     b->n_insns = (uint32_t)n;
     b->insns = insns;
+    b->translated = all_blocks;
+    all_blocks = b;
     b->fetch_wait_states = (uint16_t)wait_states_at(b->start);
     b->offset = offset;
     b->cycles_before = cycles_before;
@@ -401,6 +445,24 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     free(cost);
 }
 
+/* blocks=FILE: each translated block that ran, "H <start> <end> <instructions> <runs>
+ * <static cycles>" (a block retranslated is listed once per translation) */
+static void write_blocks(void) {
+    FILE *f = fopen(blocks_path, "w");
+    if (!f) {
+        fprintf(stderr, "aidge_pmu: cannot write %s\n", blocks_path);
+        return;
+    }
+    fputs("# aidge_pmu blocks start end instructions runs static_cycles\n", f);
+    for (const struct block *b = all_blocks; b; b = b->translated) {
+        if (b->runs) {
+            fprintf(f, "H 0x%" PRIx64 " 0x%" PRIx64 " %" PRIu32 " %" PRIu64 " %" PRIu64 "\n",
+                    b->start, b->end, b->n_insns, b->runs, b->cycles_before[b->n_insns]);
+        }
+    }
+    fclose(f);
+}
+
 static void on_plugin_exit(qemu_plugin_id_t id, void *udata) {
     (void)id;
     (void)udata;
@@ -411,6 +473,9 @@ static void on_plugin_exit(qemu_plugin_id_t id, void *udata) {
     snprintf(line, sizeof line, "T %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
              n_insns, n_loads, n_stores, n_taken, n_cycles);
     emit(line);
+    if (blocks_path) {
+        write_blocks();
+    }
     if (out) {
         fclose(out);
         out = NULL;
@@ -465,6 +530,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         } else if (strncmp(arg, "ws=", 3) == 0) {
             if (parse_ws(arg + 3) != 0) {
                 fprintf(stderr, "aidge_pmu: bad or too many ws arguments: %s\n", arg);
+                return -1;
+            }
+        } else if (strncmp(arg, "blocks=", 7) == 0) {
+            blocks_path = strdup(arg + 7);
+            if (!blocks_path) {
                 return -1;
             }
         } else if (strcmp(arg, "mem=off") == 0) {

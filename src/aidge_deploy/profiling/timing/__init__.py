@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: the cores with a timing model, by the ``cpu`` of the emulated boards' descriptors
-CORES = ("cortex-m4", "cortex-m33", "cortex-m55")
+CORES = ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
 #: the name of the figure, its unit and quantity: a metric, a layer counter
 ESTIMATED_CYCLES = "estimated_cycles"
 SCHEMA = "aidge-deploy.timing-model/1"
