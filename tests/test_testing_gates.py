@@ -83,6 +83,9 @@ def test_the_readme_flow_fails_a_wider_model_against_an_earlier_report_folder(
     accepts; a third session after a re-run into the same folder compares with the newest.
     The folders are outside the project and given in space form (pytest takes them for test
     paths and moves its rootdir: the runs keep their names)."""
+    # the flow as a developer runs it: under CI=true a session with no baseline fails its
+    # gate (a gate must gate), checked at the end
+    monkeypatch.delenv("CI", raising=False)
     model = modelzoo.lenet(tmp_path / "model.onnx")
     monkeypatch.setenv("MODEL", str(model))
     pytester.makepyfile(test_gated=GATED)
@@ -134,6 +137,12 @@ def test_the_readme_flow_fails_a_wider_model_against_an_earlier_report_folder(
     assert len(sessions) == 3 and sessions[0] == session_1
     line = _gate_line(third)
     assert "no regression against the run of" in line and str(sessions[1]) in line, line
+
+    # 6. in CI a session with no baseline asked for fails its gate instead of skipping it
+    monkeypatch.setenv("CI", "true")
+    in_ci = pytester.runpytest_subprocess(*COMMON)
+    in_ci.assert_outcomes(failed=1)
+    assert "in CI (CI=true) a gate must gate" in _failure(in_ci)
 
 
 def test_the_same_gate_through_a_history(
