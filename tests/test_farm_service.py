@@ -638,8 +638,8 @@ def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[n
 
 
 def _shipped_commands() -> list[tuple[str, list[str]]]:
-    """Every command line of the systemd units in contrib/farm/systemd and of the README's
-    farm section: (where, argv), continuation lines joined, comments dropped."""
+    """Every command line of the systemd units in contrib/farm/systemd, of the README and of
+    docs/farm.md: (where, argv), continuation lines joined, comments dropped."""
     import shlex
 
     root = Path(__file__).parent.parent
@@ -649,11 +649,12 @@ def _shipped_commands() -> list[tuple[str, list[str]]]:
         for line in text.splitlines():
             if line.startswith("ExecStart="):
                 found.append((unit.name, shlex.split(line[len("ExecStart=") :])))
-    readme = (root / "README.md").read_text().replace("\\\n", " ")
-    for line in readme.splitlines():
-        line = re.sub(r"^(\w+=\S*\s+)+", "", line.split("#", 1)[0].strip())  # VAR=value
-        if line.startswith(("aidge-deploy farm ", "labgrid-coordinator ", "labgrid-exporter ")):
-            found.append(("README.md", shlex.split(line)))
+    for page in ("README.md", "docs/farm.md"):
+        text = (root / page).read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            line = re.sub(r"^(\w+=\S*\s+)+", "", line.split("#", 1)[0].strip())  # VAR=value
+            if line.startswith(("aidge-deploy farm ", "labgrid-coordinator ", "labgrid-exporter ")):
+                found.append((page, shlex.split(line)))
     return found
 
 
@@ -666,7 +667,7 @@ def test_shipped_units_and_readme_commands_parse() -> None:
 
     commands = _shipped_commands()
     where = {w for w, _ in commands}
-    assert {"aidge-farm.service", "aidge-farm-agent.service", "README.md"} <= where, where
+    assert {"aidge-farm.service", "aidge-farm-agent.service", "README.md", "docs/farm.md"} <= where
     assert {"labgrid-coordinator.service", "labgrid-exporter.service"} <= where, where
     cli = typer.main.get_command(app)
     for place, argv in commands:

@@ -59,7 +59,7 @@ class Dtype(StrEnum):
 class Heuristic(StrEnum):
     """Aidge's graph-adaptation heuristic (``ExportConfig.heuristic``): how the exporter picks
     among the fused candidates of each subgraph. ``runtime`` (deploy each candidate) is not
-    offered: Aidge 0.10.1 cannot reach a deploy from it (see the README)."""
+    offered: Aidge 0.10.1 cannot reach a deploy from it (see docs/aidge-packages.md)."""
 
     NB_OP = "nb_op"  # fewest elementary operators, by the export libraries' priority
     COST = "cost"  # lowest adaptation cost (transposes, casts the adaptation adds)
