@@ -27,6 +27,7 @@ import pytest
 
 import aidge_deploy
 from aidge_deploy import DeployConfig
+from aidge_deploy.artifact import export_hash
 from aidge_deploy.boards.seccomp import PROFILE_NAME, perf_profile
 from aidge_deploy.config import BenchmarkConfig
 from aidge_deploy.connections.ssh_settings import PASSPHRASE_ENV
@@ -40,6 +41,7 @@ from aidge_deploy.errors import (
     PreflightError,
     TransferError,
 )
+from aidge_deploy.firmwareid import UNVERIFIED
 from aidge_deploy.progress import ProgressUpdate
 from aidge_deploy.report.metadata import toolchain_versions
 from aidge_deploy.results import BuildStatus, DeployResult, Provenance, Toolchain
@@ -155,6 +157,10 @@ def test_ssh_outputs_identical_to_host_and_peak_rss_from_the_board(
         progress=progress,
     )
     assert_identical(result, host_outputs)
+    # built on the board, the program printed this export's hash (firmwareid): verified
+    assert UNVERIFIED not in result.metrics["notices"]
+    log = Path(str(result.log_path)).read_text()
+    assert re.search(rf"^AIDGE_EXPORT_HASH {export_hash(rpi_output)}$", log, re.MULTILINE)
     assert result.execution is not None and result.execution.peak_rss_bytes
     assert peak_rss_metric(result) == result.execution.peak_rss_bytes
     record = (tmp_path / "run" / "remote.json").read_text()
@@ -186,6 +192,9 @@ def test_ssh_docker_and_local_docker_outputs_identical_to_host(
         export_factory("output"), DeployConfig(docker_image=docker_board.image)
     )
     assert_identical(local, host_outputs)
+    # both programs print their export's hash: built on the board, and in a local container
+    for result in (remote, local):
+        assert UNVERIFIED not in result.metrics["notices"], result.metrics["notices"]
     assert any("run in container" in n for n in local.metrics["notices"])
     peak_rss_metric(local)
     assert "aidge-deploy-" not in docker_board.docker("ps", "-a").stdout

@@ -17,7 +17,8 @@ How it gets there:
 * **CMake exports** (the host and Linux-board exports of ``aidge_export_cpp``, whose sources
   are Aidge's): ``-DAIDGE_DEPLOY_EXPORT_HASH=<hash> -DCMAKE_PROJECT_INCLUDE=<firmware_id.cmake>``
   adds one C++ source to every executable of the project, whose static initialiser prints
-  the line before ``main()`` runs. The export's own files are untouched.
+  the line before ``main()`` runs. The export's own files are untouched. A build on an SSH
+  board or in a container writes the script into its build folder there (``remote_build``).
 
 ``check_identity`` reads the line from a run's captured output (and takes it out, so
 protocol parsers never see it): a different hash fails the run with both hashes

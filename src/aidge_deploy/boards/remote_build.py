@@ -6,6 +6,10 @@ board's core count and without the export's cross toolchain file (on the board t
 native). A stamp holding the export's content hash and the build location sits next to the
 artifact, so an unchanged export is recognised as built with one cheap remote check and
 never rebuilt.
+
+The firmware identity (``firmwareid``) goes along: the configure line's CMake script is a
+file of this machine, so the build line first writes its text into the build folder on the
+board (or in the container) and the configure includes that copy, with the export's hash.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 from aidge_deploy.buildsys import STAMP_NAME, plan_build
 from aidge_deploy.errors import BuildError
 from aidge_deploy.exportspec import Export
-from aidge_deploy.firmwareid import CMAKE_VARIABLE
+from aidge_deploy.firmwareid import CMAKE_VARIABLE, cmake_script
 
 CACHED_MARK = "AIDGE_DEPLOY_BUILD_CACHED"
 _JOBS_PLACEHOLDER = 987_654_321  # replaced by the board's `nproc` in the shell line
@@ -37,13 +41,15 @@ class RemoteBuildPlan:
     stamp: str
 
 
-#: configure arguments of a local build that name files of this machine: the firmware
-#: identity's CMake script (``firmwareid``; a remote build's program prints no hash, and its
-#: run is said to be unverified)
-_LOCAL_ONLY = (f"-D{CMAKE_VARIABLE}=", "-DCMAKE_PROJECT_INCLUDE=")
+#: the firmware identity's CMake script, as the build line writes it into the build folder
+IDENTITY_SCRIPT = "aidge_firmware_id.cmake"
+_HASH_ARG = f"-D{CMAKE_VARIABLE}="
+_INCLUDE_ARG = "-DCMAKE_PROJECT_INCLUDE="
 
 
-def _drop_toolchain(command: Sequence[str]) -> list[str]:
+def _for_board(command: Sequence[str], export_hash: str, script: str) -> list[str]:
+    """A local configure or build command as the board runs it: no cross toolchain file (the
+    board builds natively), the identity script's copy on the board, this export's hash."""
     out: list[str] = []
     skip = False
     for arg in command:
@@ -51,10 +57,12 @@ def _drop_toolchain(command: Sequence[str]) -> list[str]:
             skip = False
             continue
         if arg == "--toolchain":
-            skip = True  # the board builds natively; the export's file names a cross compiler
+            skip = True  # the export's file names a cross compiler
             continue
-        if arg.startswith(_LOCAL_ONLY):
-            continue
+        if arg.startswith(_HASH_ARG):
+            arg = _HASH_ARG + export_hash
+        elif arg.startswith(_INCLUDE_ARG):
+            arg = _INCLUDE_ARG + script
         out.append(arg)
     return out
 
@@ -92,9 +100,13 @@ def plan_remote_build(
         )
     remote = dataclasses.replace(artifact, path=Path(src))
     plan = plan_build(remote, Path(build_dir), jobs=jobs or _JOBS_PLACEHOLDER)
-    commands = [_drop_toolchain(c) for c in plan.commands]
+    script = posixpath.join(build_dir, IDENTITY_SCRIPT)
+    commands = [_for_board(c, export_hash, script) for c in plan.commands]
     artifact_path = posixpath.join(build_dir, plan.artifact_pattern)
-    stamp_text = json.dumps({"export_hash": export_hash, "location": location}, sort_keys=True)
+    # "identity": a build stamped before programs printed their hash is rebuilt once
+    stamp_text = json.dumps(
+        {"export_hash": export_hash, "location": location, "identity": 1}, sort_keys=True
+    )
     stamp = posixpath.join(build_dir, STAMP_NAME)
     host_build = check_paths[0] if check_paths else build_dir
     host_artifact = posixpath.join(host_build, plan.artifact_pattern)
@@ -108,6 +120,8 @@ def plan_remote_build(
         [
             f"mkdir -p {shlex.quote(build_dir)}",
             f"rm -f {shlex.quote(stamp)}",
+            f"printf '%s' {shlex.quote(cmake_script().read_text(encoding='utf-8'))} "
+            f"> {shlex.quote(script)}",
             *(_shell(c) for c in commands),
             f"[ -x {shlex.quote(artifact_path)} ]",
             f"printf '%s' {shlex.quote(stamp_text)} > {shlex.quote(stamp)}",

@@ -2,6 +2,12 @@
 # every executable of the project prints the export's hash once, before main() runs
 # (aidge_deploy.firmwareid), so a run can tell its own program from a stale or foreign one.
 # The export's own files are untouched; the source is generated in the build folder.
+# cmake_language(DEFER) needs CMake 3.19: an older CMake (on a board) builds the export as it
+# is, and its run says "firmware identity unverified".
+if(CMAKE_VERSION VERSION_LESS 3.19)
+  message(STATUS "aidge-deploy: CMake ${CMAKE_VERSION} < 3.19: no firmware identity line")
+  return()
+endif()
 if(DEFINED AIDGE_DEPLOY_EXPORT_HASH AND NOT AIDGE_DEPLOY_EXPORT_HASH STREQUAL "")
   get_property(_aidge_deploy_id_done GLOBAL PROPERTY AIDGE_DEPLOY_ID_DEFERRED)
   if(NOT _aidge_deploy_id_done)
