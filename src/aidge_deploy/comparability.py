@@ -23,6 +23,12 @@ record made from it) with one **effect** when two runs differ in it:
   board of a target apart asks for it (``--aidge-board-series``), and it is then part of
   the identity.
 
+**Estimates inside each other's band.** An emulated board's estimated cycles (and the times
+made of them) carry the band their timing model states. Two estimates of runs whose emulated
+instructions are the same, each inside the other's band, are *no change*: the model cannot
+tell them apart (a layout that moves unrelated code, a toolchain that reorders the same
+instructions). When the instructions changed, the estimates are compared as any figure.
+
 Version lines are compared by their version numbers (``arm-none-eabi-gcc (15:12.2.rel1-1)
 12.2.1 20221205`` is ``12.2.1``); the build drivers (cmake, make) are left out: a new cmake
 compiles the same code the same way. An emulated run recorded before the time models has
@@ -60,6 +66,9 @@ TIME_KEYS = (
     f"{LAYER_PREFIX}*/time",
     f"{LAYER_PREFIX}*/estimated_cycles",
 )
+#: the emulated instruction count: whether an estimate's program changed (``no_change``)
+INSTRUCTIONS = "emulated_instructions"
+
 #: the figure an aggregation (median, mean, ...) reduces the latency samples to
 AGGREGATED_KEYS = ("latency",)
 
@@ -130,6 +139,30 @@ def times_from(time_model: str | None, provenance: str | None) -> str | None:
     if time_model is None and provenance == "emulated":
         return CPI1
     return time_model
+
+
+def instructions_key(key: str) -> str:
+    """The instruction count behind the estimate ``key``: the layer's for a layer figure."""
+    if key.startswith(LAYER_PREFIX):
+        return f"{key.rsplit('/', 1)[0]}/{INSTRUCTIONS}"
+    return INSTRUCTIONS
+
+
+def no_change(
+    base: float,
+    base_band: tuple[float, float],
+    cand: float,
+    cand_band: tuple[float, float],
+    base_instructions: float | None,
+    cand_instructions: float | None,
+) -> bool:
+    """Whether two banded estimates are no change: each inside the other's band (``(low,
+    high)``), their instructions known and the same."""
+    if base_instructions is None or cand_instructions is None:
+        return False
+    if base_instructions != cand_instructions:
+        return False
+    return base_band[0] <= cand <= base_band[1] and cand_band[0] <= base <= cand_band[1]
 
 
 def normalised(facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,6 +307,7 @@ def dtype_of(c_type: str | None) -> str:
 __all__ = [
     "BY_NAME",
     "DIMENSIONS",
+    "INSTRUCTIONS",
     "POWER_KEYS",
     "SERIES",
     "TIME_KEYS",
@@ -284,6 +318,8 @@ __all__ = [
     "differences",
     "dtype_of",
     "facts_from_bundle",
+    "instructions_key",
+    "no_change",
     "normalised",
     "of_effect",
     "times_from",

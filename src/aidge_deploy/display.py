@@ -6,7 +6,7 @@ timer, scaled with them; counts as integers; bytes in the binary unit they are c
 
 from __future__ import annotations
 
-from aidge_deploy.metrics import format_figure
+from aidge_deploy.metrics import Band, format_banded, format_figure
 
 #: display unit -> factor from milliseconds
 _TIME_FACTORS = {"ms": 1.0, "µs": 1e3, "ns": 1e6}
@@ -28,11 +28,19 @@ def column_time_unit(peak_ms: float, resolution_ms: float | None) -> str:
 
 
 def time_text(
-    value_ms: float, resolution_ms: float | None, unit: str | None = None, *, with_unit: bool = True
+    value_ms: float,
+    resolution_ms: float | None,
+    unit: str | None = None,
+    *,
+    with_unit: bool = True,
+    band: Band | None = None,
 ) -> str:
-    """A time (ms) in ``unit`` (chosen from the value when None), to its resolution."""
+    """A time (ms) in ``unit`` (chosen from the value when None), to its resolution; an
+    estimate with a band to 3 significant digits and its band."""
     shown = unit or time_unit_for(abs(value_ms))
     factor = _TIME_FACTORS[shown]
+    if band is not None:
+        return format_banded(value_ms * factor, shown, band, with_unit=with_unit)
     resolution = None if resolution_ms is None else resolution_ms * factor
     return format_figure(value_ms * factor, shown, resolution, with_unit=with_unit)
 
@@ -44,12 +52,16 @@ def figure_text(
     *,
     unavailable_reason: str | None = None,
     with_unit: bool = True,
+    band: Band | None = None,
 ) -> str:
-    """Any summary figure: bytes, ratios, times and counts each in their own way."""
+    """Any summary figure: bytes, ratios, times and counts each in their own way (an
+    estimate with its model's band)."""
     if value is None:
         return format_figure(None, unit, unavailable_reason=unavailable_reason)
     if unit == "ms":
-        return time_text(float(value), resolution, with_unit=with_unit)
+        return time_text(float(value), resolution, with_unit=with_unit, band=band)
+    if band is not None:
+        return format_banded(float(value), unit, band, with_unit=with_unit)
     if unit == "B":
         return fmt_bytes(float(value)) if with_unit else f"{float(value):,.0f}"
     if unit == "ratio":

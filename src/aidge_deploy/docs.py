@@ -7,6 +7,7 @@ by ``aidge-deploy docs --write`` and checked against it by a test, so they canno
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from aidge_deploy.catalog import target_rows
 from aidge_deploy.flash.registry import FLASHERS, option_docs
@@ -281,6 +282,26 @@ def comparability_page() -> str:
     )
 
 
+def _bands(model: Any) -> str:
+    """A model's stated bands, each with its derivation."""
+    from aidge_deploy.profiling.timing import CodeKind
+
+    lines = []
+    for code in CodeKind:
+        side = model.uncertainty.bands[code]
+        band = model.band(code)
+        lines.append(f"* {code.value} code: {band.describe()}; {side.derivation}\n")
+    if model.uncertainty.wait_states_ratio is not None:
+        lines.append(
+            f"* on a board with flash wait states (`netduinoplus2`): the estimate may be up to "
+            f"{model.uncertainty.wait_states_ratio:g} times the silicon's, the low side widened "
+            f"to integer {model.band(CodeKind.INTEGER, wait_states=True).describe()}, float "
+            f"{model.band(CodeKind.FLOAT, wait_states=True).describe()}; "
+            f"{model.uncertainty.wait_states_derivation}\n"
+        )
+    return "".join(lines)
+
+
 def timing_models_page() -> str:
     from aidge_deploy.profiling.timing import CORES, load_model
     from aidge_qemu_descriptors import list_boards
@@ -302,6 +323,7 @@ def timing_models_page() -> str:
             f"(`profiling/plugin/timing_model.h`).\n\nSources:\n\n",
             "".join(f"* **{name}**: {text}\n" for name, text in model.sources.items()),
             "\nAssumptions:\n\n" + "".join(f"* {a}\n" for a in model.assumptions),
+            "\nUncertainty (the band every estimate carries):\n\n" + _bands(model),
             "\nWhat it leaves out:\n\n" + "".join(f"* {o}\n" for o in model.leaves_out),
             "\n" + _table(["entry", "value", "source"],
                            [[f"`{e.name}`", str(e.value), e.source] for e in model.entries]),

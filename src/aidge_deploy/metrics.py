@@ -13,6 +13,11 @@ spans only a few timer steps is flagged (``coarse``), one below a single step is
 ``below_resolution`` and must never be turned into a ratio (ns/MAC, a share of the total)
 — nor into 0. A figure that does not exist is "unavailable (reason)".
 
+An estimate (a timing model's cycles, the time derived from them) carries the uncertainty
+its model states (``Band``): the true figure is expected within ``value × (1 − below)`` and
+``value × (1 + above)``. A banded figure is printed to 3 significant digits with its band
+(``1.19 M cycles (−10 %/+15 %)``): more digits would claim a precision the model has not.
+
 This module is a leaf: it imports nothing from the package, so every layer can use it.
 """
 
@@ -27,15 +32,18 @@ __all__ = [
     "COARSE_STEPS",
     "COUNT_UNITS",
     "TIME_UNITS",
+    "Band",
     "Metric",
     "Provenance",
     "decimals_for",
     "figure",
+    "format_banded",
     "format_figure",
     "is_count_unit",
     "is_time_unit",
     "series",
     "steps_of",
+    "three_digits",
 ]
 
 
@@ -136,6 +144,87 @@ def format_figure(
 
 
 @dataclass(frozen=True)
+class Band:
+    """The uncertainty a model states for its estimate, as fractions of the estimate.
+
+    The true figure is expected between ``value × (1 − below)`` and ``value × (1 + above)``
+    (a model that errs high on some code has a larger ``below``). ``basis`` says where the
+    fractions come from (the model's derivation, in one line).
+    """
+
+    below: float
+    above: float
+    basis: str = ""
+
+    def __post_init__(self) -> None:
+        for side in (self.below, self.above):
+            if not (0.0 <= side < 10.0 and math.isfinite(side)):
+                raise ValueError(f"a band's fractions are in [0, 10), got {side!r}")
+        if self.below >= 1.0:
+            raise ValueError(f"a band cannot reach below zero (below = {self.below!r})")
+
+    def low(self, value: float) -> float:
+        return float(value) * (1.0 - self.below)
+
+    def high(self, value: float) -> float:
+        return float(value) * (1.0 + self.above)
+
+    def contains(self, value: float, of: float) -> bool:
+        """Whether ``value`` lies inside this band around the estimate ``of``."""
+        lo, hi = sorted((self.low(of), self.high(of)))
+        return lo <= float(value) <= hi
+
+    def describe(self) -> str:
+        """``−10 %/+15 %`` (``±10 %`` when both sides are equal)."""
+        below, above = _pct(self.below), _pct(self.above)
+        return f"±{above} %" if below == above else f"−{below} %/+{above} %"
+
+    def as_dict(self, value: float | None) -> dict[str, Any]:
+        """What files carry: the fractions, the basis and, with a value, the bounds."""
+        entry: dict[str, Any] = {"below": self.below, "above": self.above, "basis": self.basis}
+        if value is not None:
+            entry["low"] = self.low(value)
+            entry["high"] = self.high(value)
+        return entry
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Band | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(float(data["below"]), float(data["above"]), str(data.get("basis") or ""))
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.3g}"
+
+
+def three_digits(number: float, unit: str) -> str:
+    """3 significant digits: a count with an SI prefix (1,189,461 -> ``1.19 M``), anything
+    else in its own unit (47.673 ms -> ``47.7``; 1,234.5 ms -> ``1,235``)."""
+    size = abs(number)
+    if is_count_unit(unit):
+        for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if size >= scale:
+                return f"{number / scale:.3g} {prefix}"
+    if size == 0 or not math.isfinite(size):
+        return f"{number:g}"
+    decimals = max(0, 2 - math.floor(math.log10(size)))
+    return f"{number:,.{decimals}f}"
+
+
+def format_banded(value: float, unit: str, band: Band, *, with_unit: bool = True) -> str:
+    """An estimate with its model's band: 3 significant digits, then the band.
+
+    1,189,461 cycles at −10 %/+15 % -> ``1.19 M cycles (−10 %/+15 %)``; 47.673 ms ->
+    ``47.7 ms (−10 %/+15 %)``; without the unit, ``1.19 M (−10 %/+15 %)``.
+    """
+    text = three_digits(float(value), unit)
+    if with_unit and unit and unit != "count":
+        text = f"{text} {unit}"
+    return f"{text} ({band.describe()})"
+
+
+@dataclass(frozen=True)
 class Metric:
     """One figure with its unit, its provenance and, for a time, its timer's resolution.
 
@@ -157,6 +246,8 @@ class Metric:
     unavailable_reason: str | None = None
     #: the timer's (or counter's) step, in ``unit``
     resolution: float | None = None
+    #: the uncertainty the model behind an estimate states (None: a measurement, a count)
+    band: Band | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.provenance, str) and not isinstance(self.provenance, Provenance):
@@ -214,7 +305,10 @@ class Metric:
         return steps is not None and steps < COARSE_STEPS
 
     def formatted(self, *, with_unit: bool = True) -> str:
-        """The value printed by the module's rules (to its resolution, counts as integers)."""
+        """The value printed by the module's rules (to its resolution, counts as integers;
+        an estimate with a band to 3 significant digits and its band)."""
+        if self.band is not None and self.value is not None:
+            return format_banded(self.value, self.unit, self.band, with_unit=with_unit)
         return format_figure(
             self.value,
             self.unit,
@@ -232,6 +326,8 @@ class Metric:
             "description": self.description,
             "unavailable_reason": self.unavailable_reason,
             "resolution": self.resolution,
+            # optional (bundles of version 2 before bands have none)
+            **({} if self.band is None else {"band": self.band.as_dict(self.value)}),
         }
 
     def as_flagged_dict(self) -> dict[str, Any]:
@@ -254,6 +350,7 @@ class Metric:
             description=str(data.get("description") or ""),
             unavailable_reason=data.get("unavailable_reason"),
             resolution=data.get("resolution"),
+            band=Band.from_dict(data.get("band")),
         )
 
 

@@ -43,8 +43,28 @@ def _num(value: float | None, d: MetricDelta) -> str:
     return format_figure(value, d.unit, d.resolution, with_unit=False)
 
 
-def _delta_cells(d: MetricDelta) -> tuple[str, str, str, str]:
+def _banded(value: float | None, bounds: tuple[float, float] | None, d: MetricDelta) -> str:
+    """An estimate to 3 significant digits with its band's bounds: ``1.19 M [1.07–1.37 M]``."""
+    from aidge_deploy.metrics import three_digits
 
+    if value is None or bounds is None:
+        return _num(value, d)
+    lo, hi = (three_digits(b, d.unit) for b in bounds)
+    return f"{three_digits(value, d.unit)} [{lo}–{hi}]"
+
+
+def _delta_cells(d: MetricDelta) -> tuple[str, str, str, str]:
+    if d.no_change is not None:  # two estimates the model cannot tell apart
+        return (
+            _banded(d.base, d.band_base, d),
+            _banded(d.cand, d.band_cand, d),
+            "no change",
+            "within bands",
+        )
+    if d.band_base is not None or d.band_cand is not None:
+        base, cand = _banded(d.base, d.band_base, d), _banded(d.cand, d.band_cand, d)
+    else:
+        base, cand = _num(d.base, d), _num(d.cand, d)
     delta = d.delta
     pct = d.pct
     color = "" if not delta else ("red" if delta > 0 else "green")
@@ -52,7 +72,7 @@ def _delta_cells(d: MetricDelta) -> tuple[str, str, str, str]:
     pct_text = "—" if pct is None else f"{pct:+.1f}%"
     if color:
         delta_text, pct_text = f"[{color}]{delta_text}[/]", f"[{color}]{pct_text}[/]"
-    return _num(d.base, d), _num(d.cand, d), delta_text, pct_text
+    return base, cand, delta_text, pct_text
 
 
 def _print_rows(

@@ -106,7 +106,9 @@ def _flagged(cell: Metric | None, time_unit: str | None = None) -> str:
     if cell.value is None:
         return "n/a"
     if cell.unit == "ms" and time_unit is not None:
-        text = time_text(float(cell.value), cell.resolution, time_unit, with_unit=False)
+        text = time_text(
+            float(cell.value), cell.resolution, time_unit, with_unit=False, band=cell.band
+        )
     else:
         text = cell.formatted(with_unit=False)
     if cell.below_resolution:
@@ -238,7 +240,7 @@ def shown_figure(metric: Metric) -> str:
     """A figure as the terminal and the report show it: a time in the unit that reads best
     for it (ms, µs or ns), to its resolution; anything else as ``Metric.formatted``."""
     if metric.unit == "ms" and metric.value is not None:
-        return figure_text(float(metric.value), "ms", metric.resolution)
+        return figure_text(float(metric.value), "ms", metric.resolution, band=metric.band)
     return metric.formatted()
 
 

@@ -35,9 +35,11 @@ from sqlalchemy import (
     String,
     Text,
     create_engine,
+    inspect,
     select,
     update,
 )
+from sqlalchemy import text as sql_text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import (
     ArgumentError,
@@ -52,6 +54,7 @@ from sqlalchemy.pool import StaticPool
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.history.identity import Comparability, RunIdentity, bundle_facts
 from aidge_deploy.history.vcs import VcsInfo, detect_vcs
+from aidge_deploy.metrics import Band
 from aidge_deploy.report.compare import LAYER_PREFIX, Figure, figures
 from aidge_deploy.report.reader import read_summary
 
@@ -103,6 +106,32 @@ class FigureRow(HistoryBase):
     provenance: Mapped[str] = mapped_column(String(16))
     resolution: Mapped[float | None] = mapped_column(Float, nullable=True)
     unavailable_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: an estimate's band (fractions below and above its value, how the model sized them)
+    band_below: Mapped[float | None] = mapped_column(Float, nullable=True)
+    band_above: Mapped[float | None] = mapped_column(Float, nullable=True)
+    band_basis: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+#: columns added to a table after its first release: (table, column, SQL type), added to a
+#: history written before them when it is opened (nullable: old rows have none)
+_ADDED_COLUMNS = (
+    ("history_figures", "band_below", "FLOAT"),
+    ("history_figures", "band_above", "FLOAT"),
+    ("history_figures", "band_basis", "TEXT"),
+)
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Bring a history written by an older aidge-deploy up to the table's columns."""
+    present: dict[str, set[str]] = {}
+    inspector = inspect(engine)
+    for table, column, sql_type in _ADDED_COLUMNS:
+        if table not in present:
+            present[table] = {c["name"] for c in inspector.get_columns(table)}
+        if column not in present[table]:
+            with engine.begin() as connection:
+                connection.execute(sql_text(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}"))
+            present[table].add(column)
 
 
 @dataclass(frozen=True)
@@ -164,6 +193,7 @@ class HistoryStore:
         self.location = str(location) if not isinstance(location, Engine) else self.url
         try:
             HistoryBase.metadata.create_all(self.engine)
+            _add_missing_columns(self.engine)
         except OperationalError as exc:
             raise ConfigError(
                 f"Cannot open the results history {location}: {exc.orig}",
@@ -297,6 +327,9 @@ class HistoryStore:
                     provenance=fig.provenance,
                     resolution=fig.resolution,
                     unavailable_reason=fig.unavailable_reason,
+                    band_below=None if fig.band is None else fig.band.below,
+                    band_above=None if fig.band is None else fig.band.above,
+                    band_basis=None if fig.band is None else fig.band.basis,
                 )
                 for name, fig in run_figures.items()
             )
@@ -373,8 +406,11 @@ class HistoryStore:
             if not layers:
                 query = query.where(~FigureRow.name.startswith(LAYER_PREFIX))
             for f in session.scalars(query.order_by(FigureRow.id)):
+                band = None
+                if f.band_below is not None and f.band_above is not None:
+                    band = Band(f.band_below, f.band_above, f.band_basis or "")
                 out.setdefault(f.run_id, {})[f.name] = Figure(
-                    f.value, f.unit, f.provenance, f.resolution, f.unavailable_reason
+                    f.value, f.unit, f.provenance, f.resolution, f.unavailable_reason, band
                 )
         return out
 

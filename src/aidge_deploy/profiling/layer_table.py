@@ -5,7 +5,8 @@ figures: time per call, its share of the layers' total, the counters, the static
 parameters, and time per MAC; and what part of the latency per inference the layers add up
 to (``LayerTable.coverage``: the rest runs between them). Each cell is a
 ``metrics.Metric``, so it carries its unit, provenance and resolution and prints by the
-same rules everywhere. A time that spans less
+same rules everywhere (an emulated board's estimated cycles, and the times made of them,
+with the band their timing model states). A time that spans less
 than one step of its timer is flagged and never turned into a ratio: its share and its
 ns/MAC are "unavailable (below the timer's resolution)", not 0 and not a quotient of noise.
 """
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aidge_deploy.display import time_text, time_unit_for
-from aidge_deploy.metrics import Metric, Provenance
+from aidge_deploy.metrics import Band, Metric, Provenance
+from aidge_deploy.profiling.timing import ESTIMATED_CYCLES
 from aidge_deploy.timing import TimingInfo
 
 #: column keys of the derived and static figures
@@ -125,6 +127,12 @@ def _provenance(result: Profiled, key: str, default: Provenance) -> Provenance:
     return Provenance(raw) if raw is not None else default
 
 
+def _model_band(result: Profiled) -> Band | None:
+    """The band the timing model states for this run's estimates (None: no estimate)."""
+    model = result.metrics.get("timing_model")
+    return Band.from_dict(model.get("band")) if isinstance(model, Mapping) else None
+
+
 def layer_table(result: Profiled) -> LayerTable:
     """The per-layer table of ``result`` (empty without layers)."""
     layers = result.layers
@@ -173,13 +181,22 @@ def layer_table(result: Profiled) -> LayerTable:
             LayerColumn(TIME_PER_MAC, "time/MAC", "ns/MAC", time_prov, TIME_PER_MAC, derived=True)
         )
     total = sum(float(layer.time_ms or 0.0) for layer in layers)
+    # an estimate carries its model's band: the estimated cycles and the times made of them
+    band = _model_band(result)
+    time_band = band if timing is not None and timing.derived_from == ESTIMATED_CYCLES else None
     rows = []
     for index, layer in enumerate(layers):
         cells: dict[str, Metric] = {}
         time: Metric | None = None
         if layer.time_ms is not None and time_res is not None:
             time = Metric(
-                TIME, float(layer.time_ms), "ms", time_prov, "time per call", resolution=time_res
+                TIME,
+                float(layer.time_ms),
+                "ms",
+                time_prov,
+                "time per call",
+                resolution=time_res,
+                band=time_band,
             )
             cells[TIME] = time
             if time.below_resolution:
@@ -196,7 +213,13 @@ def layer_table(result: Profiled) -> LayerTable:
                 )
         for counter, value in layer.counters.items():
             column = next(c for c in columns if c.key == counter)
-            cells[counter] = Metric(counter, float(value), column.unit, column.provenance)
+            cells[counter] = Metric(
+                counter,
+                float(value),
+                column.unit,
+                column.provenance,
+                band=band if counter == ESTIMATED_CYCLES else None,
+            )
         if power is not None and layer.energy_uj is not None:
             cells[ENERGY] = Metric(
                 ENERGY, float(layer.energy_uj), "uJ", power.provenance, "energy per call"
@@ -221,6 +244,7 @@ def layer_table(result: Profiled) -> LayerTable:
                     time_prov,
                     "time per multiply-accumulate",
                     resolution=time_res * 1e6 / layer.macs,
+                    band=time_band,
                 )
         rows.append(LayerRow(index, layer.name, cells))
     return LayerTable(tuple(columns), tuple(rows), _coverage(result, layers, time_prov))

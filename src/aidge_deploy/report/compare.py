@@ -6,7 +6,9 @@ by the one comparability table (``aidge_deploy.comparability``): a *blocking* di
 one (time model, power monitor, aggregation) leaves out the figures of that instrument; an
 *informative* one (model, export, versions, toolchain, backend, protocol, lab board) is
 reported and the figures are compared — measuring its effect is the point of most
-comparisons. A thresholds file then turns the deltas into a verdict.
+comparisons. A thresholds file then turns the deltas into a verdict. Two estimates inside
+each other's band, with the same emulated instructions, are "no change" (the table's rule,
+``comparability.no_change``), in the deltas and in the thresholds' verdict alike.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from aidge_deploy.comparability import (
     Difference,
     Effect,
     differences,
+    instructions_key,
+    no_change,
 )
 from aidge_deploy.errors import ReportError
-from aidge_deploy.metrics import Metric, format_figure
+from aidge_deploy.metrics import Band, Metric, format_banded, format_figure
 from aidge_deploy.report.manifest import BundleManifest
 from aidge_deploy.report.reader import ResultBundle, Summary, read_bundle
 from aidge_deploy.report.schemas import SchemaName, validate_document
@@ -92,6 +96,8 @@ class Figure:
     resolution: float | None = None
     #: why the figure has no value (None when it has one)
     unavailable_reason: str | None = None
+    #: the band a model states for an estimate (None: a measurement, a count, older data)
+    band: Band | None = None
 
     @classmethod
     def of(cls, metric: Metric) -> Figure:
@@ -103,7 +109,45 @@ class Figure:
             metric.provenance.value,
             metric.resolution,
             metric.unavailable_reason,
+            metric.band if value is not None else None,
         )
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """The band's low and high (None without a band or a value)."""
+        if self.band is None or self.value is None:
+            return None
+        return self.band.low(self.value), self.band.high(self.value)
+
+    def text(self) -> str:
+        """The figure as people read it (an estimate to 3 digits with its band)."""
+        if self.value is not None and self.band is not None:
+            return format_banded(self.value, self.unit, self.band)
+        return format_figure(
+            self.value, self.unit, self.resolution, unavailable_reason=self.unavailable_reason
+        )
+
+
+def unchanged_estimate(
+    key: str, base: Mapping[str, Figure], cand: Mapping[str, Figure]
+) -> str | None:
+    """Why the estimate ``key`` is no change between two runs (None: it may have changed):
+    each inside the other's band, and the emulated instructions the same."""
+    fb, fc = base.get(key), cand.get(key)
+    if fb is None or fc is None or fb.value is None or fc.value is None:
+        return None
+    bb, bc = fb.bounds, fc.bounds
+    if bb is None or bc is None:
+        return None
+    ikey = instructions_key(key)
+    ib, ic = base.get(ikey), cand.get(ikey)
+    instructions = (ib.value if ib else None, ic.value if ic else None)
+    if not no_change(fb.value, bb, fc.value, bc, *instructions):
+        return None
+    return (
+        f"no change: {fb.text()} -> {fc.text()}, each inside the other's band, and the "
+        f"emulated instructions unchanged ({format_figure(instructions[0], 'instructions')})"
+    )
 
 
 @dataclass(frozen=True)
@@ -114,6 +158,11 @@ class MetricDelta:
     cand: float | None
     #: the coarser of the two figures' resolutions (what a difference can resolve)
     resolution: float | None = None
+    #: two estimates the model cannot tell apart: why they are no change (None otherwise)
+    no_change: str | None = None
+    #: the bands' (low, high) of the two estimates (None: not banded)
+    band_base: tuple[float, float] | None = None
+    band_cand: tuple[float, float] | None = None
 
     @property
     def delta(self) -> float | None:
@@ -137,6 +186,19 @@ class MetricDelta:
             "delta": self.delta,
             "pct": self.pct,
             "resolution": self.resolution,
+            # optional: estimates with their model's band
+            **(
+                {}
+                if self.band_base is None and self.band_cand is None
+                else {
+                    "band": {
+                        "base": None if self.band_base is None else list(self.band_base),
+                        "cand": None if self.band_cand is None else list(self.band_cand),
+                    },
+                    "no_change": self.no_change is not None,
+                    "no_change_reason": self.no_change,
+                }
+            ),
         }
 
 
@@ -261,11 +323,19 @@ def figures(summary: Summary) -> dict[str, Figure]:
     return {key: Figure.of(metric) for key, metric in summary.figures().items()}
 
 
-def _delta(key: str, fb: Figure | None, fc: Figure | None) -> MetricDelta:
+def _delta(key: str, base: Mapping[str, Figure], cand: Mapping[str, Figure]) -> MetricDelta:
+    fb, fc = base.get(key), cand.get(key)
     unit = (fb or fc).unit if (fb or fc) is not None else ""  # type: ignore[union-attr]
     steps = [f.resolution for f in (fb, fc) if f is not None and f.resolution is not None]
     return MetricDelta(
-        key, unit, fb.value if fb else None, fc.value if fc else None, max(steps, default=None)
+        key,
+        unit,
+        fb.value if fb else None,
+        fc.value if fc else None,
+        max(steps, default=None),
+        unchanged_estimate(key, base, cand),
+        fb.bounds if fb else None,
+        fc.bounds if fc else None,
     )
 
 
@@ -284,7 +354,7 @@ def compare_bundles(base_dir: Path, cand_dir: Path) -> Comparison:
     fb, fc = figures(sb), figures(sc)
     cycle_keys = list(dict.fromkeys((sb.cycles_name, sc.cycles_name)))
     totals = tuple(
-        _delta(key, fb.get(key), fc.get(key))
+        _delta(key, fb, fc)
         for key in (TOTAL_KEYS[0], *cycle_keys, *TOTAL_KEYS[1:])
         if key in fb or key in fc
     )
@@ -293,7 +363,7 @@ def compare_bundles(base_dir: Path, cand_dir: Path) -> Comparison:
         if not key.startswith(LAYER_PREFIX):
             continue
         figure_key = key.rsplit("/", 1)[1]
-        by_figure.setdefault(figure_key, []).append(_delta(key, fb.get(key), fc.get(key)))
+        by_figure.setdefault(figure_key, []).append(_delta(key, fb, fc))
     layer_deltas = {
         k: tuple(sorted(v, key=lambda d: -abs(d.delta) if d.delta is not None else 0.0))
         for k, v in by_figure.items()
@@ -448,6 +518,15 @@ def evaluate_figures(
             if left_out is not None:
                 checks.append(
                     Check(key, rule.pattern, Verdict.WARN, f"{key}: {_not_compared(left_out)}")
+                )
+                continue
+            unchanged = unchanged_estimate(key, figures_base, figures_cand)
+            if unchanged is not None:  # the model cannot tell them apart: no regression
+                fb, fc = figures_base[key], figures_cand[key]
+                checks.append(
+                    Check(
+                        key, rule.pattern, Verdict.PASS, f"{key}: {unchanged}", fb.value, fc.value
+                    )
                 )
                 continue
             check = _check(

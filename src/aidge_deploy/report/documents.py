@@ -16,7 +16,7 @@ from typing import Any
 
 from aidge_deploy.comparability import LAYER_PREFIX, facts_from_bundle
 from aidge_deploy.config import Aggregation
-from aidge_deploy.metrics import Metric, Provenance
+from aidge_deploy.metrics import Band, Metric, Provenance
 from aidge_deploy.profiling.aggregate import Aggregate
 from aidge_deploy.profiling.layer_table import LayerColumn, LayerRow
 from aidge_deploy.profiling.validity import Validity
@@ -62,6 +62,8 @@ class TimingModelFacts:
     leaves_out: tuple[str, ...] = ()
     #: why the run has no estimate (None: it has one)
     unavailable: str | None = None
+    #: the uncertainty the model states for the run's code and board (None: older bundles)
+    band: Band | None = None
 
 
 @dataclass(frozen=True)

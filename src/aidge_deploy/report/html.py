@@ -15,7 +15,7 @@ from html import escape
 from typing import Any
 
 from aidge_deploy.display import figure_text, fmt_bytes, time_text, time_unit_for
-from aidge_deploy.metrics import Provenance
+from aidge_deploy.metrics import Band, Provenance
 from aidge_deploy.report.html_layers import SORT_SCRIPT, layers_section
 from aidge_deploy.report.power_html import power_section
 from aidge_deploy.report.published_html import published_section
@@ -126,8 +126,13 @@ def _cards(summary: Mapping[str, Any]) -> str:
         metric = metrics.get(key)
         if metric is None:
             continue
-        text = figure_text(metric["value"], metric["unit"], metric.get("resolution"))
+        band = Band.from_dict(metric.get("band"))  # an estimate: its model's band
+        text = figure_text(metric["value"], metric["unit"], metric.get("resolution"), band=band)
         note = metric.get("description") or ""
+        if band is not None and metric["value"] is not None:
+            low, high = band.low(metric["value"]), band.high(metric["value"])
+            shown = [figure_text(v, metric["unit"], metric.get("resolution")) for v in (low, high)]
+            note = f"{note}; the model's band: {shown[0]} to {shown[1]}"
         if metric["value"] is None:  # the reason under the word, not a paragraph as a figure
             text, note = "unavailable", f"{metric.get('unavailable_reason')}. {note}"
         cards.append(
@@ -156,13 +161,22 @@ def _timing_model(summary: Mapping[str, Any]) -> str:
         )
     items = "".join(f"<li>{escape(str(a))}</li>" for a in model.get("assumptions") or [])
     left = "".join(f"<li>{escape(str(a))}</li>" for a in model.get("leaves_out") or [])
+    band = Band.from_dict(model.get("band"))
+    uncertainty = (
+        ""
+        if band is None
+        else f'<h3>Uncertainty</h3><p data-band="{escape(band.describe())}">The model states '
+        f"a band of {escape(band.describe())} around its estimates of this run: "
+        f"{escape(band.basis)}.</p>"
+    )
     return (
         f'<section data-timing-model="{escape(str(model.get("core")))}"><h2>Estimated cycles: '
         f"{name}</h2><p>{provenance_chip('estimated')}Estimated cycles are the output of the {name}: "
         "each instruction the emulator ran, priced from its core's published timing "
         f"(the data file cites the table and row of every number). They are estimates, "
         f"not measurements; instructions stay beside them.</p><h3>Assumptions</h3>"
-        f"<ul>{items}</ul><h3>What it leaves out (and which way the estimate errs)</h3>"
+        f"<ul>{items}</ul>{uncertainty}"
+        "<h3>What it leaves out (and which way the estimate errs)</h3>"
         f"<ul>{left}</ul></section>"
     )
 

@@ -16,7 +16,7 @@ from html import escape
 from typing import Any
 
 from aidge_deploy.display import column_time_unit, figure_text, time_text, time_unit_for
-from aidge_deploy.metrics import Metric
+from aidge_deploy.metrics import Band, Metric
 from aidge_deploy.profiling.layer_table import coverage_text
 from aidge_deploy.report.svg import PALETTE, bar_chart
 
@@ -63,11 +63,14 @@ def _cell(fig: Mapping[str, Any] | None, column: Mapping[str, Any], peak: float,
         reason = fig.get("unavailable_reason") or "not measured"
         return f'<td class="num na" data-v="" title="{escape(reason)}">n/a</td>'
     unit = column["unit"]
+    band = Band.from_dict(fig.get("band"))  # an estimate: 3 digits and its model's band
     if unit == "ms":
         shown_unit = column_time_unit(peak, column.get("resolution"))
-        text = time_text(float(value), fig.get("resolution"), shown_unit, with_unit=False)
+        text = time_text(
+            float(value), fig.get("resolution"), shown_unit, with_unit=False, band=band
+        )
     else:
-        text = figure_text(float(value), unit, fig.get("resolution"), with_unit=False)
+        text = figure_text(float(value), unit, fig.get("resolution"), with_unit=False, band=band)
     flag = ""
     if fig.get("below_resolution"):
         flag = f' <abbr class="flag" title="{escape(_FLAG_NOTE["below"])}">&lt;1 step</abbr>'

@@ -25,7 +25,7 @@ from typing import Any
 
 from aidge_deploy.config import Aggregation
 from aidge_deploy.errors import ReportError
-from aidge_deploy.metrics import Metric, Provenance
+from aidge_deploy.metrics import Band, Metric, Provenance
 from aidge_deploy.profiling.aggregate import Aggregate
 from aidge_deploy.profiling.layer_table import LayerColumn, LayerRow
 from aidge_deploy.profiling.validity import Issue, IssueCode, Validity, ValidityStatus
@@ -138,6 +138,8 @@ def _metric(name: str, raw: Mapping[str, Any]) -> Metric:
         str(raw.get("description") or ""),
         raw.get("unavailable_reason") or (None if raw.get("value") is not None else "not measured"),
         raw.get("resolution"),
+        # optional within version 2: the band a timing model states for its estimate
+        Band.from_dict(raw.get("band")) if raw.get("value") is not None else None,
     )
 
 
@@ -264,6 +266,7 @@ def _timing_model(raw: Any) -> TimingModelFacts | None:
         tuple(str(a) for a in raw.get("assumptions") or ()),
         tuple(str(a) for a in raw.get("leaves_out") or ()),
         raw.get("unavailable"),
+        Band.from_dict(raw.get("band")),
     )
 
 

@@ -18,6 +18,7 @@ from aidge_deploy.artifact import RuntimeSettings, hydrate_runtime
 from aidge_deploy.config import Aggregation, DeployConfig
 from aidge_deploy.exportspec import Export
 from aidge_deploy.legacy_results import AUTOENCODER, legacy_results, top1_accuracy
+from aidge_deploy.metrics import Band
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.power.result import PowerResult
 from aidge_deploy.profiling.aggregate import Aggregate, aggregate_samples
@@ -45,7 +46,10 @@ from aidge_deploy.timing import RunTimes
 LATENCY = "latency"
 
 
-def _latency_metrics(times: RunTimes, method: Aggregation) -> tuple[list[Metric], Aggregate | None]:
+def _latency_metrics(
+    times: RunTimes, method: Aggregation, band: Band | None = None
+) -> tuple[list[Metric], Aggregate | None]:
+    """The latency figures; ``band``: the timing model's, for times made of its cycles."""
     info = times.info
     if not times.timings_ms or info is None or info.resolution_ms is None:
         return [], None
@@ -60,6 +64,7 @@ def _latency_metrics(times: RunTimes, method: Aggregation) -> tuple[list[Metric]
         f"latency per inference, {agg.describe()}; {label}",
         None if agg.value is not None else f"every sample was rejected ({agg.describe()})",
         resolution=res,
+        band=band if agg.value is not None else None,
     )
     stats = LatencyStats.of(samples)
     out = [headline]
@@ -72,6 +77,8 @@ def _latency_metrics(times: RunTimes, method: Aggregation) -> tuple[list[Metric]
                 prov,
                 f"{key} of {stats.n} samples; {label}",
                 resolution=res,
+                # a spread of estimates is no estimate of a time: no band on std
+                band=None if key == "std" else band,
             )
         )
     return out, agg
@@ -122,6 +129,7 @@ def _estimated_metric(
             f"estimated cycles per inference, {agg.describe()}; {estimated.provenance_label}",
             rejected,
             resolution=1.0,
+            band=estimated.band if agg.value is not None else None,
         ),
         agg,
     )
@@ -258,10 +266,12 @@ def assemble_result(
         if parsed.layer_cycles
         else None
     )
-    latency_metrics, latency_agg = _latency_metrics(times, method)
+    estimated = parsed.estimated
+    derived = times.info is not None and times.info.derived_from == ESTIMATED_CYCLES
+    time_band = estimated.band if derived and estimated is not None else None
+    latency_metrics, latency_agg = _latency_metrics(times, method, time_band)
     cycle_metric, cycle_agg = _cycle_metric(target, parsed, method)
     estimated_metric, estimated_agg = _estimated_metric(parsed, method)
-    estimated = parsed.estimated
     modelled = estimated is not None and bool(estimated.samples)
     analysis = analyze_export(artifact)
     counter_bits: dict[str, int | None] = {cycle_name: target.cycle_counter_bits}
@@ -315,6 +325,8 @@ def assemble_result(
             "assumptions": list(estimated.assumptions),
             "leaves_out": list(estimated.leaves_out),
             "unavailable": estimated.unavailable,
+            # the uncertainty the model states for this run's code and board
+            **({} if estimated.band is None else {"band": estimated.band.as_dict(None)}),
         }
         if estimated is not None
         else None,

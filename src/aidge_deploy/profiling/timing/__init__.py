@@ -10,7 +10,8 @@ and the file lists the model's assumptions and what it leaves out, the words the
 terminal and ``--help`` show. The plugin reads the same numbers from a plain ``name value``
 table written from the file (``plugin_table``), so the data file is their one source.
 
-A leaf module (standard library only): the CLI's ``--help`` reads the assumptions from here.
+A leaf module (the standard library and ``metrics``): the CLI's ``--help`` reads the
+assumptions from here.
 """
 
 from __future__ import annotations
@@ -18,18 +19,24 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from aidge_deploy.metrics import Band
+
 __all__ = [
     "CORES",
     "ESTIMATED_CYCLES",
+    "CodeKind",
     "EstimatedCycles",
     "ModelEntry",
+    "ModelUncertainty",
     "TimingModel",
+    "code_kind_of",
     "help_text",
     "load_model",
     "model_for_cpu",
@@ -52,6 +59,49 @@ class ModelEntry:
     source: str
 
 
+class CodeKind(StrEnum):
+    """Which of a model's bands applies: the sources disagree more on float code."""
+
+    INTEGER = "integer"  # an int8 export: integer kernels
+    FLOAT = "float"  # a float32 export: FPU kernels
+
+
+def code_kind_of(input_dtypes: list[str] | tuple[str, ...]) -> CodeKind:
+    """An export's code by its inputs' C types (``int8_t``: integer kernels)."""
+    integer = any(str(t).startswith(("int", "uint")) for t in input_dtypes)
+    return CodeKind.INTEGER if integer else CodeKind.FLOAT
+
+
+@dataclass(frozen=True)
+class SideBand:
+    """One band of a model's file: fractions below and above, and how they were sized."""
+
+    below: float
+    above: float
+    derivation: str
+
+
+@dataclass(frozen=True)
+class ModelUncertainty:
+    """A model's stated uncertainty: a band per kind of code, and (a board with wait
+    states) the ratio by which the estimate may exceed the silicon's."""
+
+    bands: Mapping[CodeKind, SideBand]
+    #: estimate ÷ silicon at most, on a board whose slow memory the model charges in full
+    wait_states_ratio: float | None = None
+    wait_states_derivation: str = ""
+
+    def band(self, code: CodeKind, *, wait_states: bool, label: str) -> Band:
+        side = self.bands[code]
+        below, basis = side.below, f"{label}, {code.value} code: {side.derivation}"
+        if wait_states and self.wait_states_ratio is not None:
+            # the estimate errs high by up to the ratio: the silicon's figure can be as low as
+            # the estimate's lower bound divided by it
+            below = 1.0 - (1.0 - below) / self.wait_states_ratio
+            basis += f"; slow memory: {self.wait_states_derivation}"
+        return Band(round(below, 4), side.above, basis)
+
+
 @dataclass(frozen=True)
 class TimingModel:
     """A core's timing model as its data file states it."""
@@ -64,6 +114,11 @@ class TimingModel:
     sources: Mapping[str, str]
     assumptions: tuple[str, ...]
     leaves_out: tuple[str, ...]
+    uncertainty: ModelUncertainty = field(default_factory=lambda: ModelUncertainty({}))
+
+    def band(self, code: CodeKind, *, wait_states: bool = False) -> Band:
+        """The band of an estimate of ``code`` on a board with (or without) wait states."""
+        return self.uncertainty.band(code, wait_states=wait_states, label=self.label)
 
     def value(self, name: str) -> int:
         for entry in self.entries:
@@ -109,6 +164,7 @@ def _parse(core: str, data: Mapping[str, Any]) -> TimingModel:
     if len(set(names)) != len(names):
         raise ValueError(f"{core}.json names an entry twice")
     sources = data.get("sources")
+    uncertainty = _uncertainty(core, data.get("uncertainty"))
     return TimingModel(
         core=core,
         label=str(data["label"]),
@@ -117,7 +173,43 @@ def _parse(core: str, data: Mapping[str, Any]) -> TimingModel:
         sources=dict(sources) if isinstance(sources, dict) else {},
         assumptions=_strings(data, "assumptions"),
         leaves_out=_strings(data, "leaves_out"),
+        uncertainty=uncertainty,
     )
+
+
+def _fraction(core: str, where: str, value: Any) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
+        raise ValueError(f"{core}.json: uncertainty {where} is not a fraction in [0, 1): {value!r}")
+    return float(value)
+
+
+def _uncertainty(core: str, raw: Any) -> ModelUncertainty:
+    """The file's ``uncertainty``: a band for each kind of code, each with its derivation."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{core}.json states no uncertainty (a band per kind of code)")
+    bands = {}
+    for kind in CodeKind:
+        side = raw.get(kind.value)
+        if not isinstance(side, dict):
+            raise ValueError(f"{core}.json: uncertainty has no {kind.value} band")
+        derivation = str(side.get("derivation") or "").strip()
+        if not derivation:
+            raise ValueError(f"{core}.json: the {kind.value} band has no derivation")
+        bands[kind] = SideBand(
+            _fraction(core, f"{kind.value}.below", side.get("below")),
+            _fraction(core, f"{kind.value}.above", side.get("above")),
+            derivation,
+        )
+    slow = raw.get("wait_states")
+    if slow is None:
+        return ModelUncertainty(bands)
+    ratio = slow.get("ratio") if isinstance(slow, dict) else None
+    if not isinstance(ratio, int | float) or ratio < 1:
+        raise ValueError(f"{core}.json: uncertainty.wait_states.ratio is not a ratio >= 1")
+    derivation = str(slow.get("derivation") or "").strip()
+    if not derivation:
+        raise ValueError(f"{core}.json: uncertainty.wait_states has no derivation")
+    return ModelUncertainty(bands, float(ratio), derivation)
 
 
 @cache
@@ -164,6 +256,8 @@ class EstimatedCycles:
     leaves_out: tuple[str, ...] = ()
     #: why there is no estimate for this run (samples and layers then empty)
     unavailable: str | None = None
+    #: the model's uncertainty for this run's code and board (None: an older caller)
+    band: Band | None = None
 
     @property
     def provenance_label(self) -> str:

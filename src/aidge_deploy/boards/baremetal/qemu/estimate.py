@@ -17,6 +17,7 @@ unavailable with its reason and the times fall back to CPI = 1, labelled as such
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from aidge_deploy.profiling.qemu_plugin import (
 )
 from aidge_deploy.profiling.timing import (
     ESTIMATED_CYCLES,
+    CodeKind,
     EstimatedCycles,
     TimingModel,
     model_for_cpu,
@@ -90,6 +92,8 @@ class TimingPlan:
     trace: Path
     boundaries_file: Path
     plugin_args: tuple[str, ...]
+    #: the board has memory with wait states (the model's band widens: no flash accelerator)
+    wait_states: bool = False
 
     def bind(self, firmware: Path) -> TimingRun | EstimatedCycles:
         """The run of ``firmware`` (its snapshot addresses written for the plugin), or why
@@ -104,7 +108,7 @@ class TimingPlan:
                 "the firmware predates the emulated boards' benchmark entry (re-export the model)",
             )
         write_boundaries(self.boundaries_file, symbols.boundaries)
-        return TimingRun(self.model, symbols, self.trace, self.plugin_args)
+        return TimingRun(self.model, symbols, self.trace, self.plugin_args, self.wait_states)
 
 
 @dataclass(frozen=True)
@@ -115,12 +119,17 @@ class TimingRun:
     symbols: PmuSymbols
     trace: Path
     plugin_args: tuple[str, ...]
+    wait_states: bool = False
 
     def estimate(
-        self, parsed: ProtocolResult, app_config: Mapping[str, Any] | None
+        self,
+        parsed: ProtocolResult,
+        app_config: Mapping[str, Any] | None,
+        code: CodeKind = CodeKind.FLOAT,
     ) -> EstimatedCycles:
+        """The run's estimated cycles, with the model's band for ``code`` on this board."""
         app = app_config or {}
-        return estimated_cycles_of(
+        estimated = estimated_cycles_of(
             read_trace(self.trace),
             self.symbols,
             self.model,
@@ -128,6 +137,8 @@ class TimingRun:
             warmup=int(app.get("nb_warmup", 0)),
             iterations=int(app.get("nb_iterations", 0)),
         )
+        band = self.model.band(code, wait_states=self.wait_states)
+        return dataclasses.replace(estimated, band=band)
 
 
 def unavailable(model: TimingModel, reason: str) -> EstimatedCycles:
@@ -165,7 +176,8 @@ def plan_timing_run(
     args = plugin_option(
         plugin, boundaries, trace, count_memory=False, **model_plugin_options(board, mode)
     )
-    return TimingPlan(model, trace, boundaries, tuple(args)), None
+    plan = TimingPlan(model, trace, boundaries, tuple(args), wait_states=bool(board.wait_states))
+    return plan, None
 
 
 def estimated_run_times(

@@ -47,7 +47,7 @@ from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
-from aidge_deploy.profiling.timing import EstimatedCycles
+from aidge_deploy.profiling.timing import EstimatedCycles, code_kind_of
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
@@ -285,9 +285,12 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
         """The protocol's result, with the timing model's estimate of the same run."""
         parsed = super().parse_output(ctx, execution)
-        app = ctx.artifact.manifest.application_config
+        manifest = ctx.artifact.manifest
+        app = manifest.application_config
         if self._timing_run is not None:
-            return dataclasses.replace(parsed, estimated=self._timing_run.estimate(parsed, app))
+            code = code_kind_of([str(t.get("dtype", "")) for t in manifest.inputs])
+            estimated = self._timing_run.estimate(parsed, app, code)
+            return dataclasses.replace(parsed, estimated=estimated)
         if self._timing_unavailable is not None:
             return dataclasses.replace(parsed, estimated=self._timing_unavailable)
         return parsed
