@@ -73,3 +73,48 @@ def test_moving_the_code_moves_no_estimate(board: str, lenet5: Path, tmp_path: P
     assert after["text_bytes"] >= before["text_bytes"] + PAD  # the code did move
     assert as_is.metric("estimated_cycles") is not None
     assert _figures(moved) == _figures(as_is)
+
+
+def test_compare_of_two_layouts_says_no_change(lenet5: Path, tmp_path: Path) -> None:
+    """The bundles of two layouts of one export: the estimates carry their model's band in
+    summary.json and the report, and ``compare`` calls them no change (same instructions,
+    each inside the other's band), in its JSON and on the terminal."""
+    from typer.testing import CliRunner
+
+    from aidge_deploy.cli.main import app
+    from aidge_deploy.report.compare import compare_bundles
+    from aidge_deploy.report.reader import read_summary
+
+    board = "mps2-an386"
+    request = ExportRequest(
+        lenet5, board, tmp_path / "export", dtype=Dtype.INT8, kind=ApplicationKind.BENCHMARK,
+        nb_iterations=3, nb_warmup=1,
+    )  # fmt: skip
+    export_model(request)
+    padded = _padded(tmp_path / "export", tmp_path / "padded", PAD)
+    bundles = tmp_path / "as_is", tmp_path / "moved"
+    aidge_deploy.deploy(str(tmp_path / "export"), DeployConfig(report_dir=bundles[0]))
+    aidge_deploy.deploy(str(padded), DeployConfig(report_dir=bundles[1]))
+    summary = read_summary(bundles[0])
+    cycles = summary.metrics["estimated_cycles"]
+    assert cycles.band is not None and "M4 timing model, integer code" in cycles.band.basis
+    assert cycles.formatted().endswith("cycles (±10 %)")  # 3 significant digits, the band
+    latency = summary.metrics["latency"]
+    assert latency.band == cycles.band  # the time is made of the estimated cycles
+    layer = next(iter(summary.layers))
+    assert layer.cells["estimated_cycles"].band == cycles.band
+    html = (bundles[0] / "report.html").read_text(encoding="utf-8")
+    assert "the model&#x27;s band" in html or "the model's band" in html
+    assert 'data-band="±10 %"' in html
+
+    comparison = compare_bundles(*bundles)
+    totals = {d.key: d for d in comparison.totals}
+    assert totals["estimated_cycles"].no_change is not None
+    assert totals["latency"].no_change is not None
+    assert all(d.no_change for d in comparison.layer_deltas["estimated_cycles"])
+    payload = comparison.as_dict()
+    entry = next(t for t in payload["totals"] if t["key"] == "estimated_cycles")
+    assert entry["no_change"] is True and entry["band"]["base"][0] < entry["base"]
+    run = CliRunner().invoke(app, ["compare", str(bundles[0]), str(bundles[1])])
+    assert run.exit_code == 0, run.output
+    assert "no change" in run.output

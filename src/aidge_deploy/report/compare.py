@@ -41,6 +41,8 @@ from aidge_deploy.report.schemas import SchemaName, validate_document
 DimensionKind = Effect
 DimensionDiff = Difference
 
+#: an emulated board's timing-model estimate, shown after the cycle metric
+ESTIMATED = "estimated_cycles"
 #: headline metrics shown as totals, in this order (the cycle metric is added by name)
 TOTAL_KEYS = (
     "latency",
@@ -355,7 +357,7 @@ def compare_bundles(base_dir: Path, cand_dir: Path) -> Comparison:
     cycle_keys = list(dict.fromkeys((sb.cycles_name, sc.cycles_name)))
     totals = tuple(
         _delta(key, fb, fc)
-        for key in (TOTAL_KEYS[0], *cycle_keys, *TOTAL_KEYS[1:])
+        for key in (TOTAL_KEYS[0], *cycle_keys, ESTIMATED, *TOTAL_KEYS[1:])
         if key in fb or key in fc
     )
     by_figure: dict[str, list[MetricDelta]] = {}
