@@ -160,6 +160,12 @@ class DeployResult:
     def latency(self) -> LatencyStats | None:
         return LatencyStats.of(self.timings) if self.timings else None
 
+    @property
+    def provenance(self) -> Provenance:
+        """What the run's figures are, as its target declared it (the typed reading of the
+        compatibility view's ``metrics["provenance"]``)."""
+        return Provenance(self.metrics["provenance"])
+
     def metric(self, name: str) -> Metric | None:
         for m in self.measurements:
             if m.name == name:

@@ -272,7 +272,7 @@ def _headline(result: DeployResult) -> None:
 
 
 def print_result(result: DeployResult) -> None:
-    prov = Provenance(result.metrics["provenance"]).value  # declared by the target
+    prov = result.provenance.value  # declared by the target
     console.print(
         f"[bold]Target[/bold] {result.target} ({result.backend}) · protocol {result.protocol} · "
         f"[italic]{_PROVENANCE_LABEL.get(prov, prov)}[/italic]",

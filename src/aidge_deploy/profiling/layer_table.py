@@ -65,6 +65,8 @@ class Profiled(Protocol):
     @property
     def metrics(self) -> Mapping[str, Any]: ...
     @property
+    def provenance(self) -> Provenance: ...
+    @property
     def timing(self) -> TimingInfo | None: ...
     @property
     def power(self) -> _Power | None: ...
@@ -139,7 +141,7 @@ def layer_table(result: Profiled) -> LayerTable:
     if not layers:
         return LayerTable((), ())
     timing = result.timing
-    run_prov = Provenance(result.metrics["provenance"])
+    run_prov = result.provenance
     columns: list[LayerColumn] = []
     has_time = any(layer.time_ms is not None for layer in layers)
     time_res: float | None = None
