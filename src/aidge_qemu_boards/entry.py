@@ -14,6 +14,7 @@ runner tells an export made with it from one made before it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,13 @@ from aidge_export_arm_cortexm.targets.common import _forward_identity, compose_c
 
 from aidge_qemu_boards.exports import assets_root_for
 from aidge_qemu_boards.hw_targets import QEMU_CORES
+from aidge_qemu_descriptors import get_board
 
 __all__ = ["BENCHMARK_TEMPLATE", "compose_emulated_board_project"]
+
+#: protocols a heterogeneous export runs on both cores (one-way: each core prints on its own
+#: UART; an interactive session would need a host talking to both)
+HETEROGENEOUS_PROTOCOLS = ("aidge-uart-output/v1", "aidge-uart-benchmark/v1")
 
 #: the entry's template, under each board's ``templates/`` (one file, linked from common/)
 BENCHMARK_TEMPLATE = Path("templates") / "inference_time.jinja"
@@ -49,4 +55,35 @@ def compose_emulated_board_project(ctx: Any, application: ExportApplication) -> 
             profiling=application.profiling,
             **asdict(meta),
         )
+    if application.heterogeneous_deploy:
+        _write_dual_core_main(ctx, project)
     return project
+
+
+def _write_dual_core_main(ctx: Any, project: dict[str, str]) -> None:
+    """Render ``main.cpp`` as both cores' program: the Cortex-M exporter renders it for one
+    core (it does not hand ``heterogeneous_deploy`` to its main template)."""
+    board = get_board(ctx.device.name)
+    if board.second_core is None:
+        raise ValueError(
+            f"{board.name} has one core: a heterogeneous export needs a dual-core board "
+            "(mps2-an521)"
+        )
+    if project.get("protocol") not in HETEROGENEOUS_PROTOCOLS:
+        raise ValueError(
+            f"a heterogeneous export on {board.name} runs the output or benchmark application "
+            f"on both cores, not {project.get('protocol')!r} (an interactive session)"
+        )
+    export_path = Path(ctx.export_folder)
+    main_cpp = export_path / "main.cpp"
+    found = re.search(r'#include "Src/(\w+)\.hpp"', main_cpp.read_text())
+    if found is None:
+        raise ValueError(f"{main_cpp} includes no Src/<entry>.hpp")
+    generate_file(
+        main_cpp,
+        assets_root_for(board.name) / "templates" / "main.jinja",
+        call_function=found.group(1),
+        npu_enabled=False,
+        heterogeneous_deploy=True,
+        apss_linux=False,
+    )

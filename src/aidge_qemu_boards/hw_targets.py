@@ -31,6 +31,7 @@ __all__ = [
     "MPS2_AN386",
     "MPS2_AN500",
     "MPS2_AN505",
+    "MPS2_AN521",
     "MPS3_AN547",
     "QEMU_CORES",
     "EmulatedM4",
@@ -143,3 +144,13 @@ class MPS2_AN505(QemuMicrocontroller):
 
     def __init__(self, cmsis: bool = False) -> None:
         super().__init__(get_board("mps2-an505"), EmulatedM33(cmsis))
+
+
+@register_target("mps2-an521")
+class MPS2_AN521(QemuMicrocontroller):
+    """Arm MPS2 FPGA image AN521 (SSE-200): two Cortex-M33 at 20 MHz; core 0 is the main
+    processing element, core 1 is started by it (a heterogeneous export runs a program on
+    each); each core has 2 MB of code and 2 MB of data SSRAM."""
+
+    def __init__(self, cmsis: bool = False) -> None:
+        super().__init__(get_board("mps2-an521"), EmulatedM33(cmsis))

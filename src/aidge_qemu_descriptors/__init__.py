@@ -35,6 +35,7 @@ __all__ = [
     "MemoryRegion",
     "ModelMemory",
     "QemuBoard",
+    "SecondCore",
     "RegionKind",
     "UartKind",
     "WaitStateRegion",
@@ -115,6 +116,29 @@ class ModelMemory:
 
 
 @dataclass(frozen=True)
+class SecondCore:
+    """The second core of a dual-core board, held at reset until the first releases it.
+
+    On the SSE-200 (mps2-an521) CPU1 starts powered off (``CPUWAIT`` bit 1 set at reset):
+    core 0 writes CPU1's vector table address to ``INITSVTOR1`` and clears the bit in the
+    system control block's ``CPUWAIT``; CPU1 then resets from that table. Each core links
+    into its own halves of the code and data SRAMs, prints on its own UART, and the two
+    meet in a shared SRAM (``shared_origin``) no linker script places anything else in.
+    """
+
+    elf_name: str
+    vector_table: int
+    uart_base: int
+    memory_regions: tuple[MemoryRegion, ...]
+    shared_origin: int
+    shared_size: int
+    #: the SSE-200 system control registers core 0 writes to start it (Secure aliases)
+    initsvtor_register: int
+    cpuwait_register: int
+    cpuwait_bit: int
+
+
+@dataclass(frozen=True)
 class QemuBoard:
     """Everything a runner needs to start one emulated board and read its output.
 
@@ -143,10 +167,16 @@ class QemuBoard:
     baudrate: int = 115200
     #: regions read with wait states at ``cpu_hz`` (none: zero-wait SRAM / TCM everywhere)
     wait_states: tuple[WaitStateRegion, ...] = ()
+    #: a second core core 0 can start (heterogeneous exports run a program on each)
+    second_core: SecondCore | None = None
 
     @property
     def expected_artifact(self) -> str:
-        """Path of the firmware inside a built export (``make build`` writes it there)."""
+        """Path of the firmware inside a built export (``make build`` writes it there); on a
+        dual-core board a pattern matching each core's ELF, core 0's first."""
+        if self.second_core is not None:
+            stem = self.elf_name.removesuffix("_core0.elf")
+            return f"bin/{stem}_core[0-9].elf"
         return f"bin/{self.elf_name}"
 
     @property
@@ -318,9 +348,62 @@ def _mps2_an505() -> QemuBoard:
     )
 
 
+def _mps2_an521() -> QemuBoard:
+    # The SSE-200 of the AN505 with both its Cortex-M33 cores: the same memory map, split
+    # between them (QEMU 7.2 ``info mtree``: SSRAM1 4 MB at 0x10000000, SSRAM2 and SSRAM3
+    # 2 MB each at 0x38000000 and 0x38200000, the SSE-200's four 32 KB internal SRAM banks
+    # at 0x30000000, the system control block at 0x50021000; Secure aliases throughout).
+    return QemuBoard(
+        name="mps2-an521",
+        qemu_machine="mps2-an521",
+        cpu="cortex-m33",
+        cpu_hz=20_000_000,
+        icount_shift=icount_shift_for(20_000_000),
+        flash_origin=0x1000_0000,
+        flash_size=2 * MIB,
+        ram_origin=0x3800_0000,
+        ram_size=2 * MIB,
+        uart_base=0x5020_0000,
+        uart_kind=UartKind.CMSDK_APB,
+        uart_handle="huart0",
+        hal_board="mps2",
+        gcc_cpu_flags=("-mcpu=cortex-m33", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"),
+        memory_regions=(
+            MemoryRegion("FLASH", 0x1000_0000, 2 * MIB, RegionKind.ROM, "SSRAM1 low: core 0 code"),
+            MemoryRegion("RAM", 0x3800_0000, 2 * MIB, RegionKind.RAM, "SSRAM2: core 0 data"),
+            MemoryRegion("SHARED", 0x3000_0000, 32 * KIB, RegionKind.RAM, "SRAM bank 0: shared"),
+        ),
+        elf_name="aidge_mps2_an521_core0.elf",
+        second_core=SecondCore(
+            elf_name="aidge_mps2_an521_core1.elf",
+            vector_table=0x1020_0000,
+            uart_base=0x5020_1000,
+            memory_regions=(
+                MemoryRegion(
+                    "FLASH", 0x1020_0000, 2 * MIB, RegionKind.ROM, "SSRAM1 high: core 1 code"
+                ),
+                MemoryRegion("RAM", 0x3820_0000, 2 * MIB, RegionKind.RAM, "SSRAM3: core 1 data"),
+                MemoryRegion("SHARED", 0x3000_0000, 32 * KIB, RegionKind.RAM, "SRAM bank 0"),
+            ),
+            shared_origin=0x3000_0000,
+            shared_size=32 * KIB,
+            initsvtor_register=0x5002_1114,
+            cpuwait_register=0x5002_1118,
+            cpuwait_bit=1,
+        ),
+    )
+
+
 _BOARDS: dict[str, QemuBoard] = {
     board.name: board
-    for board in (_mps2_an386(), _mps2_an500(), _mps2_an505(), _mps3_an547(), _netduinoplus2())
+    for board in (
+        _mps2_an386(),
+        _mps2_an500(),
+        _mps2_an505(),
+        _mps2_an521(),
+        _mps3_an547(),
+        _netduinoplus2(),
+    )
 }
 
 

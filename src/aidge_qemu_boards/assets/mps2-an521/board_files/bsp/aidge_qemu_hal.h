@@ -1,0 +1,1 @@
+../../../common/bsp/aidge_qemu_hal.h

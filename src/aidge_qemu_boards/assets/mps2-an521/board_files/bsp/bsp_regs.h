@@ -1,0 +1,1 @@
+../../../common/bsp/bsp_regs.h

@@ -1,0 +1,1 @@
+../../../common/bsp/cmsis_compiler.h
