@@ -166,9 +166,10 @@ class DeployConfig:
     probe_unique_id: str | None = None
     pyocd_target: str | None = None
 
-    # Heterogeneous (Alif ake7) execution: the exporters' CLI surface. Building and flashing
-    # both M55 cores (and the Cortex-A32 Linux image) is not done here: True is refused
-    # (``check_values``), so a one-core deploy of a two-core export never passes silently.
+    # Heterogeneous execution: the exporters' CLI surface. What runs is the manifest's
+    # ``application_config.heterogeneous_deploy`` (a program per core: mps2-an521, ake7);
+    # the Cortex-A32 Linux image of ``apss_linux`` is not built here: True is refused
+    # (``check_values``), so a partial deploy of an APSS export never passes silently.
     heterogeneous_deploy: bool = False
     apss_linux: bool = False
     #: where the APSS Linux build lives; read only by ``apss_linux`` deployments (refused),
@@ -368,14 +369,11 @@ class DeployConfig:
                 hint="Drop run_command; put what it did in the export or the Docker image "
                 "(--docker-image) the program runs in.",
             )
-        if self.heterogeneous_deploy or self.apss_linux:
-            option = "apss_linux" if self.apss_linux else "heterogeneous_deploy"
+        if self.apss_linux:
             raise ConfigError(
-                f"{option} is not supported: aidge-deploy builds and flashes one program on "
-                "one core; a heterogeneous (two-core, or APSS Linux) ake7 deployment would run "
-                "only part of it",
-                hint="Export and deploy for one core (heterogeneous_deploy=False, "
-                "apss_linux=False).",
+                "apss_linux is not supported: aidge-deploy builds no Cortex-A32 Linux image; "
+                "an APSS Linux ake7 deployment would run only its M55 part",
+                hint="Deploy without apss_linux (heterogeneous_deploy runs both M55 cores).",
             )
         if self.sbc_board_name and self.backend_kind not in ("ssh", "ssh_docker"):
             raise ConfigError(

@@ -88,6 +88,23 @@ class ExecutionError(DeployError):
     """The program crashed, hung past its timeout or exited non-zero."""
 
 
+class CoreError(ExecutionError):
+    """One core of a heterogeneous (multi-core) run failed: ``core`` names it, ``log_path``
+    is its own UART log."""
+
+    def __init__(
+        self,
+        core: str,
+        message: str,
+        hint: str | None = None,
+        *,
+        log_path: Path | None = None,
+        stage: str | None = None,
+    ) -> None:
+        super().__init__(message, hint, log_path=log_path, stage=stage)
+        self.core = core
+
+
 class CaptureError(DeployError):
     """Reading the program's output (stdout, UART) failed or ended too early."""
 
@@ -203,6 +220,7 @@ __all__ = [
     "CaptureError",
     "ConfigError",
     "ConnectError",
+    "CoreError",
     "DeployError",
     "ExecutionError",
     "FarmError",

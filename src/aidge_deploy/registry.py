@@ -78,6 +78,9 @@ class DeployTarget(ABC):
     #: (``memory_capacities``, a board descriptor) never pays for it; None: built into Aidge
     hardware_model_module: ClassVar[str | None] = None
     description: ClassVar[str] = ""
+    #: runs a heterogeneous export (``application_config.heterogeneous_deploy``: a program
+    #: per core, built, loaded and started together); the others refuse one in Preflight
+    runs_heterogeneous: ClassVar[bool] = False
     #: what this target's times are (silicon, host, estimated, ...) and what its counts are
     #: (silicon, host, emulated): every concrete target declares both — there is no
     #: default, registration refuses a target without them

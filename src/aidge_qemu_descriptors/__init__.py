@@ -35,8 +35,8 @@ __all__ = [
     "MemoryRegion",
     "ModelMemory",
     "QemuBoard",
-    "SecondCore",
     "RegionKind",
+    "SecondCore",
     "UartKind",
     "WaitStateRegion",
     "get_board",
@@ -169,6 +169,8 @@ class QemuBoard:
     wait_states: tuple[WaitStateRegion, ...] = ()
     #: a second core core 0 can start (heterogeneous exports run a program on each)
     second_core: SecondCore | None = None
+    #: QEMU options the board needs beyond ``-M`` (device properties)
+    qemu_args: tuple[str, ...] = ()
 
     @property
     def expected_artifact(self) -> str:
@@ -374,6 +376,10 @@ def _mps2_an521() -> QemuBoard:
             MemoryRegion("SHARED", 0x3000_0000, 32 * KIB, RegionKind.RAM, "SRAM bank 0: shared"),
         ),
         elf_name="aidge_mps2_an521_core0.elf",
+        # QEMU models the AN521's CPU0 without FPU and DSP (the FPGA image's SSE-200
+        # configuration; CPU1 has both), and the Aidge kernels need the DSP extension: the
+        # SSE-200's own CPU0_FPU / CPU0_DSP configuration parameters are set on
+        qemu_args=("-global", "sse-200.CPU0_FPU=on", "-global", "sse-200.CPU0_DSP=on"),
         second_core=SecondCore(
             elf_name="aidge_mps2_an521_core1.elf",
             vector_table=0x1020_0000,
@@ -462,6 +468,7 @@ def qemu_command(
     argv += [
         "-icount",
         f"shift={board.icount_shift},align=off,sleep=off",
+        *board.qemu_args,
         *extra_args,
         "-kernel",
         str(elf),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -61,6 +61,8 @@ class ProtocolResult:
     #: cycles a timing model estimated for the same run (an emulated board's PMU plugin),
     #: beside what the program printed; set by the target, not by the parser
     estimated: EstimatedCycles | None = None
+    #: a heterogeneous run's figures per core (set by the target), core 0 first
+    cores: tuple[Mapping[str, Any], ...] = ()
 
 
 @runtime_checkable

@@ -339,6 +339,7 @@ def assemble_result(
         "mlperf": parsed.mlperf,
         "peak_rss_bytes": execution.peak_rss_bytes,
         "notices": list(parsed.notices),
+        "cores": [dict(core) for core in parsed.cores] or None,
         "binary": binary.as_dict() if binary is not None else None,
     }
     # MLPerf Tiny prints one mean over N inferences: not a series (``mlperf_latency``)

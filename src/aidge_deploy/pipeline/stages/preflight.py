@@ -21,14 +21,22 @@ class PreflightStage:
         manifest = ctx.artifact.manifest
         target = check_target(ctx.config, manifest, ctx.artifact.manifest_path)
         app = manifest.application_config or {}
-        if app.get("heterogeneous_deploy") or app.get("apss_linux"):
+        if app.get("apss_linux"):
             raise ConfigError(
-                f"{ctx.artifact.path} is a heterogeneous (two-core) export, and aidge-deploy "
-                "builds and flashes one program on one core: it would run only part of it",
-                hint="Export for one core (ExportApplication(heterogeneous_deploy=False, "
-                "apss_linux=False)).",
+                f"{ctx.artifact.path} is an APSS Linux export (apss_linux), and aidge-deploy "
+                "builds no Cortex-A Linux image: it would run only the M55 part of it",
+                hint="Export without apss_linux (a heterogeneous_deploy export of the M55 "
+                "cores runs).",
             )
         implementation, _ = check_run(ctx.config, target, iterations=timed_iterations(manifest))
+        if app.get("heterogeneous_deploy") and not implementation.runs_heterogeneous:
+            raise ConfigError(
+                f"{ctx.artifact.path} is a heterogeneous (two-core) export, and {target} "
+                f"({type(implementation).__name__}) runs one program on one core: it would "
+                "run only part of it",
+                hint="Deploy it to a board that runs one program per core (mps2-an521, "
+                "ake7), or export for one core (heterogeneous_deploy=False).",
+            )
         if not isinstance(implementation, DeployTarget):  # deploy() hands those over first
             raise InternalError(
                 f"backend {ctx.config.backend_kind!r} runs the whole deploy elsewhere, "

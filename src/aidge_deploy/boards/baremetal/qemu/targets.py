@@ -18,6 +18,7 @@ start-up) unless something asks for the hardware model itself (a report, ``targe
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -28,6 +29,7 @@ from aidge_deploy.boards.baremetal.qemu.estimate import (
     TimingRun,
     estimated_run_times,
     plan_timing_run,
+    unavailable,
 )
 from aidge_deploy.boards.baremetal.qemu.pmu import (
     PmuSymbols,
@@ -39,7 +41,7 @@ from aidge_deploy.config import TimingMode
 from aidge_deploy.connections.qemu import FirmwareSession
 from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult
 from aidge_deploy.connections.toolcache import c_compiler_check
-from aidge_deploy.errors import DeployError, ExecutionError, FlashError
+from aidge_deploy.errors import ConfigError, CoreError, DeployError, ExecutionError, FlashError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.binary import MemoryCapacity
@@ -47,7 +49,7 @@ from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
-from aidge_deploy.profiling.timing import EstimatedCycles, code_kind_of
+from aidge_deploy.profiling.timing import EstimatedCycles, code_kind_of, model_for_cpu
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
@@ -55,6 +57,7 @@ from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
 from aidge_qemu_descriptors import (
     QemuBoard,
     RegionKind,
+    SecondCore,
     get_board,
     ticks_to_instructions,
 )
@@ -71,6 +74,7 @@ __all__ = [
     "Mps2An386Target",
     "Mps2An500Target",
     "Mps2An505Target",
+    "Mps2An521Target",
     "Mps3An547Target",
     "NetduinoPlus2Target",
     "QemuBoardTarget",
@@ -331,13 +335,17 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
             ctx.log_dir,
             ctx.log_dir / "uart.log",
             icount_shift=board.icount_shift,
-            extra_args=extra_args,
+            extra_args=(*board.qemu_args, *self._second_core_args(ctx), *extra_args),
             preload=self._preloadable(preload),
         )
         self._session = session
         # with wait=on QEMU holds the guest until the serial client is connected: nothing is lost
         self._channel = session.start(wait_ready=False).channel
         return session
+
+    def _second_core_args(self, ctx: DeployContext) -> tuple[str, ...]:
+        """QEMU options loading a second core's program (none: one core runs)."""
+        return ()
 
     def start(self, ctx: DeployContext) -> None:
         if self._session is not None:
@@ -459,6 +467,183 @@ class NetduinoPlus2Target(QemuBoardTarget):
     )
 
 
+# -- the dual-core board ------------------------------------------------------------
+#
+# The dual-core emulated board (mps2-an521): a heterogeneous export runs a program per core.
+#
+# Why a target of its own: a heterogeneous export (``application_config.heterogeneous_deploy``,
+# the published manifest field) builds one ELF per core (``expected_artifact`` matches both,
+# core 0's first). Both are loaded into one QEMU: core 0's as the kernel (or over RSP, as any
+# emulated board), core 1's by QEMU's generic loader (``-device loader``), which writes its
+# segments and leaves CPU1 held by the SSE-200's CPUWAIT; core 0's program releases it. Core 0
+# prints on UART0 (the run's capture), core 1 on UART1, which QEMU writes to a file of the
+# run's log folder (``uart-core1.log``). Both logs are parsed with the export's protocol; a
+# ``DUAL_CORE_TEST: FAIL`` from core 0 (core 1 never started, did not finish, or printed
+# another output) is a :class:`~aidge_deploy.errors.CoreError` naming core 1, its log kept.
+#
+# Per-core figures: the outputs each core printed and the emulated instructions each core's
+# entry point took (SysTick ticks of QEMU's virtual clock, converted; core 1 runs while core 0
+# sleeps in WFI, so its count includes core 0's wake-up per 1 ms tick, about 60 ticks in
+# 65 000 on the tiny CNN). The emulated-PMU plugin counts every vCPU together, so per-core
+# plugin counts are said unavailable, and the timing model is not run.
+
+#: core 1's UART log, in the run's log folder
+CORE1_LOG = "uart-core1.log"
+_PLUGIN_UNAVAILABLE = (
+    "unavailable (the aidge_pmu plugin sums the instructions of every vCPU: it does not "
+    "split them by vcpu_index)"
+)
+_FAIL = re.compile(r"^DUAL_CORE_TEST: FAIL\b(.*)$", re.MULTILINE)
+_PASS = re.compile(
+    r"^DUAL_CORE_TEST: PASS .*core0 ticks_hi=(\d+) ticks_lo=(\d+) core1 ticks_hi=(\d+) "
+    r"ticks_lo=(\d+)",
+    re.MULTILINE,
+)
+
+
+def is_heterogeneous(app_config: dict[str, Any] | None) -> bool:
+    """The published manifest field that asks for a program per core."""
+    return bool((app_config or {}).get("heterogeneous_deploy"))
+
+
+def second_core_elf(core0_elf: Path, core: SecondCore) -> Path:
+    """Core 1's ELF of a build: beside core 0's (the Makefile writes both to ``bin/``)."""
+    return core0_elf.parent / core.elf_name
+
+
+@register_deploy_target("mps2-an521", "local")
+class Mps2An521Target(QemuBoardTarget):
+    """Emulated mps2-an521 (two Cortex-M33): a heterogeneous export runs on both cores."""
+
+    board_name = "mps2-an521"
+    runs_heterogeneous: ClassVar[bool] = True
+    description: ClassVar[str] = (
+        f"QEMU, two Cortex-M33 (core 1 by -device loader, started by core 0 through "
+        f"CPUWAIT), icount {get_board(board_name).icount_shift}"
+    )
+
+    def __init__(self, config=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(config)
+        self._core1_elf: Path | None = None
+
+    @property
+    def second_core(self) -> SecondCore:
+        core = self.board.second_core
+        if core is None:  # the descriptor says it has one: a test checks it
+            raise DeployError(f"{self.board_name} has no second core in its descriptor")
+        return core
+
+    def _heterogeneous(self, ctx: DeployContext) -> bool:
+        return is_heterogeneous(ctx.artifact.manifest.application_config)
+
+    def prepare(self, ctx: DeployContext) -> None:
+        """A one-core export runs as on any emulated board; a two-core one is launched at
+        flash time, once both programs are built, without the timing model (its plugin
+        would count both cores as one)."""
+        if not self._heterogeneous(ctx):
+            super().prepare(ctx)
+            return
+        if ctx.artifact.manifest.protocol not in (
+            "aidge-uart-output/v1",
+            "aidge-uart-benchmark/v1",
+        ):
+            raise ConfigError(
+                f"a heterogeneous export on {self.board_name} runs the output or benchmark "
+                f"application on each core, not {ctx.artifact.manifest.protocol}",
+                hint="Export the output or benchmark application (or one core only).",
+            )
+        ctx.log_dir.mkdir(parents=True, exist_ok=True)
+        self._timing_plan = None
+        self._early = None
+        model = model_for_cpu(self.board.cpu)
+        if model is not None and ctx.artifact.manifest.application == "benchmark":
+            self._timing_unavailable = unavailable(
+                model, "a two-core run: the plugin would count both cores' instructions as one"
+            )
+
+    def _second_core_args(self, ctx: DeployContext) -> tuple[str, ...]:
+        if not self._heterogeneous(ctx) or self._core1_elf is None:
+            return ()
+        log = ctx.log_dir / CORE1_LOG
+        log.unlink(missing_ok=True)
+        return (
+            "-device",
+            f"loader,file={self._core1_elf}",
+            "-chardev",
+            f"file,id=aidge_uart_core1,path={log}",
+            "-serial",
+            "chardev:aidge_uart_core1",
+        )
+
+    def flash(self, ctx: DeployContext, build: Any) -> None:
+        if self._heterogeneous(ctx):
+            elf = second_core_elf(build.artifact_path, self.second_core)
+            if not elf.is_file():
+                raise CoreError(
+                    "core 1",
+                    f"the build made no program for core 1 ({elf.name} is missing)",
+                    hint="The export is heterogeneous but its main.cpp is one core's: "
+                    "export it again with aidge_qemu_boards installed.",
+                    log_path=build.log_path,
+                )
+            self._core1_elf = elf
+        super().flash(ctx, build)
+
+    def parse_output(self, ctx: DeployContext, execution: ExecutionResult) -> ProtocolResult:
+        if not self._heterogeneous(ctx):
+            return super().parse_output(ctx, execution)
+        core1_log = ctx.log_dir / CORE1_LOG
+        core1_text = core1_log.read_text(errors="replace") if core1_log.is_file() else ""
+        failed = _FAIL.search(execution.raw_output.replace("\r", ""))
+        if failed is not None:
+            raise CoreError(
+                "core 1",
+                f"core 1 of {self.board_name} failed: DUAL_CORE_TEST: FAIL{failed.group(1)} "
+                f"(core 0's log: {execution.log_path})",
+                hint="Core 0 starts core 1 by INITSVTOR1 and CPUWAIT and waits for its result "
+                "in the shared SRAM: read core 1's UART log (empty: it never ran).",
+                log_path=core1_log,
+            )
+        core0 = super().parse_output(ctx, execution)
+        try:
+            core1 = self.protocol(ctx).parse(core1_text, ctx.artifact.manifest)
+        except DeployError as exc:
+            raise CoreError(
+                "core 1",
+                f"core 1's output could not be parsed: {exc.message}",
+                hint=exc.hint,
+                log_path=core1_log,
+            ) from exc
+        ticks = _PASS.search(execution.raw_output.replace("\r", ""))
+        cores = []
+        for index, (parsed, log) in enumerate(((core0, execution.log_path), (core1, core1_log))):
+            figure: dict[str, Any] = {
+                "core": index,
+                "cpu": f"{self.board.cpu} (CPU{index})",
+                "uart_log": str(log) if log is not None else None,
+                "outputs": [o.reshape(-1).tolist() for o in parsed.outputs]
+                if parsed.outputs
+                else None,
+                "cycles": list(parsed.cycles) if parsed.cycles else None,
+                "plugin_instructions": _PLUGIN_UNAVAILABLE,
+            }
+            if ticks is not None:
+                hi, lo = int(ticks.group(1 + 2 * index)), int(ticks.group(2 + 2 * index))
+                figure["entry_instructions"] = round(
+                    ticks_to_instructions(self.board, (hi << 32) + lo)
+                )
+                figure["entry_instructions_source"] = (
+                    "emulated (QEMU icount): SysTick ticks of the entry point's run ÷ "
+                    "ticks per instruction"
+                    + ("; includes core 0's 1 ms wake-ups" if index == 1 else "")
+                )
+            else:
+                figure["entry_instructions"] = "unavailable (core 0 printed no PASS line)"
+            cores.append(figure)
+        return dataclasses.replace(core0, cores=tuple(cores))
+
+
+
 #: the emulated boards' targets, by board name (one per descriptor: a test checks it)
 TARGETS: dict[str, type[QemuBoardTarget]] = {
     cls.board_name: cls
@@ -466,6 +651,7 @@ TARGETS: dict[str, type[QemuBoardTarget]] = {
         Mps2An386Target,
         Mps2An500Target,
         Mps2An505Target,
+        Mps2An521Target,
         Mps3An547Target,
         NetduinoPlus2Target,
     )
