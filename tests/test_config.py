@@ -172,7 +172,6 @@ def test_password_never_in_repr_or_snapshot() -> None:
     ("values", "expected"),
     [
         ({"run_command": "taskset -c 2 ./run_export"}, "run_command 'taskset -c 2 ./run_export' is not supported"),
-        ({"heterogeneous_deploy": True}, "heterogeneous_deploy is not supported"),
         ({"apss_linux": True, "heterogeneous_deploy": True}, "apss_linux is not supported"),
         ({"sbc_board_name": "pi-lab"}, "names an SSH board, and backend 'local' reaches none"),
     ],
@@ -203,7 +202,7 @@ def test_fields_the_published_cli_fills_by_default_are_accepted() -> None:
 
 
 @pytest.mark.slow
-def test_a_heterogeneous_export_is_refused_in_preflight(
+def test_a_heterogeneous_export_is_refused_by_a_one_core_target_in_preflight(
     export_factory: object, tmp_path: Path
 ) -> None:
     import json
@@ -222,3 +221,10 @@ def test_a_heterogeneous_export_is_refused_in_preflight(
     assert (
         info.value.stage == "Preflight" and "heterogeneous (two-core) export" in info.value.message
     )
+    assert "runs one program on one core" in info.value.message
+    assert info.value.hint is not None and "mps2-an521" in info.value.hint
+
+
+def test_heterogeneous_deploy_is_accepted_in_the_config() -> None:
+    """The published field is honoured now (the manifest drives it): no longer refused."""
+    DeployConfig(target="mps2-an521", heterogeneous_deploy=True).check_values()

@@ -198,6 +198,16 @@ def _build_toolchain(plan: BuildPlan, build_dir: Path) -> Toolchain:
     return Toolchain(tuple(p for p in (plan.build_system, compiler) if p))
 
 
+def find_artifacts(root: Path, pattern: str) -> tuple[Path, ...]:
+    """Every file ``pattern`` matches under ``root``, sorted (a heterogeneous export's
+    programs, one per core); ``find_artifact`` is the first."""
+    if any(ch in pattern for ch in "*?["):
+        matches = sorted(Path(p) for p in glob.glob(str(root / pattern), recursive=True))
+        return tuple(m for m in matches if m.is_file())
+    candidate = root / pattern
+    return (candidate,) if candidate.is_file() else ()
+
+
 def find_artifact(root: Path, pattern: str) -> Path | None:
     if any(ch in pattern for ch in "*?["):
         matches = sorted(Path(p) for p in glob.glob(str(root / pattern), recursive=True))

@@ -29,6 +29,11 @@ class PreflightStage:
                 "cores runs).",
             )
         implementation, _ = check_run(ctx.config, target, iterations=timed_iterations(manifest))
+        if not isinstance(implementation, DeployTarget):  # deploy() hands those over first
+            raise InternalError(
+                f"backend {ctx.config.backend_kind!r} runs the whole deploy elsewhere, "
+                "and reached the local pipeline"
+            )
         if app.get("heterogeneous_deploy") and not implementation.runs_heterogeneous:
             raise ConfigError(
                 f"{ctx.artifact.path} is a heterogeneous (two-core) export, and {target} "
@@ -36,11 +41,6 @@ class PreflightStage:
                 "run only part of it",
                 hint="Deploy it to a board that runs one program per core (mps2-an521, "
                 "ake7), or export for one core (heterogeneous_deploy=False).",
-            )
-        if not isinstance(implementation, DeployTarget):  # deploy() hands those over first
-            raise InternalError(
-                f"backend {ctx.config.backend_kind!r} runs the whole deploy elsewhere, "
-                "and reached the local pipeline"
             )
         ctx.target_name = target
         ctx.target = implementation

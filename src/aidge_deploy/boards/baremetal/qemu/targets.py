@@ -643,7 +643,6 @@ class Mps2An521Target(QemuBoardTarget):
         return dataclasses.replace(core0, cores=tuple(cores))
 
 
-
 #: the emulated boards' targets, by board name (one per descriptor: a test checks it)
 TARGETS: dict[str, type[QemuBoardTarget]] = {
     cls.board_name: cls
