@@ -325,7 +325,14 @@ def softmax(values: np.ndarray) -> np.ndarray:
 
 
 def test_board_registry() -> None:
-    assert BOARD_NAMES == ["mps2-an386", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2"]
+    assert BOARD_NAMES == [
+        "mps2-an386",
+        "mps2-an500",
+        "mps2-an505",
+        "mps2-an521",
+        "mps3-an547",
+        "netduinoplus2",
+    ]
     assert get_board("MPS2-AN386") is get_board("mps2-an386")
     with pytest.raises(KeyError, match="Known boards"):
         get_board("stm32h743")
@@ -334,13 +341,17 @@ def test_board_registry() -> None:
         "mps2-an386": 6,
         "mps2-an500": 6,
         "mps2-an505": 6,
+        "mps2-an521": 6,
         "mps3-an547": 5,
         "netduinoplus2": 3,
     }
     for board in list_boards():
         # At least one tick per instruction, but less than two: full resolution, no waste.
         assert 1.0 <= board.ticks_per_instruction < 2.0
-        assert board.expected_artifact == f"bin/{board.elf_name}"
+        if board.second_core is None:
+            assert board.expected_artifact == f"bin/{board.elf_name}"
+        else:  # one ELF per core, core 0's first
+            assert board.expected_artifact == "bin/aidge_mps2_an521_core[0-9].elf"
         assert board.region_at(board.flash_origin, board.flash_size) is not None
         assert board.region_at(board.ram_origin, board.ram_size) is not None
         assert board.region_at(board.uart_base) is None
