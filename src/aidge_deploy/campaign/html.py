@@ -30,6 +30,7 @@ from aidge_deploy.campaign.tables import (
 )
 from aidge_deploy.display import fmt_bytes, time_text, time_unit_for
 from aidge_deploy.report.html import PAGE_CSS, PROVENANCE_LABELS, provenance_chip
+from aidge_deploy.report.published_html import campaign_published_section
 from aidge_deploy.report.svg import ScatterPoint, scatter_chart
 
 _CSS = """
@@ -366,7 +367,7 @@ def render_campaign_html(
         f"<body data-campaign='{escape(name)}'><header><h1>Campaign {escape(name)}</h1>"
         f"<div class='sub counts'>{counts} · generated {escape(generated)}</div></header>"
         f"<main>{_legend(records)}{_failures(records)}{figures}{pareto}{_int8(records)}"
-        f"{_cells(records)}</main></body></html>\n"
+        f"{campaign_published_section(records, provenance_chip)}{_cells(records)}</main></body></html>\n"
     )
 
 

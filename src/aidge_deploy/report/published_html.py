@@ -5,12 +5,14 @@ Kept beside ``html.py``: one function from the bundle's ``summary.json`` (its MA
 parameters identify the reference model, its timing model or target the core, its cycles
 figure the estimate) and ``run_metadata.json`` (the export's dtype) to a section. Each row
 shows the engine and its version, cycles, cycles/MAC and the ratio of this run's cycles
-to the row's — a comparison, never a verdict.
+to the row's — a comparison, never a verdict. A campaign report shows the same table for
+each of its cells of a reference model (``campaign_published_section``, from the cells'
+records: their figures, target and dtype).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -47,17 +49,61 @@ def run_dtype(metadata: Mapping[str, Any]) -> str:
 def published_section(summary: Mapping[str, Any], metadata: Mapping[str, Any], chip: Any) -> str:
     """The section, or "" when the run is not of a reference model on a core with
     published rows, or has no cycle figure."""
+    name = next((n for n in _CYCLE_FIGURES if _value(summary, n)), None)
+    core = run_core(summary)
+    if core is None or name is None:
+        return ""
+    return beside_published_html(
+        summary.get("metrics") or {}, name, core, run_dtype(metadata), chip, "This run"
+    )
+
+
+def campaign_published_section(records: Sequence[Mapping[str, Any]], chip: Any) -> str:
+    """The campaign report's section: each done cell of a reference model on a core with
+    published rows, beside them ("" when there is none)."""
+    parts = []
+    for record in records:
+        figures = record.get("figures") or {}
+        name = next((n for n in _CYCLE_FIGURES if _value({"metrics": figures}, n)), None)
+        core = run_core({"target": (record.get("target") or {}).get("target")})
+        if record.get("status") != "done" or name is None or core is None:
+            continue
+        dtype = str((record.get("options") or {}).get("dtype") or "float32")
+        label = (
+            f"Cell {record.get('model', {}).get('name')} on "
+            f"{(record.get('target') or {}).get('label')}, {record.get('option_label')}"
+        )
+        parts.append(beside_published_html(figures, name, core, dtype, chip, label, level=3))
+    if not any(parts):
+        return ""
+    return (
+        "<section data-campaign-published='1'><h2>Beside published silicon (MLPerf Tiny)</h2>"
+        + "".join(parts)
+        + "</section>"
+    )
+
+
+def beside_published_html(
+    metrics: Mapping[str, Any],
+    name: str,
+    core: str,
+    dtype: str,
+    chip: Any,
+    label: str,
+    *,
+    level: int = 2,
+) -> str:
+    """One estimate (``metrics[name]``, the model identified by ``metrics``' MACs and
+    parameters) beside the published rows of ``core``: "" when none apply."""
     from aidge_deploy.mlperf.models import MODELS
     from aidge_deploy.mlperf.published import beside_published, identify_model
 
+    summary = {"metrics": metrics}
     model = identify_model(_value(summary, "macs"), _value(summary, "params"))
-    core = run_core(summary)
-    name = next((n for n in _CYCLE_FIGURES if _value(summary, n)), None)
-    if model is None or core is None or name is None:
+    if model is None:
         return ""
-    figure = summary["metrics"][name]
+    figure = metrics[name]
     cycles = float(figure["value"])
-    dtype = run_dtype(metadata)
     beside = beside_published(model, core, cycles, dtype)
     if not beside:
         return ""
@@ -75,11 +121,12 @@ def published_section(summary: Mapping[str, Any], metadata: Mapping[str, Any], c
     )
     provenance = str(figure.get("provenance"))
     what = escape(str(figure.get("description") or name))
+    h = f"h{level}"
     return (
         f'<section data-published="{model.value}" data-core="{escape(core)}" '
-        f'data-cycles="{cycles:.0f}"><h2>Beside published silicon: MLPerf Tiny '
-        f"{model.value} on {escape(core)}</h2><p>{chip(provenance)}This run: "
-        f"<b>{cycles:,.0f} cycles</b> per inference ({what}), "
+        f'data-cycles="{cycles:.0f}" data-dtype="{escape(dtype)}"><{h}>Beside published '
+        f"silicon: MLPerf Tiny {model.value} on {escape(core)}</{h}><p>{chip(provenance)}"
+        f"{escape(label)}: <b>{cycles:,.0f} cycles</b> per inference ({what}), "
         f"<b>{cycles / macs:.2f} cycles/MAC</b> over the model's {macs:,} MACs, {dtype}. "
         f"Below, the fastest published MLPerf Tiny closed-division row of each engine for "
         f"the same core and model (v1.0–v1.3; rows whose submission states another dtype "
@@ -96,4 +143,10 @@ def published_section(summary: Mapping[str, Any], metadata: Mapping[str, Any], c
     )
 
 
-__all__ = ["published_section", "run_core", "run_dtype"]
+__all__ = [
+    "beside_published_html",
+    "campaign_published_section",
+    "published_section",
+    "run_core",
+    "run_dtype",
+]
