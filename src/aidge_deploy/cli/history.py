@@ -114,7 +114,12 @@ def list_runs(
             f"{r.identity.name} ({r.identity.kind} {r.identity.dtype})",
             r.identity.where,
             *(
-                figure_text(r.figures[m].value, r.figures[m].unit, r.figures[m].resolution)
+                figure_text(
+                    r.figures[m].value,
+                    r.figures[m].unit,
+                    r.figures[m].resolution,
+                    band=r.figures[m].band,  # an estimate: 3 digits and its model's band
+                )
                 if m in r.figures and r.figures[m].value is not None
                 else "—"
                 for m in shown

@@ -87,6 +87,14 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
             if isinstance(option, type) and issubclass(option, enum.Enum) and raw is not None:
                 raw = option(raw)
                 break
+            # a nested frozen dataclass (a Metric's band) travels as its fields
+            if (
+                dataclasses.is_dataclass(option)
+                and isinstance(option, type)
+                and isinstance(raw, dict)
+            ):
+                raw = _build(option, raw)
+                break
         origin = typing.get_origin(hint)
         if origin is tuple and isinstance(raw, list):
             raw = tuple(raw)
