@@ -186,6 +186,83 @@ def test_a_cancel_racing_the_reservation_or_the_claim_never_starts_the_job(rig: 
     rig.run(scenario)
 
 
+def test_cancel_and_claim_are_one_compare_and_set_each(rig: Rig) -> None:
+    """Cancels and claims of reserved jobs raced from threads on the real database: exactly
+    one of each pair wins; a cancel that won says the job was cancelled while reserved and
+    the job's history has no ``building``; a claim that won leaves the cancel a request
+    (cancelled in ``building``, stopped by its agent). A claim never wins once a cancel
+    was asked (``cancel_requested``), and every cancel records the state it was made in."""
+    import threading
+
+    from sqlalchemy import select, update
+
+    from aidge_deploy.farm.actions import cancel
+    from aidge_deploy.farm.agents import claim_job, finish_job
+    from aidge_deploy.farm.db import Job, JobEvent
+    from aidge_deploy.farm.models import FinishRequest
+    from aidge_deploy.farm.refusals import FarmRequestError
+    from aidge_deploy.farm.states import JobState
+
+    cancelled_in: dict[int, str] = {}
+    claimed: dict[int, bool] = {}
+
+    async def scenario() -> None:
+        queued = rig.submit(board="b1")
+        assert cancel(rig.state, rig.alice, queued).cancelled_in == "queued"
+        await rig.tick()
+        for _round in range(20):
+            pair = [rig.submit(board="b1"), rig.submit(board="b2")]
+            await rig.tick()
+            assert {rig.job(j).state for j in pair} == {"reserved"}
+            go = threading.Barrier(4)
+
+            def do_cancel(job_id: int, go: threading.Barrier = go) -> None:
+                go.wait()
+                cancelled_in[job_id] = str(cancel(rig.state, rig.alice, job_id).cancelled_in)
+
+            def do_claim(job_id: int, go: threading.Barrier = go) -> None:
+                go.wait()
+                try:
+                    with rig.state.db.session() as s:
+                        claim_job(s, rig.agent, job_id)
+                    claimed[job_id] = True
+                except FarmRequestError as exc:
+                    assert exc.status == 409 and exc.extra["release"] is True
+                    claimed[job_id] = False
+
+            threads = [threading.Thread(target=f, args=(j,)) for j in pair for f in (do_cancel, do_claim)]  # fmt: skip
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            for j in pair:  # what a claim that won leaves to its agent: end it cancelled
+                job = rig.job(j)
+                if job.state == "building":
+                    with rig.state.db.session() as s:
+                        end = FinishRequest(lease=job.lease, state=JobState.CANCELLED)
+                        rig.dispatcher.release_later(finish_job(s, rig.agent, j, end)[2])
+            await rig.tick()
+        # a claim after a cancel was asked loses even if the state still says reserved
+        late = rig.submit(board="b1")
+        await rig.tick()
+        with rig.state.db.session() as s:
+            s.execute(update(Job).where(Job.id == late).values(cancel_requested=True))
+        with pytest.raises(FarmRequestError), rig.state.db.session() as s:
+            claim_job(s, rig.agent, late)
+        with rig.state.db.session() as s:
+            for job_id, was in cancelled_in.items():
+                seen = list(s.scalars(select(JobEvent.state).where(JobEvent.job_id == job_id, JobEvent.kind == "state")))  # fmt: skip
+                if claimed[job_id]:
+                    assert was == "building" and "building" in seen, (job_id, seen)
+                    assert seen[-1] == "cancelled", (job_id, seen)
+                else:
+                    assert was == "reserved", (job_id, was)
+                    assert "building" not in seen and seen[-1] == "cancelled", (job_id, seen)
+
+    rig.run(scenario)
+    assert len(cancelled_in) == len(claimed) == 40
+
+
 def test_the_sweep_cancels_reservations_no_live_job_owns(rig: Rig) -> None:
     """A farm reservation whose job ended (or that no job row holds: the service stopped
     between making and recording it) is cancelled; other users' reservations are not."""

@@ -2,8 +2,11 @@
 at a random delay of 0 to 50 ms after it was reserved — the window in which its agent
 locks the board and claims the job.
 
-A cancel answered ``cancelled`` never lets the job start (no ``building`` event), a job
-whose claim won the race is stopped by its agent and ends cancelled too, no labgrid
+A cancel answered ``cancelled`` (made while the job was ``queued`` or ``reserved``, as
+``cancelled_in`` says) never lets the job start: no ``building`` event, and its agent's log
+never says it took the board for it (``claimed on``, the line before any build or flash);
+a job whose claim won the race (cancelled in ``building``) is stopped by its agent and ends
+cancelled too, no labgrid
 reservation outlives its job (``labgrid-client reservations``, the coordinator's own
 list), and each board goes to the next waiting job within a second of being freed.
 """
@@ -25,6 +28,7 @@ import pytest
 
 from envparts import needs
 from farmkit import ALICE, BIN, Farm, make_farm, needs_farm, qemu_available
+from farmweb import web_client
 
 pytestmark = [
     needs_farm(),
@@ -133,20 +137,38 @@ def test_200_cancels_racing_the_claim(farm: Farm, export_factory) -> None:  # ty
     states = {v["id"]: v["state"] for v in views}
     assert set(states.values()) == {"cancelled"}, {s: list(states.values()).count(s) for s in set(states.values())}  # fmt: skip
     won = 0
+    agent_log = farm.log("agent-racer")
+    cancelled_in = {v["id"]: v["cancelled_in"] for v in views}
     for job_id, answered in answers.items():
         seen = [e["state"] for e in events[job_id] if e["kind"] == "state"]
+        claimed = f"job {job_id}: claimed on " in agent_log
         if answered == "cancelled":  # the cancel won: the job never started
+            assert cancelled_in[job_id] in ("queued", "reserved"), (job_id, cancelled_in[job_id])
             assert "building" not in seen, (job_id, seen)
+            assert not claimed, f"job {job_id} was cancelled while {cancelled_in[job_id]} but its agent took the board"  # fmt: skip
         else:  # the claim won: the cancel asked its agent to stop it
             won += 1
             assert answered in ("building", "flashing", "running", "collecting"), answered
-            assert seen.count("cancelled") == 1 and seen[-1] == "cancelled", (job_id, seen)
+            assert cancelled_in[job_id] == answered, (job_id, cancelled_in[job_id], answered)
+            assert claimed and seen.count("cancelled") == 1 and seen[-1] == "cancelled", (job_id, seen)  # fmt: skip
+    # the job page says at which state each job was cancelled
+    with web_client(farm, ALICE) as pages:
+        for where in ("reserved", "building"):
+            job_id = next((j for j, c in cancelled_in.items() if c == where), None)
+            if job_id is not None:
+                html = pages.get(f"/jobs/{job_id}").text
+                assert f"Cancelled while <strong>{where}</strong>" in html, (job_id, where)
+    # the races were run: cancels landed while jobs were reserved (their agent about to
+    # lock and claim them), not only while they were queued
+    assert list(cancelled_in.values()).count("reserved") > 0, cancelled_in
     # no reservation outlives its job: the coordinator lists none of the farm's
     assert "aidge-farm" not in labgrid_reservations(farm)
     gaps = board_gaps(views)
     assert gaps and max(gaps) <= 1.0, sorted(gaps)[-5:]
     print(
-        f"\n{JOBS} jobs in {elapsed:.1f} s: {JOBS - won} cancels won, {won} claims won; "
+        f"\n{JOBS} jobs in {elapsed:.1f} s: {JOBS - won} cancels won "
+        f"({list(cancelled_in.values()).count('reserved')} of them while reserved), "
+        f"{won} claims won; "
         f"board handover after a job: max {max(gaps) * 1000:.0f} ms"
     )
 

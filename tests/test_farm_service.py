@@ -223,6 +223,7 @@ def test_refusals_store_and_run_nothing(service_farm: Farm, export_factory) -> N
     r = alice.post(f"/api/jobs/{job_id}/cancel")
     assert r.json()["state"] == "cancelled"
     assert set(r.json()["times"]) >= {"queued", "reserved", "cancelled"}
+    assert r.json()["cancelled_in"] == "reserved"  # what the job page says too
     agent.close()
 
 

@@ -168,6 +168,8 @@ def claim_job(s: Session, who: Principal, job_id: int) -> int:
     """The agent holds the board's labgrid lock: the job is its own; the new lease.
     Refused (409) when the job is no longer reserved for it — cancelled meanwhile: the
     agent then frees the board at once."""
+    # the compare-and-set that a cancel races (``jobs.cancel_job``): from reserved only,
+    # for this agent, and not once its owner asked to cancel it
     row = transition(
         s,
         job_id,
@@ -175,7 +177,7 @@ def claim_job(s: Session, who: Principal, job_id: int) -> int:
         expected=(JobState.RESERVED,),
         message=f"on its board ({who.name})",
         values={"lease": Job.lease + 1},
-        where=[Job.agent_name == who.name],
+        where=[Job.agent_name == who.name, Job.cancel_requested.is_(False)],
     )
     if row is None:
         state = s.scalar(select(Job.state).where(Job.id == job_id))

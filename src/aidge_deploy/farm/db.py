@@ -151,6 +151,9 @@ class Job(Base):
     #: bumped each time an agent claims the job: a stale agent's reports are refused
     lease: Mapped[int] = mapped_column(Integer, default=0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: the state the job was in when its owner cancelled it (queued, reserved: it never
+    #: started; building and after: its agent stopped it at the next step)
+    cancelled_in: Mapped[str | None] = mapped_column(String(16), nullable=True)
     stage: Mapped[str] = mapped_column(String(32), default="")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     error_hint: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -198,6 +201,7 @@ ADDED_COLUMNS = (
     ("campaign_jobs", "step", "INTEGER NOT NULL DEFAULT 1"),
     ("campaign_jobs", "steps", "INTEGER NOT NULL DEFAULT 1"),
     ("exports", "facts_json", "TEXT"),
+    ("jobs", "cancelled_in", "VARCHAR(16)"),
 )
 
 

@@ -137,6 +137,9 @@ class JobRun:
                 log.warning("job %s: claim refused: %s", self.id, response_message(r))
                 return
             self.lease = ClaimAnswer.model_validate(r.json()).lease
+            # the one line that says this job got the board (the race test reads it): no
+            # build, flash or run of a job happens without it
+            log.info("job %s: claimed on %s: building", self.id, self.board)
             self._phase("claim")
             self._run()
         except Exception:

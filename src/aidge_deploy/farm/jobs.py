@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, select, update
+from sqlalchemy import ColumnElement, Row, func, select, update
 from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.auth import Principal
@@ -273,26 +273,34 @@ def cancel_job(s: Session, who: Principal, job_id: int) -> Cancelled:
     if job.job_state.terminal:
         return Cancelled(None, None)
     message = f"cancelled by {who.name}"
+    # one statement decides against the agent's claim (``agents.claim_job``, the CAS
+    # reserved -> building): ``cancelled_in`` takes the state the row had before this
+    # UPDATE (SQL evaluates every SET expression on the old row, SQLite and PostgreSQL)
     row = transition(
         s,
         job_id,
         JobState.CANCELLED,
         expected=WAITING,
         message=message,
-        values={"error": message, "error_kind": "cancelled", "cancel_requested": True},
+        values={
+            "error": message,
+            "error_kind": "cancelled",
+            "cancel_requested": True,
+            "cancelled_in": Job.state,
+        },
     )
     if row is not None:
         return Cancelled(row.token, row.agent_name)
     asked = s.execute(
         update(Job)
         .where(Job.id == job_id, Job.state.in_([st.value for st in ON_BOARD]))
-        .values(cancel_requested=True)
-        .returning(Job.agent_name)
+        .values(cancel_requested=True, cancelled_in=func.coalesce(Job.cancelled_in, Job.state))
+        .returning(Job.agent_name, Job.cancelled_in)
         .execution_options(synchronize_session=False)
     ).one_or_none()
     if asked is None:  # it ended meanwhile
         return Cancelled(None, None)
-    add_event(s, job_id, "notice", f"cancel requested by {who.name}")
+    add_event(s, job_id, "notice", f"cancel requested by {who.name} (in {asked.cancelled_in})")
     return Cancelled(None, asked.agent_name)
 
 

@@ -93,6 +93,7 @@ VIEW_COLUMNS = (
     "agent_name",
     "priority",
     "cancel_requested",
+    "cancelled_in",
     "deploy_seconds",
     "error",
     "error_hint",
@@ -145,6 +146,7 @@ def view_of(row: Row[Any], base: str = "/api") -> JobView:
         priority=row.priority,
         times=times,
         cancel_requested=bool(row.cancel_requested),
+        cancelled_in=JobState(row.cancelled_in) if row.cancelled_in else None,
         deploy_seconds=row.deploy_seconds,
         error=None
         if row.error is None

@@ -170,6 +170,9 @@ class JobView(Answer):
     #: UNIX time each state was entered
     times: dict[str, float] = Field(default_factory=dict)
     cancel_requested: bool = False
+    #: the state the job was in when it was cancelled (queued or reserved: it never
+    #: started on its board)
+    cancelled_in: JobState | None = None
     deploy_seconds: float | None = None
     error: JobError | None = None
     urls: JobUrls
