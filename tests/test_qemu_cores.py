@@ -141,9 +141,9 @@ def test_estimated_cycles_are_deterministic_and_reconciled(
 def test_the_farm_runs_a_job_on_each(
     exports: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """An agent serving both boards runs a benchmark job on each, by target: the farm's
-    result is the local deploy's."""
-    boards = {"an500-c": "mps2-an500", "an505-c": "mps2-an505"}
+    """An agent serving the new boards (the dual-core mps2-an521 too) runs a benchmark job on
+    each, by target: the farm's result is the local deploy's."""
+    boards = {"an500-c": "mps2-an500", "an505-c": "mps2-an505", "an521-c": "mps2-an521"}
     farm = make_farm(tmp_path_factory.mktemp("farm-cores"), agent_timeout=6.0)
     try:
         farm.start_agent("host-c", boards)
