@@ -220,6 +220,8 @@ def unlabelled_numbers(doc: Any, path: str = "$", labelled: bool = False) -> lis
         for key, value in doc.items():
             if key in IDENTIFIER_KEYS and isinstance(value, int):
                 continue
+            if key == "band" and isinstance(value, Mapping):
+                continue  # fractions of the figure it is stated for (the schema's band)
             found += unlabelled_numbers(value, f"{path}.{key}", labelled or here)
     elif isinstance(doc, list | tuple):
         for i, value in enumerate(doc):

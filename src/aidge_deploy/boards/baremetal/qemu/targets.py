@@ -6,8 +6,8 @@ OpenOCD and J-Link GDB servers speak), its UART is read with pyserial over a TCP
 it ends with the end keyword or a semihosting exit. QEMU has no cycle counter: under a fixed
 ``-icount`` shift the firmware's "cycles" are SysTick ticks of virtual time, converted here
 to **emulated instruction counts** and labelled emulated everywhere. Times are those counts
-÷ the board's core clock, labelled "estimated at N MHz, CPI = 1": QEMU's virtual clock
-(``2**shift`` ns per instruction) is an emulator setting, never reported as a time.
+÷ the board's core clock, labelled "estimated at N MHz, CPI = 1": QEMU's virtual clock is an
+emulator setting, never reported as a time.
 
 The board's facts (clock, memories, QEMU machine) are read from its descriptor
 (:mod:`aidge_qemu_descriptors`), the one its hardware model is built from: a run never
@@ -417,14 +417,16 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
         )
 
 
+def _described(board: str) -> str:  # the targets' line in `aidge-deploy targets`
+    return f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board).icount_shift}"
+
+
 @register_deploy_target("mps2-an386", "local")
 class Mps2An386Target(QemuBoardTarget):
     """Emulated mps2-an386 (Cortex-M4F)."""
 
     board_name = "mps2-an386"
-    description = (
-        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
-    )
+    description = _described(board_name)
 
 
 @register_deploy_target("mps2-an500", "local")
@@ -432,9 +434,7 @@ class Mps2An500Target(QemuBoardTarget):
     """Emulated mps2-an500 (Cortex-M7)."""
 
     board_name = "mps2-an500"
-    description = (
-        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
-    )
+    description = _described(board_name)
 
 
 @register_deploy_target("mps2-an505", "local")
@@ -442,9 +442,7 @@ class Mps2An505Target(QemuBoardTarget):
     """Emulated mps2-an505 (Cortex-M33)."""
 
     board_name = "mps2-an505"
-    description = (
-        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
-    )
+    description = _described(board_name)
 
 
 @register_deploy_target("mps3-an547", "local")
@@ -452,9 +450,7 @@ class Mps3An547Target(QemuBoardTarget):
     """Emulated mps3-an547 (Cortex-M55)."""
 
     board_name = "mps3-an547"
-    description = (
-        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
-    )
+    description = _described(board_name)
 
 
 @register_deploy_target("netduinoplus2", "local")
@@ -462,13 +458,10 @@ class NetduinoPlus2Target(QemuBoardTarget):
     """Emulated netduinoplus2 (STM32F405, Cortex-M4F)."""
 
     board_name = "netduinoplus2"
-    description = (
-        f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board_name).icount_shift}"
-    )
+    description = _described(board_name)
 
 
 # -- the dual-core board ------------------------------------------------------------
-#
 # The dual-core emulated board (mps2-an521): a heterogeneous export runs a program per core.
 #
 # Why a target of its own: a heterogeneous export (``application_config.heterogeneous_deploy``,
