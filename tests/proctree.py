@@ -35,12 +35,28 @@ def patch_main(export_dir: Path, statement: str) -> None:
 
 
 class TreeWatch:
-    """Records every descendant of ``root`` (and of ``extra_roots``) seen while polling."""
+    """Records every descendant of ``root`` (and of ``extra_roots``) seen while polling.
 
-    def __init__(self, root: int, extra_roots: Callable[[], list[psutil.Process]] = list) -> None:
+    With ``ignore_existing`` the descendants already alive when the watch starts are not
+    the run's: a test that watches its own pytest process (the MCP server is its child)
+    would otherwise count the session's sshd and dockerd fixtures as left-overs.
+    """
+
+    def __init__(
+        self,
+        root: int,
+        extra_roots: Callable[[], list[psutil.Process]] = list,
+        *,
+        ignore_existing: bool = False,
+    ) -> None:
         self.root = psutil.Process(root)
         self.extra_roots = extra_roots
         self.seen: dict[tuple[int, float], psutil.Process] = {}
+        self.before: set[tuple[int, float]] = set()
+        if ignore_existing:
+            self.poll()
+            self.before = set(self.seen)
+            self.seen.clear()
 
     def poll(self) -> list[psutil.Process]:
         found: list[psutil.Process] = []
@@ -50,12 +66,16 @@ class TreeWatch:
                 found += parent.children(recursive=True)
             except psutil.NoSuchProcess:
                 continue
+        fresh: list[psutil.Process] = []
         for proc in found:
             try:
-                self.seen[(proc.pid, proc.create_time())] = proc
+                key = (proc.pid, proc.create_time())
             except psutil.NoSuchProcess:
                 continue
-        return found
+            if key not in self.before:
+                self.seen[key] = proc
+                fresh.append(proc)
+        return fresh
 
     def wait_for(self, predicate: Callable[[list[psutil.Process]], bool], what: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -223,7 +223,7 @@ def _long_profile(model: Path) -> dict[str, Any]:
 @pytest.mark.slow
 @qemu
 def test_a_cancelled_call_stops_its_run_and_leaves_no_process(tiny_cnn: Path) -> None:
-    watch = TreeWatch(os.getpid())
+    watch = TreeWatch(os.getpid(), ignore_existing=True)
 
     async def go() -> None:
         async with session() as client:
@@ -242,7 +242,7 @@ def test_a_cancelled_call_stops_its_run_and_leaves_no_process(tiny_cnn: Path) ->
 @pytest.mark.slow
 @qemu
 def test_board_minutes_stop_a_run_with_a_clear_message(tiny_cnn: Path) -> None:
-    watch = TreeWatch(os.getpid())
+    watch = TreeWatch(os.getpid(), ignore_existing=True)
     limits = Limits(max_board_minutes=0.05)  # 3 s of board time
 
     async def go() -> None:
@@ -266,7 +266,7 @@ def test_board_minutes_stop_a_run_with_a_clear_message(tiny_cnn: Path) -> None:
 @pytest.mark.slow
 @qemu
 def test_a_closed_session_leaves_no_process(tiny_cnn: Path) -> None:
-    watch = TreeWatch(os.getpid())
+    watch = TreeWatch(os.getpid(), ignore_existing=True)
 
     async def go() -> None:
         async with Client(_server()) as client, anyio.create_task_group() as group:
@@ -283,7 +283,7 @@ def test_a_closed_session_leaves_no_process(tiny_cnn: Path) -> None:
 @pytest.mark.slow
 @qemu
 def test_sigterm_stops_the_server_and_every_process_of_its_run(tiny_cnn: Path) -> None:
-    watch = TreeWatch(os.getpid())
+    watch = TreeWatch(os.getpid(), ignore_existing=True)
     servers: list[psutil.Process] = []
 
     async def call(client: Client) -> None:
