@@ -10,6 +10,7 @@ restarted mid-load ends every job ``done`` exactly once.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import threading
@@ -241,20 +242,21 @@ def _assert_background_work(farm: Farm, job_id: int) -> None:
     CPU group too where the kernel groups by session; the agents stay at their own."""
     from aidge_deploy.defaults import DEFAULT_JOB_NICE
 
+    suite = os.nice(0)  # the suite may itself run niced (nice ./run.sh test): relative to it
     pids = farm.job_processes(job_id)
     assert pids
     for pid in pids:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc = psutil.Process(pid)
-            assert proc.nice() == DEFAULT_JOB_NICE, (proc.cmdline(), proc.nice())
+            assert proc.nice() == max(DEFAULT_JOB_NICE, suite), (proc.cmdline(), proc.nice())
             group = Path(f"/proc/{pid}/autogroup")
             if group.exists():  # "/autogroup-123 nice 10"
-                assert group.read_text().split()[-1] == str(DEFAULT_JOB_NICE), (
+                assert int(group.read_text().split()[-1]) >= DEFAULT_JOB_NICE, (
                     proc.cmdline(),
                     group.read_text(),
                 )
     agents = [p for name, p in farm.procs.items() if name.startswith("agent-") and p.poll() is None]
-    assert agents and {psutil.Process(p.pid).nice() for p in agents} == {0}
+    assert agents and {psutil.Process(p.pid).nice() for p in agents} == {suite}
 
 
 def test_cancel_running_job_leaves_nothing(farm: Farm, export_factory) -> None:  # type: ignore[no-untyped-def]
