@@ -69,3 +69,12 @@ def report(
     for name, ratio, target in ratios:
         verdict = "OK" if ratio <= target else "OVER TARGET"
         print(f"  {name:<28} {ratio:9.3f}x   (target <= {target}x)  {verdict}")
+
+
+def print_table(header: list[str], align: list[str], rows: list[str], out: Path | None) -> None:
+    """Print a markdown table last on stdout (Aidge's exporter prints there too: the table is
+    what ends the output), and write it to ``out`` when given."""
+    table = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|", *rows]
+    print("\n".join(table))
+    if out is not None:
+        out.write_text("\n".join(table) + "\n", encoding="utf-8")

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest, export_model
-from common import modelzoo
+from common import modelzoo, print_table
 
 BOARDS = {"mps2-an500": "cortex-m7", "mps2-an505": "cortex-m33"}
 MODELS = {"LeNet-5": (modelzoo.lenet5, (1, 1, 28, 28)), "DS-CNN": (modelzoo.ds_cnn, (1, 1, 49, 10))}
@@ -64,15 +64,21 @@ def main(out: Path | None = None) -> None:
                         f" | | | {weighted_model / weighted_mca:.2f} |"
                     )
                     print(rows[-1], file=sys.stderr, flush=True)
-    table = [
-        "| model | board (core) | block | instructions | share of the run's cycles | "
-        "model cycles | llvm-mca cycles | model / llvm-mca |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
-        *rows,
-    ]
-    print("\n".join(table))
-    if out is not None:
-        out.write_text("\n".join(table) + "\n", encoding="utf-8")
+    print_table(
+        [
+            "model",
+            "board (core)",
+            "block",
+            "instructions",
+            "share of the run's cycles",
+            "model cycles",
+            "llvm-mca cycles",
+            "model / llvm-mca",
+        ],
+        ["---", "---", "---", "---:", "---:", "---:", "---:", "---:"],
+        rows,
+        out,
+    )
 
 
 if __name__ == "__main__":

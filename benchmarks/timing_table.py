@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aidge_deploy
-from common import export_with_aidge, modelzoo
+from common import export_with_aidge, modelzoo, print_table
 
 BOARDS = ("mps2-an386", "netduinoplus2", "mps2-an500", "mps2-an505", "mps3-an547")
 MODELS: dict[str, tuple[Any, tuple[int, ...]]] = {
@@ -70,17 +70,21 @@ def main(out: Path | None = None) -> None:
                     f"{cycles.value / instr.value:.2f} | {layers} |"
                 )
                 print(rows[-1], file=sys.stderr, flush=True)
-    table = [
-        "| model | board (model) | instructions / inference | time at CPI = 1 | "
-        "estimated cycles | estimated time | CPI | CPI per layer |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
-        *rows,
-    ]
-    # Aidge's exporter prints on the process's stdout: the table is the last lines, and in
-    # ``out`` when given
-    print("\n".join(table))
-    if out is not None:
-        out.write_text("\n".join(table) + "\n", encoding="utf-8")
+    print_table(
+        [
+            "model",
+            "board (model)",
+            "instructions / inference",
+            "time at CPI = 1",
+            "estimated cycles",
+            "estimated time",
+            "CPI",
+            "CPI per layer",
+        ],
+        ["---", "---", "---:", "---:", "---:", "---:", "---:", "---"],
+        rows,
+        out,
+    )
 
 
 if __name__ == "__main__":
