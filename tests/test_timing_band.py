@@ -10,11 +10,14 @@ The real runs (two layouts of one export on an emulated board) are in test_timin
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from aidge_deploy.cli.main import app
 from aidge_deploy.comparability import INSTRUCTIONS
 from aidge_deploy.history import HistoryStore, RunIdentity
 from aidge_deploy.history.gate import GateStatus, check_regression
@@ -147,3 +150,10 @@ def test_the_history_keeps_the_band_and_its_gate_says_no_change(tmp_path: Path) 
         assert grown.status is GateStatus.FAIL
         failed = [c for c in grown.evaluation.checks if c.status is Verdict.FAIL]  # type: ignore[union-attr]
         assert {c.key for c in failed} == {"estimated_cycles", INSTRUCTIONS}
+    # history list --json carries the band with its bounds (an estimate without it is "none")
+    listed = CliRunner().invoke(app, ["history", "list", "--history", str(db), "--json"])
+    assert listed.exit_code == 0, listed.output
+    figures = [r["figures"]["estimated_cycles"] for r in json.loads(listed.output)]
+    assert figures[0]["band"] is None
+    assert figures[1]["band"] == BAND.as_dict(1_000_000)
+    assert figures[1]["band"]["low"] < 1_000_000 < figures[1]["band"]["high"]

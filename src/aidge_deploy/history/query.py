@@ -99,6 +99,7 @@ def record_dict(record: HistoryRecord, steps: list[Step]) -> dict[str, Any]:
                 "provenance": f.provenance,
                 "resolution": f.resolution,
                 "unavailable_reason": f.unavailable_reason,
+                "band": None if f.band is None else f.band.as_dict(f.value),
             }
             for k, f in record.figures.items()
         },
