@@ -7,6 +7,7 @@ table shows, what it refuses to compare, what a failed or missing cell shows, th
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import re
@@ -127,6 +128,9 @@ def test_each_cell_shows_its_figure_or_why_not(records: list[dict[str, Any]]) ->
     lat = figure_cell(by_id["lenet-mps2-an386-float32"], LATENCY)
     assert (lat.state, lat.provenance, lat.figure) == (CellState.OK, "estimated", "latency")
     assert lat.text == "600.00 µs"  # to the timer's 40 ns step
+    banded = copy.deepcopy(by_id["lenet-mps2-an386-float32"])
+    banded["figures"]["latency"]["band"] = {"below": 0.1, "above": 0.15, "basis": "M4 model"}
+    assert figure_cell(banded, LATENCY).text == "600 µs (−10 %/+15 %)"  # an estimate's band
     fits = figure_cell(by_id["fat-netduinoplus2-float32"], LATENCY)
     assert fits.state is CellState.DOES_NOT_FIT and "overflowed" in fits.note
     assert figure_cell(by_id["fat-host-float32"], LATENCY).state is CellState.MISSING

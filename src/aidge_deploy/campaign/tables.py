@@ -134,7 +134,7 @@ def figure_cell(record: Mapping[str, Any], quantity: Quantity) -> TableCell:
             note=f"unavailable ({metric.unavailable_reason})",
             cell_id=cell_id,
         )
-    text = figure_text(float(metric.value), metric.unit, metric.resolution)
+    text = figure_text(float(metric.value), metric.unit, metric.resolution, band=metric.band)
     if name == "emulated_instructions":
         text = text.replace(" instructions", " instr.")
     return TableCell(
