@@ -221,6 +221,61 @@ def _read_elf(path: Path, *, segment_data: bool, symbols: bool) -> ElfImage:
     return ElfImage(path, machine, sections, segments, syms)
 
 
+@dataclass(frozen=True)
+class SymbolExtent:
+    """Where a data symbol's bytes are, in memory and in the file."""
+
+    name: str
+    address: int
+    size: int
+    section: str
+    #: where its bytes start in the file (None: the section has none, e.g. ``.bss``)
+    file_offset: int | None
+    little_endian: bool
+
+
+def symbol_extent(path: Path, name: str) -> SymbolExtent | None:
+    """The extent of the defined symbol ``name`` of ``path`` (None: no such symbol).
+
+    For the readers that rewrite a built program's data in place (``validate`` feeding each
+    input to one build): its section, its size and its file offset. Raises
+    ``ElfReadError`` when the file is not a readable ELF.
+    """
+    try:
+        with path.open("rb") as handle:
+            elf = ELFFile(handle)
+            table = elf.get_section_by_name(".symtab")
+            if not isinstance(table, SymbolTableSection):
+                return None
+            endian = "<" if elf.little_endian else ">"
+            if elf.elfclass == 32:  # st_name, st_value, st_size, st_info, st_other, st_shndx
+                fmt, at = f"{endian}IIIBBH", (0, 1, 2, 5)
+            else:  # st_name, st_info, st_other, st_shndx, st_value, st_size
+                fmt, at = f"{endian}IBBHQQ", (0, 4, 5, 3)
+            size = struct.calcsize(fmt)
+            data = table.data()
+            strings = elf.get_section(int(table["sh_link"])).data()
+            wanted = name.encode() + b"\0"
+            for entry in struct.iter_unpack(fmt, data[: len(data) - len(data) % size]):
+                start, value, length, index = (entry[i] for i in at)
+                if not start or strings[start : start + len(wanted)] != wanted:
+                    continue
+                if index == 0 or index >= elf.num_sections():  # undefined, absolute, common
+                    continue
+                section = elf.get_section(index)
+                offset: int | None = None
+                if section["sh_type"] != "SHT_NOBITS":
+                    offset = int(section["sh_offset"]) + int(value) - int(section["sh_addr"])
+                return SymbolExtent(
+                    name, int(value), int(length), section.name, offset, elf.little_endian
+                )
+    except FileNotFoundError as exc:
+        raise ElfReadError(path, "does not exist", missing=True) from exc
+    except (ELFError, OSError, struct.error) as exc:
+        raise ElfReadError(path, f"not a readable ELF file ({exc})") from exc
+    return None
+
+
 __all__ = [
     "ELF_MAGIC",
     "ElfImage",
@@ -228,6 +283,8 @@ __all__ = [
     "ElfSection",
     "ElfSegment",
     "ElfSymbol",
+    "SymbolExtent",
     "is_elf",
     "read_elf",
+    "symbol_extent",
 ]

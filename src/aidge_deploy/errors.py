@@ -76,6 +76,10 @@ class QuantisationError(DeployError):
         self.operator = operator
 
 
+class ProgramPatchError(BuildError):
+    """A built program's input array cannot be rewritten (missing symbol, other size)."""
+
+
 class TransferError(DeployError):
     """Uploading or downloading files to/from a remote board failed."""
 
@@ -235,6 +239,7 @@ __all__ = [
     "MemoryFitError",
     "PipelineError",
     "PreflightError",
+    "ProgramPatchError",
     "ProtocolError",
     "QuantisationError",
     "ReportError",

@@ -144,6 +144,14 @@ def _open_history(location: Path | None) -> Any:
     return HistoryStore(location)
 
 
+def _feed_text(feed: dict[str, Any]) -> str:
+    """How a target was given its inputs, for people (``validation.feed``)."""
+    builds = f"{feed['builds']} build(s)"
+    if feed["feed"] == "one-build":
+        return f"inputs fed to one build (patched copies of its program), {builds}"
+    return f"one export and build per input, {builds}: {feed['reason']}"
+
+
 def _print(result: object) -> None:
     from aidge_deploy.validation.runner import ValidationReport
 
@@ -178,6 +186,11 @@ def _print(result: object) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    for target, feed in result.feeds.items():
+        if result.nb_inputs > 1:
+            console.print(
+                f"[dim]{target}: {_feed_text(feed)}[/dim]", highlight=False, soft_wrap=True
+            )
     if result.reference_accuracy is not None:
         console.print(f"Reference accuracy: {result.reference_accuracy:.1%}")
         for acc in result.accuracy:

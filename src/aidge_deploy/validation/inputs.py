@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from aidge_deploy.errors import ConfigError, ReportError
+from aidge_deploy.validation.feed import InputFeed
 
 #: the report folder's own files (a folder holding them is an earlier validation report)
 REPORT_FILES = ("validation.json", "validation.html")
@@ -39,6 +40,8 @@ class ValidationRequest:
     report_dir: Path | None = None
     #: where the exports go (None: the export cache)
     work_dir: Path | None = None
+    #: one build per target, further inputs patched in (else an export and build per input)
+    input_feed: InputFeed = InputFeed.ONE_BUILD
 
 
 def _load_array_file(path: Path) -> list[np.ndarray]:

@@ -1,9 +1,13 @@
 """``validate``: run a model in output mode on each target, check every output.
 
-For each target and each input the model is exported with that input as the firmware's
-sample (for int8, every input is the calibration set, so all exports share one
-quantisation), deployed, and its printed outputs compared with the reference run. With a
-labelled dataset, boards with the interactive validation protocol also report accuracy.
+For each target the model is exported once, with input 0 as the program's sample (for
+int8, every input is the calibration set), built once and run; every further input runs a
+copy of that built program with its input array rewritten (``validation.feed``: checked
+first against the export's own sample). A target whose program cannot be patched (built on
+an SSH board, a symbol that is not the input's size) is exported and built once per input
+instead, and the report says why (``feeds``). Each run's printed outputs are compared with
+the reference run. With a labelled dataset, boards with the interactive validation protocol
+also report accuracy.
 
 Exports come from the export cache, as ``profile``'s do (or from ``--work-dir``, where an
 export already there for the same model and settings is used as it is — an edited export
@@ -26,6 +30,7 @@ import numpy as np
 from aidge_deploy.errors import ConfigError, DeployError
 from aidge_deploy.runcontrol import RunControl
 from aidge_deploy.validation.accuracy import AccuracyResult, accuracy_on_target
+from aidge_deploy.validation.feed import InputFeed
 from aidge_deploy.validation.inputs import ValidationRequest
 from aidge_deploy.validation.matrix import (
     OutputCheck,
@@ -54,6 +59,8 @@ class ValidationReport:
     exports: dict[str, str] = field(default_factory=dict)
     #: target -> wall time of its job, in seconds
     durations_s: dict[str, float] = field(default_factory=dict)
+    #: target -> how its inputs were fed: {"feed", "builds", "reason"} (``validation.feed``)
+    feeds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -85,6 +92,7 @@ class ValidationReport:
             "accuracy": [a.__dict__ for a in self.accuracy],
             "bundles": dict(self.bundles),
             "exports": dict(self.exports),
+            "feeds": {t: dict(f) for t, f in self.feeds.items()},
         }
 
 
@@ -100,6 +108,10 @@ class _TargetRun:
     export: str = ""
     accuracy: AccuracyResult | None = None
     accuracy_error: str | None = None
+    #: how the inputs were fed, the builds it took, and why not through one build
+    feed: InputFeed = InputFeed.PER_INPUT
+    builds: int = 0
+    feed_reason: str | None = None
 
 
 Say = Callable[[str], None]
@@ -140,42 +152,111 @@ def output_export(request: ValidationRequest, target: str, index: int) -> Any:
     )
 
 
-def _run_target(
-    request: ValidationRequest, target: str, run_root: Path, keep_bundle: bool, say: Say
-) -> _TargetRun:
+def _deploy_one(
+    request: ValidationRequest,
+    target: str,
+    artifact: Any,
+    work_dir: Path,
+    bundle: Path | None,
+    pipeline: list[Any] | None = None,
+) -> Any:
     from aidge_deploy.api import deploy
     from aidge_deploy.config import DeployConfig
 
+    result = deploy(
+        artifact,
+        DeployConfig(
+            target=target,
+            run_timeout=request.run_timeout,
+            report_dir=bundle,
+            report_overwrite=True,  # validate owns its report's runs/ folder
+        ),
+        work_dir=work_dir,
+        pipeline=pipeline,
+    )
+    if not isinstance(result.output, list):
+        raise ConfigError(f"{target}: the run printed no output tensors")
+    return result
+
+
+def _keep_outputs(out: _TargetRun, result: Any, artifact: Any) -> None:
+    out.outputs.append([np.asarray(o) for o in result.output])
+    out.manifest_outputs = list(artifact.manifest.outputs)
+    scales = {q.name: q.scale for q in result.output_quantisation}
+    out.steps = [scales.get(str(spec["name"])) for spec in out.manifest_outputs]
+
+
+def _run_target(
+    request: ValidationRequest, target: str, run_root: Path, keep_bundle: bool, say: Say
+) -> _TargetRun:
+    """Input 0 through its export and build; the other inputs through patched copies of
+    that build (``feed``), or, when the program cannot be patched, an export and build each."""
+    from aidge_deploy.errors import ProgramPatchError
+    from aidge_deploy.validation.feed import (
+        KeepBuildStage,
+        check_slot,
+        locate_input,
+        pipeline_keeping,
+        pipeline_patched,
+        write_patched,
+    )
+
     out = _TargetRun()
     xs = request.inputs
-    for i in range(len(xs)):
-        say(f"{target}: input {i + 1}/{len(xs)}")
-        export = output_export(request, target, i)
-        if i == 0:
-            out.export = f"{export.path} ({'reused' if export.reused else 'exported'})"
-        bundle = None
-        if i == 0 and request.report_dir is not None:
-            bundle = request.report_dir / "runs" / target
-        elif i == 0 and keep_bundle:
-            bundle = run_root / target / "bundle"  # the history records a run from its bundle
-        result = deploy(
-            export.artifact,
-            DeployConfig(
-                target=target,
-                run_timeout=request.run_timeout,
-                report_dir=bundle,
-                report_overwrite=True,  # validate owns its report's runs/ folder
-            ),
-            work_dir=run_root / f"{target}-{i}",
-        )
-        if bundle is not None:
-            out.bundle = bundle
-        if not isinstance(result.output, list):
-            raise ConfigError(f"{target}: the run printed no output tensors")
-        out.outputs.append([np.asarray(o) for o in result.output])
-        out.manifest_outputs = list(export.artifact.manifest.outputs)
-        scales = {q.name: q.scale for q in result.output_quantisation}
-        out.steps = [scales.get(str(spec["name"])) for spec in out.manifest_outputs]
+    say(f"{target}: input 1/{len(xs)}")
+    export = output_export(request, target, 0)
+    out.export = f"{export.path} ({'reused' if export.reused else 'exported'})"
+    bundle = None
+    if request.report_dir is not None:
+        bundle = request.report_dir / "runs" / target
+    elif keep_bundle:
+        bundle = run_root / target / "bundle"  # the history records a run from its bundle
+    kept = KeepBuildStage()
+    result = _deploy_one(
+        request, target, export.artifact, run_root / f"{target}-0", bundle, pipeline_keeping(kept)
+    )
+    out.bundle = bundle
+    out.builds = 1
+    _keep_outputs(out, result, export.artifact)
+    rest = range(1, len(xs))
+    if request.input_feed is InputFeed.PER_INPUT:
+        out.feed_reason = "asked for (one export and build per input)"
+    elif kept.unpatchable is not None:
+        out.feed_reason = kept.unpatchable
+    elif rest:
+        try:
+            slot = locate_input(kept.build.artifact_path, export.artifact.manifest.inputs[0])
+            check_slot(slot, xs[0])
+        except ProgramPatchError as exc:
+            out.feed_reason = f"{exc.message} ({exc.hint})"
+        else:
+            out.feed = InputFeed.ONE_BUILD
+            for i in rest:
+                say(f"{target}: input {i + 1}/{len(xs)} (the build, input rewritten)")
+                work_dir = run_root / f"{target}-{i}"
+                program = write_patched(
+                    slot, xs[i], work_dir / "program" / kept.build.artifact_path.name
+                )
+                result = _deploy_one(
+                    request,
+                    target,
+                    export.artifact,
+                    work_dir,
+                    None,
+                    pipeline_patched(kept.build, program),
+                )
+                _keep_outputs(out, result, export.artifact)
+            rest = range(0)
+    if rest and out.feed is InputFeed.PER_INPUT:
+        say(f"{target}: one build per input: {out.feed_reason}")
+        for i in rest:
+            say(f"{target}: input {i + 1}/{len(xs)}")
+            export_i = output_export(request, target, i)
+            result = _deploy_one(
+                request, target, export_i.artifact, run_root / f"{target}-{i}", None
+            )
+            out.builds += 1
+            _keep_outputs(out, result, export_i.artifact)
     if request.dataset is not None:
         try:
             out.accuracy = _target_accuracy(request, target, run_root, say)
@@ -229,6 +310,11 @@ def validate_model(
         if run is None:
             continue
         report.exports[target] = run.export
+        report.feeds[target] = {
+            "feed": run.feed.value,
+            "builds": run.builds,
+            "reason": run.feed_reason,
+        }
         if run.bundle is not None:
             if request.report_dir is not None:
                 report.bundles[target] = str(run.bundle)
