@@ -8,10 +8,15 @@
    (all caches warm, so what is measured is the runs): the targets run at the same time
    (``multitarget``: emulated boards in parallel up to the cores). Target: < 1.0x (printed
    with the cores this machine gave).
+3. ``validate --inputs`` of 28 inputs on host and mps2-an386, each from an empty cache: one
+   export and build per target, every further input a patched copy of the built program
+   (the default), against ``--build-per-input`` (an export and a build per input, the
+   behaviour before). Target: one build / per input <= 0.20x (one run of each: the
+   per-input path is minutes).
 
 The real CLI in its own process (bytecode compiled, as installed), medians of ``repeats``;
 wall time, and CPU time of the CLI and everything it waited for. Run:
-``python benchmarks/bench_validate.py [repeats]``.
+``python benchmarks/bench_validate.py [repeats] [sections, e.g. 3]``.
 """
 
 from __future__ import annotations
@@ -28,16 +33,18 @@ from common import installed_env, median_of, modelzoo, report
 
 CACHE_TARGET = 0.20
 CONCURRENCY_TARGET = 1.0
+INPUTS_TARGET = 0.20
+NB_INPUTS = 28
 FOUR = ("host", "mps2-an386", "mps3-an547", "netduinoplus2")
 
 
-def validate(model: Path, cache: Path, targets: str) -> tuple[float, float]:
+def validate(model: Path, cache: Path, targets: str, *extra: str) -> tuple[float, float]:
     """Wall and CPU seconds of one ``validate`` with ``cache`` as the cache root."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     cli = [sys.executable, "-m", "aidge_deploy.cli.main", "validate"]
     subprocess.run(
-        [*cli, str(model), "--targets", targets, "--json"],
+        [*cli, str(model), "--targets", targets, "--json", *extra],
         check=True,
         capture_output=True,
         env=installed_env(AIDGE_DEPLOY_CACHE_DIR=str(cache)),
@@ -48,8 +55,43 @@ def validate(model: Path, cache: Path, targets: str) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def main(repeats: int) -> None:
+def many_inputs(tmp: Path) -> None:
+    """Section 3: 28 inputs through one build per target against a build per input."""
+    import numpy as np
+
+    model = modelzoo.conv_pool_classifier(tmp / "classifier.onnx", seed=7)
+    folder = tmp / "inputs"
+    folder.mkdir()
+    rng = np.random.default_rng(4)
+    np.savez(folder / "x.npz", *rng.uniform(-1, 1, (NB_INPUTS, 1, 1, 6, 6)).astype(np.float32))
+    targets = "host,mps2-an386"
+    one, one_cpu = validate(model, tmp / "cache-one", targets, "--inputs", str(folder))
+    per, per_cpu = validate(
+        model, tmp / "cache-per", targets, "--inputs", str(folder), "--build-per-input"
+    )
+    report(
+        f"validate --inputs ({NB_INPUTS} inputs) --targets {targets}, empty caches: one "
+        f"build per target vs a build per input ({len(os.sched_getaffinity(0))} cores, "
+        f"load {os.getloadavg()[0]:.1f})",
+        [
+            ("one build, wall", one),
+            ("build per input, wall", per),
+            ("one build, CPU", one_cpu),
+            ("build per input, CPU", per_cpu),
+        ],
+        [
+            ("one build / per input, wall", one / per, INPUTS_TARGET),
+            ("one build / per input, CPU", one_cpu / per_cpu, INPUTS_TARGET),
+        ],
+    )
+
+
+def main(repeats: int, sections: str = "123") -> None:
     with tempfile.TemporaryDirectory(prefix="bench-validate-") as tmp:
+        if "3" in sections:
+            many_inputs(Path(tmp))
+        if "1" not in sections and "2" not in sections:
+            return
         model = modelzoo.two_head_mlp(Path(tmp) / "model.onnx", seed=3)
         firsts, seconds = [], []
         for i in range(repeats):
@@ -94,4 +136,4 @@ def main(repeats: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2, *sys.argv[2:3])

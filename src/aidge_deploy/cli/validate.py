@@ -69,6 +69,14 @@ def validate(
             help="Record each target's run in this results history (SQLite file or URL).",
         ),
     ] = None,
+    build_per_input: Annotated[
+        bool,
+        typer.Option(
+            "--build-per-input",
+            help="Export and build once per input (default: once per target, each further "
+            "input a copy of the built program with its input array rewritten).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the matrix as JSON.")] = False,
 ) -> None:
     """Run MODEL in output mode on each target and compare every output with a reference.
@@ -92,6 +100,7 @@ def validate(
                 report_dir=report,
                 work_dir=work_dir,
                 run_timeout=timeout,
+                build_per_input=build_per_input,
             )
             store = _open_history(history)
         except DeployError as exc:

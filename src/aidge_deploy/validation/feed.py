@@ -216,6 +216,55 @@ def pipeline_patched(build: Any, program: Path) -> list[Any]:
     ]
 
 
+def outputs_through_one_build(
+    artifact: Any,
+    config: Any,
+    sample: np.ndarray,
+    inputs: Sequence[np.ndarray],
+    work_root: Path,
+    *,
+    progress: Any = None,
+) -> tuple[list[list[np.ndarray]], Any]:
+    """The outputs of ``artifact`` (an output export whose own sample is ``sample``) on each
+    of ``inputs``: one deploy of the export as it is (its build, checked against
+    ``sample``), then one patched copy per input. Returns the outputs per input and the
+    last run's ``DeployResult`` (provenance, quantisation); ``ProgramPatchError`` when the
+    program cannot be patched."""
+    from aidge_deploy.api import deploy
+
+    def outputs_of(result: Any) -> list[np.ndarray]:
+        if not isinstance(result.output, list):
+            raise ProgramPatchError(
+                f"{artifact.manifest.target}: the run printed no output tensors",
+                hint="Score accuracy with an output export (application kind 'output').",
+            )
+        return [np.asarray(o) for o in result.output]
+
+    kept = KeepBuildStage()
+    result = deploy(
+        artifact, config, work_dir=work_root / "build", pipeline=pipeline_keeping(kept),
+        progress=progress,
+    )  # fmt: skip
+    outputs_of(result)
+    if kept.unpatchable is not None:
+        raise ProgramPatchError(
+            f"the program cannot be rewritten: {kept.unpatchable}",
+            hint="Outputs of several inputs need a program built on this machine.",
+        )
+    slot = locate_input(kept.build.artifact_path, artifact.manifest.inputs[0])
+    check_slot(slot, sample)
+    out = []
+    for i, x in enumerate(inputs):
+        work_dir = work_root / f"input-{i}"
+        program = write_patched(slot, x, work_dir / "program" / kept.build.artifact_path.name)
+        result = deploy(
+            artifact, config, work_dir=work_dir,
+            pipeline=pipeline_patched(kept.build, program), progress=progress,
+        )  # fmt: skip
+        out.append(outputs_of(result))
+    return out, result
+
+
 __all__ = [
     "InputFeed",
     "InputSlot",
@@ -224,6 +273,7 @@ __all__ = [
     "check_slot",
     "encode_input",
     "locate_input",
+    "outputs_through_one_build",
     "pipeline_keeping",
     "pipeline_patched",
     "write_patched",

@@ -154,6 +154,7 @@ def check_validation(
     report_dir: Path | None = None,
     work_dir: Path | None = None,
     run_timeout: float = 300.0,
+    build_per_input: bool = False,
 ) -> ValidationRequest:
     """Check every input of a validation (see the module docstring)."""
     from aidge_deploy.config import DeployConfig
@@ -196,4 +197,5 @@ def check_validation(
         run_timeout=run_timeout,
         report_dir=None if report_dir is None else check_report_folder(report_dir),
         work_dir=None if work_dir is None else work_dir.absolute(),
+        input_feed=InputFeed.PER_INPUT if build_per_input else InputFeed.ONE_BUILD,
     )

@@ -220,7 +220,7 @@ def _run_target(
     _keep_outputs(out, result, export.artifact)
     rest = range(1, len(xs))
     if request.input_feed is InputFeed.PER_INPUT:
-        out.feed_reason = "asked for (one export and build per input)"
+        out.feed_reason = "asked for (--build-per-input)"
     elif kept.unpatchable is not None:
         out.feed_reason = kept.unpatchable
     elif rest:
