@@ -221,9 +221,11 @@ def _run_target(
     rest = range(1, len(xs))
     if request.input_feed is InputFeed.PER_INPUT:
         out.feed_reason = "asked for (--build-per-input)"
+    elif not rest:  # one input: its one build
+        out.feed = InputFeed.ONE_BUILD
     elif kept.unpatchable is not None:
         out.feed_reason = kept.unpatchable
-    elif rest:
+    else:
         try:
             slot = locate_input(kept.build.artifact_path, export.artifact.manifest.inputs[0])
             check_slot(slot, xs[0])
