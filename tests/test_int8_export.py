@@ -4,6 +4,10 @@ quantisation names its step, the operator and what to do.
 * Aidge 0.10.1 plans int8 activation rows 16 bytes wide; the kernels after a 4- or
   8-channel convolution then read padding (``exportfixes``). A LeNet-style model (4 and 8
   channels) exported int8 for the host agrees with onnxruntime on 24 inputs.
+* Aidge 0.10.1 labels the Quantizer and ReLU after a residual Add with a stale NCHW layout
+  in the Cortex-M export and transposes from it (ResNet-8 int8 on mps2-an386 was wrong): a
+  residual block exported for mps2-an386 stays NHWC with ``exportfixes.layouts_from_parents``,
+  and is still mislabelled without it.
 * A model with int8 weights (a TFLite model converted without dequantising them) is
   refused before Aidge sees it, naming the operator and its weight; a float32 export of it
   too (it would compute with the raw codes).
@@ -181,3 +185,76 @@ def test_an_output_the_int8_export_ends_before_its_softmax_is_dequantised_throug
     np.testing.assert_allclose(probs, np.exp(logits) / np.exp(logits).sum())
     plain = symmetric_int8("y", "int8_t", 1.27, 4)
     np.testing.assert_allclose(plain.dequantise(codes), codes * 0.01)
+
+
+def _residual_block(path: Path) -> Path:
+    """ResNet-8's first stack at 8x8: conv-ReLU, then a block whose Add meets the shortcut
+    before a ReLU and the next convolution (where Aidge 0.10.1 mislabels the layout)."""
+    from aidge_deploy.mlperf.build import _Graph
+
+    g = _Graph("residual", seed=3)
+    x, size = g.conv("input", 3, 16, (3, 3), 1, (8, 8))
+    x = g.node("Relu", [x])
+    y, _ = g.conv(x, 16, 16, (3, 3), 1, size)
+    y, _ = g.conv(g.node("Relu", [y]), 16, 16, (3, 3), 1, size)
+    x = g.node("Relu", [g.node("Add", [x, y])])
+    x, _ = g.conv(x, 16, 16, (3, 3), 1, size)
+    x = g.node("AveragePool", [g.node("Relu", [x])], kernel_shape=list(size))
+    y = g.dense(g.flatten(x, 16), 16, 10)
+    return g.save((1, 3, 8, 8), y, (1, 10), path)
+
+
+def _layouts(export: Path) -> dict[str, str]:
+    """Each generated layer's output layout, in the forward's order."""
+    import re
+
+    found = {}
+    for header in (export / "dnn" / "include" / "layers").glob("*.h"):
+        m = re.search(r"_OUTPUT_0_DEV_FMT export_cpp::DataFormat_T::(\w+)", header.read_text())
+        if m and not header.stem.endswith(("_weights", "_biases")):
+            found[header.stem] = m[1]
+    return dict(sorted(found.items(), key=lambda kv: int(kv[0].split("_")[1])))
+
+
+@pytest.mark.parametrize("corrected", [True, False], ids=["corrected", "aidge-0.10.1"])
+def test_a_residual_add_keeps_its_layout_in_the_cortex_m_int8_export(
+    tmp_path: Path, corrected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Aidge 0.10.1 labels the Quantizer and ReLU after a residual Add NCHW while their data
+    is NHWC, then transposes from that label (scrambling the activations: ResNet-8 int8 on
+    mps2-an386 disagreed with its float model). ``layouts_from_parents`` keeps the Add's
+    layout: no Transpose before the pooling, every layer NHWC. Without it the defect is
+    still there (this fails once Aidge fixes it: then the correction can go)."""
+    import contextlib
+
+    from aidge_deploy import exportfixes
+    from aidge_deploy.modelexport import ApplicationKind, Dtype, ExportRequest, export_model
+
+    if not corrected:
+        monkeypatch.setattr(
+            exportfixes, "layouts_from_parents", lambda: contextlib.nullcontext(False)
+        )
+    else:
+        with exportfixes.layouts_from_parents() as installed:
+            assert installed  # written against this Aidge's adapt_node
+    model = _residual_block(tmp_path / "residual.onnx")
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+    export_model(
+        ExportRequest(
+            model, "mps2-an386", tmp_path / "export", dtype=Dtype.INT8,
+            kind=ApplicationKind.OUTPUT, inputs=(x,),
+        )
+    )  # fmt: skip
+    layouts = _layouts(tmp_path / "export")
+    names = list(layouts)
+    pool = next(i for i, n in enumerate(names) if "Pooling" in n)
+    before_pool = {n: layouts[n] for n in names[: pool + 1]}
+    add = next(n for n in names if "_Add_" in n)
+    after_add = names[names.index(add) + 1]
+    assert layouts[add] == "NHWC", layouts
+    if corrected:
+        assert set(before_pool.values()) == {"NHWC"}, layouts
+        assert not any("Transpose" in n for n in before_pool), layouts
+    else:
+        assert layouts[after_add] == "NCHW", layouts  # the Add's NHWC data, labelled NCHW
+        assert any("Transpose" in n for n in before_pool), layouts

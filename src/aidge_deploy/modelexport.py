@@ -13,8 +13,9 @@ export at a time per process and sends that file into the export folder, so an e
 writes nothing into the user's folder (which may be read-only). An int8 export gets each
 output's quantisation scale recorded beside its manifest (``quantisation``); its
 quantisation failures name their step and operator (``quantsteps``), and its activation
-rows are planned densely (``exportfixes``: Aidge 0.10.1's 16-byte rows corrupt int8 layers
-of fewer than 16 channels).
+rows are planned densely and layout-agnostic nodes take their input's real layout
+(``exportfixes``: two Aidge 0.10.1 defects, 16-byte rows that corrupt int8 layers of fewer
+than 16 channels, and stale NCHW labels that scramble ResNet-8 int8 on Cortex-M).
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
 
     ``log_path`` keeps what the exporter printed (else it goes to the debug log only).
     """
-    from aidge_deploy.exportfixes import dense_activation_rows
+    from aidge_deploy.exportfixes import dense_activation_rows, layouts_from_parents
     from aidge_deploy.quantsteps import check_weight_types, named_steps
 
     check_request(request)
@@ -378,6 +379,7 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
                 warnings.catch_warnings(),
                 named_steps(),
                 dense_activation_rows(),
+                layouts_from_parents(),
             ):
                 warnings.simplefilter("ignore")
                 peaks = (
