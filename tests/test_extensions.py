@@ -67,10 +67,11 @@ def test_the_installed_entry_points_are_those_of_pyproject() -> None:
 
 
 def test_each_emulated_board_descriptor_has_its_target() -> None:
-    from aidge_deploy.boards.baremetal.qemu.targets import TARGETS
+    from aidge_deploy.boards.baremetal.qemu.targets import emulated_targets
     from aidge_deploy.registry import get_deploy_target_class
     from aidge_qemu_descriptors import list_boards
 
+    TARGETS = emulated_targets()
     assert set(TARGETS) == {b.name for b in list_boards()}
     for name, cls in TARGETS.items():
         assert get_deploy_target_class(name, "local") is cls

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "errors", "metrics", "progress", "cachedir", "defaults", "exportspec", "filememo",
         "pathsearch", "elf", "stats", "hwfacts", "legacy_results", "quantisation",
         "runcontrol", "cpupriority", "ownsources", "comparability", "yamlfile", "display",
-        "mlperf", "exportfixes", "quantsteps", "firmwareid",
+        "mlperf", "exportfixes", "quantsteps", "firmwareid", "targetspec",
     ),
     # services every layer uses: the extension registries' shape, tool checks, time units
     ("extensions", "readiness", "bspcheck", "timing", "bugreport", "lab", "labscan", "lifecycle"),

@@ -20,7 +20,7 @@ from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
 from aidge_deploy.pipeline.runner import PipelineRunner, Stage
 from aidge_deploy.progress import ProgressCallback
-from aidge_deploy.registry import RemoteBackend, remote_backend
+from aidge_deploy.registry import RemoteBackend, hardware_model_of, remote_backend
 from aidge_deploy.results import DeployResult
 from aidge_deploy.runcontrol import RunControl, RunInterrupted
 
@@ -131,7 +131,12 @@ def _deploy_remote(
 ) -> DeployResult:
     """Hand the deploy to the remote backend of ``config`` (checked first, as Preflight
     checks a local one)."""
-    target = check_target(config, artifact.manifest, artifact.manifest_path)
+    target = check_target(
+        config,
+        artifact.manifest,
+        artifact.manifest_path,
+        hardware_model_of(config.target) if config.target else None,
+    )
     backend, _ = check_run(config, target, iterations=timed_iterations(artifact.manifest))
     if not isinstance(backend, RemoteBackend):  # remote_backend() said it was one
         raise InternalError(f"backend {config.backend_kind!r} is not a remote backend")

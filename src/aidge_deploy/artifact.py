@@ -221,10 +221,27 @@ def canonical_target(name: str) -> str:
         return name.lower()
 
 
-def check_target(config: DeployConfig, manifest: Manifest, manifest_path: Path) -> str:
-    """Return the target to deploy to; reject a config whose target differs from the export's."""
+def check_target(
+    config: DeployConfig,
+    manifest: Manifest,
+    manifest_path: Path,
+    hardware_model: str | None = None,
+) -> str:
+    """Return the target to deploy to; reject a config whose target differs from the export's.
+
+    ``hardware_model`` is the hardware model's name of the config's target when its board
+    record names one (a lab's name for an existing board): an export generated for that
+    hardware model deploys to the board, under the board's name.
+    """
     if not config.target or config.target.lower() == manifest.target.lower():
         return manifest.target
+    board_of_its_model = (
+        hardware_model is not None
+        and hardware_model.lower() != config.target.lower()
+        and canonical_target(hardware_model) == canonical_target(manifest.target)
+    )
+    if board_of_its_model:
+        return config.target.lower()
     if canonical_target(config.target) != canonical_target(manifest.target):
         raise ConfigError(
             f"Config target {config.target!r} differs from the export's target "

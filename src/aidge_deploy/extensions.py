@@ -67,6 +67,13 @@ KINDS: dict[str, ExtensionKind] = {
             "TARGET/BACKEND, the pair --target and --backend name",
         ),
         ExtensionKind(
+            "boards",
+            "board record",
+            "aidge_deploy.targetspec:TargetSpec",
+            "aidge_deploy.registry:BOARDS",
+            "the board's --target NAME (a TargetSpec: its deploy targets are made from it)",
+        ),
+        ExtensionKind(
             "remote_backends",
             "remote backend",
             "aidge_deploy.registry:RemoteBackend",
@@ -123,9 +130,16 @@ class Declared:
     name: str
     value: str
     distribution: str
-    entry_point: importlib.metadata.EntryPoint
+    entry_point: importlib.metadata.EntryPoint | None
+    #: how the thing is made when it is derived, not named by an entry point (a deploy
+    #: target made from a board record of ``aidge_deploy.boards``)
+    loader: Callable[[], object] | None = None
 
     def load(self) -> object:
+        if self.loader is not None:
+            return self.loader()
+        if self.entry_point is None:
+            raise ValueError(f"{self.name}: neither an entry point nor a loader")
         return self.entry_point.load()
 
 
@@ -171,6 +185,7 @@ class Registry[T]:
         name_attribute: str | None = "name",
         name_onto: Callable[[str, type], None] | None = None,
         check: Callable[[str, type], None] | None = None,
+        instances: bool = False,
     ) -> None:
         self.extension = KINDS[kind]
         #: what one thing is, for messages ("flasher")
@@ -180,6 +195,8 @@ class Registry[T]:
         self._name_attribute = name_attribute
         self._name_onto = name_onto
         self._check = check
+        #: the things are instances of the contract (records), not classes
+        self._instances = instances
         self._items: dict[str, T] = {}
         #: entry points that failed to load, by name: what ``doctor`` reports
         self.failures: dict[str, str] = {}
@@ -188,6 +205,8 @@ class Registry[T]:
         """``loaded`` (an entry point's object, or a decorated class) as the thing ``name``,
         checked; ``ConfigError`` says what is wrong with it."""
         base = self._base
+        if self._instances:
+            return self._adopt_instance(name, loaded)
         if not isinstance(loaded, type) or (base is not None and not issubclass(loaded, base)):
             what = base.__name__ if base is not None else "its contract's"
             raise ConfigError(
@@ -211,6 +230,24 @@ class Registry[T]:
             self._check(name, loaded)
         return loaded  # type: ignore[return-value]  # a class of the contract: T
 
+    def _adopt_instance(self, name: str, loaded: object) -> T:
+        """A record kind: ``loaded`` is an instance of the contract whose own name is
+        ``name`` (records are frozen: the name is checked, not written)."""
+        base = self._base
+        if base is not None and not isinstance(loaded, base):
+            raise ConfigError(
+                f"The {self.kind} {name!r} names {loaded!r}, not a {base.__name__}",
+                hint=f"Point the {self.group} entry point at a {base.__name__} "
+                f"({self.extension.contract}).",
+            )
+        own = getattr(loaded, self._name_attribute or "name", name)
+        if own != name:
+            raise ConfigError(
+                f"The {self.kind} {own!r} is declared by the entry point {name!r}",
+                hint="The entry point's name is the registered name: make them agree.",
+            )
+        return loaded  # type: ignore[return-value]  # an instance of the contract: T
+
     def registering[C](self, name: str) -> Callable[[C], C]:
         """Class decorator: register the class under ``name``, checked as an entry point's."""
 
@@ -224,7 +261,7 @@ class Registry[T]:
 
     def register(self, name: str, item: T) -> None:
         existing = self._items.get(name)
-        if existing is not None and _identity(existing) != _identity(item):
+        if existing is not None and _conflict(existing, item, instances=self._instances):
             raise ConfigError(
                 f"{self.kind.capitalize()} {name!r} is registered twice: by "
                 f"{_identity(existing)} and by {_identity(item)}",
@@ -309,6 +346,14 @@ class Registry[T]:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def _conflict(existing: object, item: object, *, instances: bool) -> bool:
+    """Whether registering ``item`` where ``existing`` is would replace another thing: a
+    record is another when it differs, a class when it is another module's or name's."""
+    if instances:
+        return existing != item
+    return _identity(existing) != _identity(item)
 
 
 def _identity(item: object) -> str:

@@ -40,20 +40,12 @@ from enum import StrEnum
 
 from aidge_deploy import runcontrol
 from aidge_deploy.runcontrol import RunControl, RunInterrupted
+from aidge_deploy.targetspec import Lane
 
 #: how often the calling thread wakes while jobs run (signals are handled between waits)
 _WAIT_S = 0.2
 #: farm jobs waited for at once by default (each is a thread polling the farm)
 DEFAULT_REMOTE_WORKERS = 16
-
-
-class Lane(StrEnum):
-    """How a job may share the machine with others (see the module docstring)."""
-
-    PARALLEL = "parallel"
-    PER_BOARD = "per-board"
-    ALONE = "alone"
-    REMOTE = "remote"
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,19 @@ which stays authoritative for hardware facts, on first use: a host run reads non
 imports ``aidge_core``); the backend dimension selects how the board is reached. Third-party
 packages register their own targets with the same decorator.
 This table is the single source of truth behind ``aidge-deploy targets``.
+
+A board of an existing kind needs no class: its record (``aidge_deploy.targetspec.TargetSpec``,
+declared in the entry-point group ``aidge_deploy.boards``) is enough, and for each backend it
+names the registry makes its deploy target from the implementation of its kind
+(``IMPLEMENTATIONS``: a subclass per board and backend, carrying the record). A class
+registered for a pair (``register_deploy_target``, or an ``aidge_deploy.targets`` entry
+point) is used for that pair instead, and still carries the board's record when one exists.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import sys
 from abc import ABC, abstractmethod
@@ -18,9 +26,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.extensions import Registry
+from aidge_deploy.extensions import Declared, Registry
 from aidge_deploy.metrics import Provenance
 from aidge_deploy.readiness import ToolCheck
+from aidge_deploy.targetspec import TargetKind, TargetSpec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,7 +50,9 @@ class _HardwareClass:
     def __get__(self, instance: object, owner: type[DeployTarget]) -> type:
         resolved = owner.__dict__.get("_hardware_class")
         if resolved is None:
-            resolved = _resolve_hardware_class(owner.target_name, owner.hardware_model_module)
+            resolved = _resolve_hardware_class(
+                owner.hardware_model or owner.target_name, owner.hardware_model_module
+            )
             owner._hardware_class = resolved
         return resolved
 
@@ -77,6 +88,13 @@ class DeployTarget(ABC):
     #: hardware model is first asked for — not before: a run that reads its facts elsewhere
     #: (``memory_capacities``, a board descriptor) never pays for it; None: built into Aidge
     hardware_model_module: ClassVar[str | None] = None
+    #: the ``aidge_core.hw_model`` name of the board when it is not the target's name (a
+    #: board record naming the hardware model it shares: ``TargetSpec.hardware_model``)
+    hardware_model: ClassVar[str | None] = None
+    #: the board's record, when it has one (a target made from a record always does)
+    spec: ClassVar[TargetSpec | None] = None
+    #: what sort of board this implementation deploys (a record's kind overrides it)
+    target_kind: ClassVar[TargetKind] = TargetKind.MCU
     description: ClassVar[str] = ""
     #: runs a heterogeneous export (``application_config.heterogeneous_deploy``: a program
     #: per core, built, loaded and started together); the others refuse one in Preflight
@@ -98,6 +116,12 @@ class DeployTarget(ABC):
     #: RAM one timed iteration of the target's benchmark entry keeps (its timing arrays):
     #: 8 bytes on the stack for Aidge's entries; ``profile`` bounds ``--iterations`` by it
     benchmark_bytes_per_iteration: ClassVar[int] = 8
+
+    @classmethod
+    def spec_attributes(cls, spec: TargetSpec) -> dict[str, Any]:
+        """The class attributes a target made from ``spec`` with this implementation sets
+        (an emulated board's QEMU descriptor): none by default."""
+        return {}
 
     def convert_cycles(self, value: float) -> float:
         """Map a raw counter value printed by the program to ``cycle_metric`` units."""
@@ -308,14 +332,199 @@ def _check_target(name: str, cls: type) -> None:
             )
     hw_class: type | None = None
     if "aidge_core.hw_model" in sys.modules and cls.hardware_model_module is None:  # type: ignore[attr-defined]
-        hw_class = _resolve_hardware_class(name.partition("/")[0])
+        hw_class = _resolve_hardware_class(
+            cls.hardware_model or name.partition("/")[0]  # type: ignore[attr-defined]
+        )
     cls._hardware_class = hw_class  # type: ignore[attr-defined]
+    if "spec" not in cls.__dict__:  # a class of its own: the board's record, if it has one
+        target, backend = _split_pair(name)
+        spec = BOARDS.find(target, everywhere=False) or _own_record(target)
+        # (not a parent's: a plug-in's subclass of the host target is not the host)
+        cls.spec = spec if spec is not None and backend in spec.backends else None  # type: ignore[attr-defined]
 
 
-#: ``TARGET/BACKEND`` -> the class that deploys there (entry points ``aidge_deploy.targets``)
-TARGETS: Registry[type[DeployTarget]] = Registry(
+def _own_record(target: str) -> TargetSpec | None:
+    """A plug-in's record of ``target`` (scanning the installed distributions only when
+    something outside aidge-deploy declares boards)."""
+    try:
+        return BOARDS.find(target)
+    except ConfigError:
+        return None
+
+
+#: board name -> its record (entry points ``aidge_deploy.boards``: a ``TargetSpec`` each)
+BOARDS: Registry[TargetSpec] = Registry("boards", TargetSpec, instances=True)
+
+#: (kind, backend) -> the implementation a board of that kind is deployed with there, and
+#: the attributes its targets set (the host over SSH is this machine: its figures are)
+IMPLEMENTATIONS: dict[tuple[TargetKind, str], tuple[str, dict[str, Any]]] = {
+    (TargetKind.HOST, "local"): ("aidge_deploy.boards.host.local:HostLocalTarget", {}),
+    (TargetKind.HOST, "ssh"): (
+        "aidge_deploy.boards.sbc.base:SbcSshTarget",
+        {"timing_provenance": Provenance.HOST, "counter_provenance": Provenance.HOST},
+    ),
+    (TargetKind.HOST, "ssh_docker"): (
+        "aidge_deploy.boards.sbc.base:SbcSshDockerTarget",
+        {"timing_provenance": Provenance.HOST, "counter_provenance": Provenance.HOST},
+    ),
+    (TargetKind.LINUX_BOARD, "ssh"): ("aidge_deploy.boards.sbc.base:SbcSshTarget", {}),
+    (TargetKind.LINUX_BOARD, "ssh_docker"): (
+        "aidge_deploy.boards.sbc.base:SbcSshDockerTarget",
+        {},
+    ),
+    (TargetKind.EMULATED_MCU, "local"): (
+        "aidge_deploy.boards.baremetal.qemu.targets:QemuBoardTarget",
+        {},
+    ),
+    (TargetKind.MCU, "local"): ("aidge_deploy.boards.baremetal.probe:ProbeBoardTarget", {}),
+}
+
+
+def _class_name(spec: TargetSpec, backend: str) -> str:
+    words = f"{spec.name} {backend}".replace("-", " ").replace("_", " ").replace(".", " ")
+    return "".join(w[:1].upper() + w[1:] for w in words.split()) + "Target"
+
+
+def _import(where: str) -> Any:
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def target_from_spec(spec: TargetSpec, backend: str) -> type[DeployTarget]:
+    """The deploy target of board ``spec`` through ``backend``: a subclass of its kind's
+    implementation there, carrying the record (made once, then registered)."""
+    key = _target_key(spec.name, backend)
+    made = TARGETS.registered().get(key)
+    if made is not None:
+        return made
+    implementation = IMPLEMENTATIONS.get((spec.kind, backend))
+    if implementation is None or backend not in spec.backends:
+        ways = sorted(b for k, b in IMPLEMENTATIONS if k is spec.kind)
+        raise ConfigError(
+            f"Board {spec.name!r} ({spec.kind}) has no implementation for backend {backend!r}",
+            hint=f"A {spec.kind} board is reached through {', '.join(ways)}: name those in "
+            "its record's backends, or register a class for the pair "
+            "(register_deploy_target).",
+        )
+    where, attributes = implementation
+    base: type[DeployTarget] = _import(where)
+    made = TARGETS.registered().get(key)  # importing the implementation registered it
+    if made is not None:
+        return made
+    bases = _with_counters(spec, base)
+    name = _class_name(spec, backend)
+    namespace: dict[str, Any] = {
+        "__module__": base.__module__,
+        "__qualname__": name,
+        "__doc__": f"{spec.name} ({spec.kind}) through {backend}, made from its record.",
+        **attributes,
+        **dict(spec.settings),
+        **base.spec_attributes(spec),
+        "spec": spec,
+        "runs_heterogeneous": spec.runs_heterogeneous,
+    }
+    if spec.hardware_model is not None:
+        namespace["hardware_model"] = spec.hardware_model
+    if spec.hardware_model_module is not None:
+        namespace["hardware_model_module"] = spec.hardware_model_module
+    if spec.description:
+        namespace["description"] = spec.description
+    cls = type(name, bases, namespace)
+    TARGETS.register(key, TARGETS.adopt(key, cls))
+    return cls
+
+
+def _with_counters(spec: TargetSpec, base: type[DeployTarget]) -> tuple[type, ...]:
+    """The bases of a record's target: its kind's implementation, with the record's counter
+    source composed in where that implementation counts with none."""
+    if spec.counters is None:
+        return (base,)
+    from aidge_deploy.profiling.capability import COUNTER_SOURCES, CounterCapableTarget
+
+    source = COUNTER_SOURCES.find(spec.counters)
+    if source is None:
+        raise ConfigError(
+            f"Board {spec.name!r} counts with {spec.counters!r}, which is no counter source",
+            hint=f"The counter sources: {', '.join(COUNTER_SOURCES.names())}.",
+        )
+    if issubclass(base, source):
+        return (base,)
+    if issubclass(base, CounterCapableTarget):
+        raise ConfigError(
+            f"Board {spec.name!r} names the counter source {spec.counters!r}, and its "
+            f"{spec.kind} implementation ({base.__qualname__}) counts with "
+            f"{getattr(base, 'counter_source', '?')!r}",
+            hint="Leave counters out of the record: its kind's source counts.",
+        )
+    return (source, base)  # composed: the source's passes, the kind's mechanics
+
+
+def _records(*, everywhere: bool) -> list[tuple[TargetSpec, str]]:
+    """Every board record with the distribution declaring it; one that fails to load is
+    left out, its error kept in ``BOARDS.failures`` (``doctor`` reports it)."""
+    found = []
+    for name, declared in BOARDS.declared(everywhere=everywhere).items():
+        try:
+            spec = BOARDS.find(name, everywhere=everywhere)
+        except ConfigError as exc:
+            BOARDS.failures[name] = exc.message
+            continue
+        if spec is not None:
+            found.append((spec, declared.distribution))
+    for name, spec in BOARDS.registered().items():
+        if name not in BOARDS.declared(everywhere=everywhere):
+            found.append((spec, "this process"))
+    return found
+
+
+class _TargetRegistry(Registry[type[DeployTarget]]):
+    """The targets: the classes declared or registered for a pair, and the pairs of every
+    board record (``aidge_deploy.boards``) no class is declared for, made on first use."""
+
+    def declared(self, *, everywhere: bool = True) -> dict[str, Declared]:
+        classes = super().declared(everywhere=everywhere)
+        made: dict[str, Declared] = {}
+        for spec, distribution in _records(everywhere=everywhere):
+            for backend in spec.backends:
+                key = _target_key(spec.name, backend)
+                if key in classes or key in made:
+                    continue
+                made[key] = Declared(
+                    key,
+                    f"the {spec.kind} board record {spec.name!r}",
+                    distribution,
+                    None,
+                    loader=functools.partial(target_from_spec, spec, backend),
+                )
+        return {**made, **classes}
+
+
+#: ``TARGET/BACKEND`` -> the class that deploys there (entry points ``aidge_deploy.targets``,
+#: and the pairs of the board records of ``aidge_deploy.boards``)
+TARGETS: Registry[type[DeployTarget]] = _TargetRegistry(
     "targets", DeployTarget, name_onto=_name_target, check=_check_target
 )
+
+
+def register_board(spec: TargetSpec) -> TargetSpec:
+    """Register a board record in-process (a plug-in declares it as an entry point of
+    ``aidge_deploy.boards`` instead, so it is found without being imported)."""
+    BOARDS.register(spec.name, BOARDS.adopt(spec.name, spec))
+    return spec
+
+
+def board_spec(target: str) -> TargetSpec | None:
+    """The record of board ``target``, or None (a target with a class and no record)."""
+    name = target.lower()
+    return BOARDS.find(name, everywhere=False) or _own_record(name)
+
+
+def hardware_model_of(target: str) -> str:
+    """The hardware model's name of ``target``: its record's, else its own name."""
+    spec = board_spec(target)
+    return spec.hardware_name if spec is not None else target.lower()
+
+
 #: backends that run the whole deploy elsewhere (``RemoteBackend``), by backend name, for
 #: every target (entry points ``aidge_deploy.remote_backends``: ``api = ...farm.remote:...``)
 REMOTE_BACKENDS: Registry[type[RemoteBackend]] = Registry(
@@ -485,6 +694,8 @@ def _canonical(target: str) -> str:
 
 
 __all__ = [
+    "BOARDS",
+    "IMPLEMENTATIONS",
     "REMOTE_BACKENDS",
     "TARGETS",
     "DeployTarget",
@@ -494,14 +705,18 @@ __all__ = [
     "TargetImplementation",
     "ToolCheck",
     "TransferableTarget",
+    "board_spec",
     "get_deploy_target",
     "get_deploy_target_class",
     "get_pipeline_target",
+    "hardware_model_of",
     "local_target_class",
     "pipeline_target_class",
+    "register_board",
     "register_deploy_target",
     "register_remote_backend",
     "registered_targets",
     "remote_backend",
     "target_classes",
+    "target_from_spec",
 ]

@@ -58,7 +58,7 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
         """The flasher of this board, configured by the flasher's own options."""
         cls = self.flasher_class()
         board = BoardLink(
-            target=self.target_name,
+            target=self.hardware_model or self.target_name,
             family=getattr(self.hardware_target, "hal_board", None),
             part=self.config.pyocd_target or self.pyocd_part,
             probe_uid=self.config.probe_unique_id,

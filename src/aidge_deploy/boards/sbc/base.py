@@ -44,6 +44,7 @@ from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import DeployTarget, RemoteBuildTarget, TransferableTarget
 from aidge_deploy.results import DeployContext, Provenance
+from aidge_deploy.targetspec import TargetKind
 
 _log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class SbcSshTarget(
 ):
     """A Linux board over SSH: build on the board (or cross-build here), run, measure."""
 
+    target_kind: ClassVar[TargetKind] = TargetKind.LINUX_BOARD
     #: timings, RSS and counters are measured on the board (its OS clock, kernel and PMU)
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
     counter_provenance: ClassVar[Provenance] = Provenance.SILICON

@@ -45,6 +45,8 @@ class SbcSession:
     """The state of one deployment to a board (a mixin base of ``SbcSshTarget``)."""
 
     target_name: ClassVar[str]
+    #: the board's hardware model when a record names one (``DeployTarget.hardware_model``)
+    hardware_model: ClassVar[str | None]
     backend_name: ClassVar[str]
     uses_container: ClassVar[bool]
     config: DeployConfig
@@ -63,7 +65,7 @@ class SbcSession:
 
     @property
     def toolchain(self) -> CrossToolchain:
-        return toolchain_for(self.target_name)
+        return toolchain_for(self.hardware_model or self.target_name)
 
     @property
     def run_timeout_s(self) -> float:

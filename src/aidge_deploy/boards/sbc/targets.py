@@ -1,94 +1,41 @@
-"""Registers the ``ssh`` and ``ssh_docker`` backends of every Linux board of the hardware model.
+"""The former per-board classes of the Linux boards, kept importable.
 
-Why this module exists: the registry imports it to learn the SBC targets; one small class per
-(board, backend) pair keeps ``aidge-deploy targets`` and ``get_deploy_target`` explicit. The
-hardware facts come from ``aidge_core.hw_model`` (``register_deploy_target`` attaches them).
+Why this module exists: every Linux board (and the host reached over SSH) is one record of
+``aidge_deploy.boards.records``, and its ``ssh`` and ``ssh_docker`` targets are made from
+that record with ``SbcSshTarget`` / ``SbcSshDockerTarget`` (``aidge_deploy.registry``); a
+board differs from the others only in its hardware model. The class names they had
+(``RaspberryPiSsh``, ``K230SshDocker``...) still name those targets.
 """
 
 from __future__ import annotations
 
-from aidge_deploy.boards.sbc.base import SbcSshDockerTarget, SbcSshTarget
-from aidge_deploy.registry import register_deploy_target
-from aidge_deploy.results import Provenance
-
 #: the Linux boards of aidge_core.hw_model, plus the host reached over SSH
 SBC_TARGETS = ("raspberrypi", "jetson-agx", "jetson-nano", "jetson-thor", "k230", "host")
 
-
-@register_deploy_target("raspberrypi", "ssh")
-class RaspberryPiSsh(SbcSshTarget):
-    pass
-
-
-@register_deploy_target("raspberrypi", "ssh_docker")
-class RaspberryPiSshDocker(SbcSshDockerTarget):
-    pass
-
-
-@register_deploy_target("jetson-agx", "ssh")
-class JetsonAgxSsh(SbcSshTarget):
-    pass
-
-
-@register_deploy_target("jetson-agx", "ssh_docker")
-class JetsonAgxSshDocker(SbcSshDockerTarget):
-    pass
+_ALIASES = {
+    "RaspberryPiSsh": ("raspberrypi", "ssh"),
+    "RaspberryPiSshDocker": ("raspberrypi", "ssh_docker"),
+    "JetsonAgxSsh": ("jetson-agx", "ssh"),
+    "JetsonAgxSshDocker": ("jetson-agx", "ssh_docker"),
+    "JetsonNanoSsh": ("jetson-nano", "ssh"),
+    "JetsonNanoSshDocker": ("jetson-nano", "ssh_docker"),
+    "JetsonThorSsh": ("jetson-thor", "ssh"),
+    "JetsonThorSshDocker": ("jetson-thor", "ssh_docker"),
+    "K230Ssh": ("k230", "ssh"),
+    "K230SshDocker": ("k230", "ssh_docker"),
+    "HostSsh": ("host", "ssh"),
+    "HostSshDocker": ("host", "ssh_docker"),
+}
 
 
-@register_deploy_target("jetson-nano", "ssh")
-class JetsonNanoSsh(SbcSshTarget):
-    pass
+def __getattr__(name: str) -> object:
+    """``RaspberryPiSsh`` and the others: the targets made from the boards' records."""
+    pair = _ALIASES.get(name)
+    if pair is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from aidge_deploy.registry import pipeline_target_class
+
+    return pipeline_target_class(*pair)
 
 
-@register_deploy_target("jetson-nano", "ssh_docker")
-class JetsonNanoSshDocker(SbcSshDockerTarget):
-    pass
-
-
-@register_deploy_target("jetson-thor", "ssh")
-class JetsonThorSsh(SbcSshTarget):
-    pass
-
-
-@register_deploy_target("jetson-thor", "ssh_docker")
-class JetsonThorSshDocker(SbcSshDockerTarget):
-    pass
-
-
-@register_deploy_target("k230", "ssh")
-class K230Ssh(SbcSshTarget):
-    pass
-
-
-@register_deploy_target("k230", "ssh_docker")
-class K230SshDocker(SbcSshDockerTarget):
-    pass
-
-
-@register_deploy_target("host", "ssh")
-class HostSsh(SbcSshTarget):
-    timing_provenance = Provenance.HOST  # the "board" is this machine
-    counter_provenance = Provenance.HOST
-
-
-@register_deploy_target("host", "ssh_docker")
-class HostSshDocker(SbcSshDockerTarget):
-    timing_provenance = Provenance.HOST
-    counter_provenance = Provenance.HOST
-
-
-__all__ = [
-    "SBC_TARGETS",
-    "HostSsh",
-    "HostSshDocker",
-    "JetsonAgxSsh",
-    "JetsonAgxSshDocker",
-    "JetsonNanoSsh",
-    "JetsonNanoSshDocker",
-    "JetsonThorSsh",
-    "JetsonThorSshDocker",
-    "K230Ssh",
-    "K230SshDocker",
-    "RaspberryPiSsh",
-    "RaspberryPiSshDocker",
-]
+__all__ = ["SBC_TARGETS"]

@@ -8,7 +8,7 @@ from aidge_deploy.artifact import check_target
 from aidge_deploy.configcheck import check_deploy_config, check_run, timed_iterations
 from aidge_deploy.errors import ConfigError, InternalError
 from aidge_deploy.pipeline.context import PipelineContext
-from aidge_deploy.registry import DeployTarget
+from aidge_deploy.registry import DeployTarget, hardware_model_of
 
 
 class PreflightStage:
@@ -19,7 +19,12 @@ class PreflightStage:
 
     def run(self, ctx: PipelineContext) -> None:
         manifest = ctx.artifact.manifest
-        target = check_target(ctx.config, manifest, ctx.artifact.manifest_path)
+        target = check_target(
+            ctx.config,
+            manifest,
+            ctx.artifact.manifest_path,
+            hardware_model_of(ctx.config.target) if ctx.config.target else None,
+        )
         app = manifest.application_config or {}
         if app.get("apss_linux"):
             raise ConfigError(

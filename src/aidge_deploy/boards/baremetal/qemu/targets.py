@@ -53,12 +53,14 @@ from aidge_deploy.profiling.timing import EstimatedCycles, code_kind_of, model_f
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
+from aidge_deploy.targetspec import TargetKind, TargetSpec
 from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
 from aidge_qemu_descriptors import (
     QemuBoard,
     RegionKind,
     SecondCore,
     get_board,
+    list_boards,
     ticks_to_instructions,
 )
 
@@ -70,14 +72,9 @@ if TYPE_CHECKING:
 _EXIT_WAIT_S = 0.2
 
 __all__ = [
-    "TARGETS",
-    "Mps2An386Target",
-    "Mps2An500Target",
-    "Mps2An505Target",
     "Mps2An521Target",
-    "Mps3An547Target",
-    "NetduinoPlus2Target",
     "QemuBoardTarget",
+    "emulated_targets",
 ]
 
 
@@ -85,6 +82,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     """Build with the board's BSP, flash into QEMU over RSP, capture its UART."""
 
     board_name: ClassVar[str]
+    target_kind: ClassVar[TargetKind] = TargetKind.EMULATED_MCU
     hardware_model_module: ClassVar[str | None] = "aidge_qemu_boards"
     emulated: ClassVar[bool] = True
     default_flash_method: ClassVar[str | None] = "gdb-remote"
@@ -104,6 +102,12 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     @classmethod
     def counter_needs(cls) -> list[ToolCheck]:
         return [c_compiler_check("the emulated-PMU QEMU plugin")]
+
+    @classmethod
+    def spec_attributes(cls, spec: TargetSpec) -> dict[str, Any]:
+        """A board record's QEMU machine is its hardware model's descriptor (a lab's name
+        for an existing emulated board reuses that board's machine and BSP)."""
+        return {"board_name": spec.hardware_name, "description": _described(spec.hardware_name)}
 
     #: the BSP's counter is a 64-bit SysTick-derived count, converted to instructions: the
     #: 32-bit DWT wrap rule does not apply to it
@@ -421,46 +425,6 @@ def _described(board: str) -> str:  # the targets' line in `aidge-deploy targets
     return f"QEMU (cached ELF by -kernel, else RSP flash), icount {get_board(board).icount_shift}"
 
 
-@register_deploy_target("mps2-an386", "local")
-class Mps2An386Target(QemuBoardTarget):
-    """Emulated mps2-an386 (Cortex-M4F)."""
-
-    board_name = "mps2-an386"
-    description = _described(board_name)
-
-
-@register_deploy_target("mps2-an500", "local")
-class Mps2An500Target(QemuBoardTarget):
-    """Emulated mps2-an500 (Cortex-M7)."""
-
-    board_name = "mps2-an500"
-    description = _described(board_name)
-
-
-@register_deploy_target("mps2-an505", "local")
-class Mps2An505Target(QemuBoardTarget):
-    """Emulated mps2-an505 (Cortex-M33)."""
-
-    board_name = "mps2-an505"
-    description = _described(board_name)
-
-
-@register_deploy_target("mps3-an547", "local")
-class Mps3An547Target(QemuBoardTarget):
-    """Emulated mps3-an547 (Cortex-M55)."""
-
-    board_name = "mps3-an547"
-    description = _described(board_name)
-
-
-@register_deploy_target("netduinoplus2", "local")
-class NetduinoPlus2Target(QemuBoardTarget):
-    """Emulated netduinoplus2 (STM32F405, Cortex-M4F)."""
-
-    board_name = "netduinoplus2"
-    description = _described(board_name)
-
-
 # -- the dual-core board ------------------------------------------------------------
 # The dual-core emulated board (mps2-an521): a heterogeneous export runs a program per core.
 #
@@ -636,15 +600,38 @@ class Mps2An521Target(QemuBoardTarget):
         return dataclasses.replace(core0, cores=tuple(cores))
 
 
-#: the emulated boards' targets, by board name (one per descriptor: a test checks it)
-TARGETS: dict[str, type[QemuBoardTarget]] = {
-    cls.board_name: cls
-    for cls in (
-        Mps2An386Target,
-        Mps2An500Target,
-        Mps2An505Target,
-        Mps2An521Target,
-        Mps3An547Target,
-        NetduinoPlus2Target,
-    )
+#: the emulated boards whose targets are made from their records (``aidge_deploy.boards``),
+#: by the class names they had: importable as before
+_ALIASES = {
+    "Mps2An386Target": "mps2-an386",
+    "Mps2An500Target": "mps2-an500",
+    "Mps2An505Target": "mps2-an505",
+    "Mps3An547Target": "mps3-an547",
+    "NetduinoPlus2Target": "netduinoplus2",
 }
+
+
+def emulated_targets() -> dict[str, type[QemuBoardTarget]]:
+    """The emulated boards' targets, by board name (one per descriptor: a test checks it)."""
+    from aidge_deploy.registry import pipeline_target_class
+
+    found: dict[str, type[QemuBoardTarget]] = {}
+    for board in list_boards():
+        cls = pipeline_target_class(board.name, "local")
+        if not issubclass(cls, QemuBoardTarget):
+            raise DeployError(f"the emulated board {board.name} is deployed by {cls}")
+        found[board.name] = cls
+    return found
+
+
+def __getattr__(name: str) -> object:
+    """The former per-board classes (``Mps2An386Target``...) and ``TARGETS``, made from the
+    records on first access."""
+    if name == "TARGETS":
+        return emulated_targets()
+    board = _ALIASES.get(name)
+    if board is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from aidge_deploy.registry import pipeline_target_class
+
+    return pipeline_target_class(board, "local")
