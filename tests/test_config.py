@@ -173,7 +173,6 @@ def test_password_never_in_repr_or_snapshot() -> None:
     [
         ({"run_command": "taskset -c 2 ./run_export"}, "run_command 'taskset -c 2 ./run_export' is not supported"),
         ({"apss_linux": True, "heterogeneous_deploy": True}, "apss_linux is not supported"),
-        ({"sbc_board_name": "pi-lab"}, "names an SSH board, and backend 'local' reaches none"),
     ],
 )  # fmt: skip
 def test_fields_that_cannot_be_honoured_are_refused_with_the_reason(
@@ -183,6 +182,16 @@ def test_fields_that_cannot_be_honoured_are_refused_with_the_reason(
     with pytest.raises(ConfigError) as info:
         config.check_values()
     assert expected in info.value.message and info.value.hint
+
+
+def test_an_ssh_board_name_needs_a_backend_that_reaches_one() -> None:
+    """``sbc_board_name`` is refused where the backend's caps reach no board over SSH."""
+    from aidge_deploy.configcheck import check_deploy_config
+
+    with pytest.raises(ConfigError) as info:
+        check_deploy_config(DeployConfig(target="host", sbc_board_name="pi-lab"), "host")
+    assert "names an SSH board, and backend 'local' reaches none" in info.value.message
+    assert info.value.hint
 
 
 def test_fields_the_published_cli_fills_by_default_are_accepted() -> None:

@@ -38,7 +38,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "mlperf", "exportfixes", "quantsteps", "firmwareid", "targetspec",
     ),
     # services every layer uses: the extension registries' shape, tool checks, time units
-    ("extensions", "readiness", "bspcheck", "timing", "bugreport", "lab", "labscan", "lifecycle"),
+    (
+        "extensions", "boardspecs", "readiness", "bspcheck", "timing", "bugreport", "lab",
+        "labscan", "lifecycle",
+    ),
     # session facts: the config of a run, the export it deploys
     ("config", "artifact"),
     # mechanisms: programming a board, processes, SSH, serial, QEMU
@@ -46,7 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # measuring: counters and binaries, output parsers, power
     ("profiling", "protocols", "power"),
     # the outcome of a run, and what a target is
-    ("results", "registry"),
+    ("results", "registry", "targetcaps"),
     # the targets' mechanics: builds, boards
     ("buildsys", "boards"),
     # result bundles and reports

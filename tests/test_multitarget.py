@@ -182,8 +182,9 @@ def test_lane_for_targets() -> None:
     assert lane_for("mps2-an386") is Lane.PARALLEL
     assert lane_for("host") is Lane.PARALLEL  # an output check is not timed
     assert lane_for("host", measured_on_host=True) is Lane.ALONE
-    assert lane_for("stm32h7a3", board_reach="probe") is Lane.PER_BOARD
-    assert lane_for("raspberrypi", board_reach="ssh") is Lane.PER_BOARD
-    assert lane_for("stm32h7a3", board_reach="farm") is Lane.REMOTE
+    assert lane_for("stm32h7a3") is Lane.PER_BOARD  # a board on a probe: its caps' lane
+    assert lane_for("raspberrypi", backend="ssh") is Lane.PER_BOARD
+    assert lane_for("host", backend="ssh", measured_on_host=True) is Lane.PER_BOARD
+    assert lane_for("stm32h7a3", backend="api") is Lane.REMOTE
     with pytest.raises(ValueError, match="names its board"):
         TargetJob("x", lambda c: None, Lane.PER_BOARD)

@@ -170,19 +170,19 @@ def _ssh_config(board: Any, root: Path, power: str) -> DeployConfig:
 @pytest.mark.ssh
 def test_hwmon_through_the_ssh_board(ssh_board: Any, tree: Path, tmp_path: Path) -> None:
     config = _ssh_config(ssh_board, tree, "hwmon:ina226")
-    checks = sysfs_checks(parse_power_source("hwmon:ina226"), config)
+    checks = sysfs_checks(parse_power_source("hwmon:ina226"), config, ssh=True)
     assert checks and all(c.ok for c in checks), checks
     assert f"{ssh_board.host}" in checks[0].detail
-    missing = sysfs_checks(parse_power_source("hwmon:INA999"), config)
+    missing = sysfs_checks(parse_power_source("hwmon:INA999"), config, ssh=True)
     assert not missing[0].ok and "INA999" in missing[0].detail
-    reader = make_reader(config)
+    reader = make_reader(config, ssh=True)
     assert isinstance(reader, SshSysfs)
     reader.close()
-    monitor = HwmonMonitor(parse_power_source("hwmon:ina226"), lambda: make_reader(config))
+    monitor = HwmonMonitor(parse_power_source("hwmon:ina226"), lambda: make_reader(config, ssh=True))
     capture, seconds = _window(monitor, tmp_path, 0.5)
     assert capture.provenance is Provenance.SILICON  # read on the board
     assert capture.energy_j == pytest.approx(1.25 * seconds, rel=1e-6)
-    vi = HwmonMonitor(parse_power_source("hwmon:VDD_IN"), lambda: make_reader(config))
+    vi = HwmonMonitor(parse_power_source("hwmon:VDD_IN"), lambda: make_reader(config, ssh=True))
     capture, seconds = _window(vi, tmp_path, 0.5)
     assert capture.energy_j == pytest.approx(2.0 * seconds, rel=1e-6)
 
@@ -193,7 +193,7 @@ def test_rapl_wrap_through_the_ssh_board(ssh_board: Any, tree: Path, tmp_path: P
     for d in tree.rglob("*"):
         d.chmod(0o755 if d.is_dir() else 0o644)
     config = _ssh_config(ssh_board, tree, "rapl")
-    monitor = RaplMonitor(parse_power_source("rapl"), lambda: make_reader(config))
+    monitor = RaplMonitor(parse_power_source("rapl"), lambda: make_reader(config, ssh=True))
     with CounterWriter(counter, watts=2.0, max_range=1_000_000):
         capture, seconds = _window(monitor, tmp_path, 1.2)
     assert int(capture.identity.details["wraps"]) >= 2

@@ -48,3 +48,82 @@ def test_no_metrics_dict_reads_outside_the_compatibility_view() -> None:
 def test_the_rule_sees_a_metrics_read() -> None:
     tree = ast.parse('prov = result.metrics["provenance"]\nfirst = scan.metrics[0]\n')
     assert metrics_subscripts(tree) == [1]
+
+
+#: the capability mixins of a deploy target: asked through its caps (``targetcaps``)
+CAPABILITY_MIXINS = {
+    "CounterCapableTarget",
+    "PowerCapableTarget",
+    "RepeatedRunPower",
+    "TransferableTarget",
+    "FlashableTarget",
+    "RemoteBuildTarget",
+    "RemoteBackend",
+}
+#: the board kinds' and backends' names: compared only where they are declared
+BOARD_WORDS = {"host", "local", "ssh", "ssh_docker", "api", "linux-board", "emulated-mcu", "mcu"}
+#: the registry modules: where a target's capabilities are derived from its classes and names
+REGISTRY_MODULES = {"registry.py", "targetcaps.py", "targetspec.py", "boardspecs.py"}
+
+
+def _names(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return {n for e in node.elts for n in _names(e)}
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Attribute):
+        return {node.attr}
+    return set()
+
+
+def _strings(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return {s for e in node.elts for s in _strings(e)}
+    return set()
+
+
+def capability_tests(tree: ast.Module) -> list[int]:
+    """Lines that test a target's class against a capability mixin (``isinstance``,
+    ``issubclass``) or compare a value with a board kind's or backend's name (``==``,
+    ``!=``, ``in``, ``not in``, ``is``)."""
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+            and _names(node.args[1]) & CAPABILITY_MIXINS
+        ):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(
+            _strings(side) & BOARD_WORDS for side in (node.left, *node.comparators)
+        ):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_no_capability_tested_by_class_or_name_outside_the_registry() -> None:
+    found = [
+        f"{name}:{line}"
+        for name, tree in _sources()
+        if name not in REGISTRY_MODULES
+        for line in capability_tests(tree)
+    ]
+    assert found == [], f"ask the target's caps (aidge_deploy.targetcaps) instead: {found}"
+
+
+def test_the_rule_sees_a_capability_test() -> None:
+    tree = ast.parse(
+        "a = isinstance(target, PowerCapableTarget)\n"
+        "b = issubclass(cls, (DeployTarget, registry.FlashableTarget))\n"
+        'c = config.backend_kind in ("ssh", "ssh_docker")\n'
+        'd = target == "host"\n'
+        'e = "api" != backend\n'
+        "f = isinstance(target, DeployTarget)\n"
+        'g = kind == "energy"\n'
+        "h = caps.over_ssh\n"
+    )
+    assert capability_tests(tree) == [1, 2, 3, 4, 5]

@@ -20,7 +20,7 @@ from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.pipeline.default import build_default_pipeline
 from aidge_deploy.pipeline.runner import PipelineRunner, Stage
 from aidge_deploy.progress import ProgressCallback
-from aidge_deploy.registry import RemoteBackend, hardware_model_of, remote_backend
+from aidge_deploy.registry import DeployTarget, hardware_model_of, remote_backend
 from aidge_deploy.results import DeployResult
 from aidge_deploy.runcontrol import RunControl, RunInterrupted
 
@@ -138,7 +138,7 @@ def _deploy_remote(
         hardware_model_of(config.target) if config.target else None,
     )
     backend, _ = check_run(config, target, iterations=timed_iterations(artifact.manifest))
-    if not isinstance(backend, RemoteBackend):  # remote_backend() said it was one
+    if isinstance(backend, DeployTarget):  # remote_backend() said it was a remote one
         raise InternalError(f"backend {config.backend_kind!r} is not a remote backend")
     return backend.deploy(artifact, work_dir=run_dir, progress=progress)
 

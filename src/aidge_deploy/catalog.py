@@ -8,15 +8,16 @@ re-declared here. The local host's memory is this machine's, read from the OS.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aidge_deploy.hwfacts import HW_MODEL, THIS_MACHINE, clock_fact, memory_facts
 from aidge_deploy.modelexport import load_plugins
 from aidge_deploy.registry import (
-    RemoteBackend,
+    DeployTarget,
     local_target_class,
     registered_targets,
 )
+from aidge_deploy.targetcaps import target_caps
 
 
 @dataclass(frozen=True)
@@ -65,18 +66,18 @@ def target_rows(*, this_machine: bool = True) -> list[TargetRow]:
     load_plugins()
     rows = []
     for (target, backend), cls in registered_targets().items():
-        local_host = target == "host" and backend == "local"
+        caps = target_caps(cls)
         # a remote backend reaches the same hardware: its facts are the target's own
-        facts_of = local_target_class(target) if issubclass(cls, RemoteBackend) else cls
+        facts_of = local_target_class(target) if caps.remote else cast(type[DeployTarget], cls)
         try:
             hw = facts_of.hardware_target_class()
             kind, cpu, clock, memories, build, sources = _hardware_facts(
-                hw, this_machine if local_host else None
+                hw, this_machine if caps.this_machine else None
             )
         except Exception as exc:  # a hardware class that needs arguments
             kind, cpu, clock, memories, build = "?", f"({type(exc).__name__})", "-", "-", "-"
             sources = HW_MODEL
-        if getattr(facts_of, "emulated", False):
+        if target_caps(facts_of).emulated:
             kind = "emulated mcu"
         rows.append(
             TargetRow(target, backend, kind, cpu, clock, memories, build, cls.description, sources)

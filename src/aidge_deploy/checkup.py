@@ -175,9 +175,11 @@ def monitor_readiness() -> tuple[Readiness, ...]:
     from aidge_deploy.power.monitors import monitor_checks
     from aidge_deploy.power.registry import POWER_MONITORS, ThisMachine
     from aidge_deploy.registry import TARGETS
+    from aidge_deploy.targetcaps import target_caps
 
     targets = tuple((c.target_name, c.backend_name, c) for c in TARGETS.all().values())
-    checks = monitor_checks(ThisMachine(targets=targets))
+    caps = {(t, b): target_caps(c) for t, b, c in targets}
+    checks = monitor_checks(ThisMachine(targets=targets, caps=caps))
     return tuple(
         Readiness(kind.syntax(), tuple(checks[name]), (), kind.reads)
         for name, kind in POWER_MONITORS.all().items()

@@ -375,12 +375,6 @@ class DeployConfig:
                 "an APSS Linux ake7 deployment would run only its M55 part",
                 hint="Deploy without apss_linux (heterogeneous_deploy runs both M55 cores).",
             )
-        if self.sbc_board_name and self.backend_kind not in ("ssh", "ssh_docker"):
-            raise ConfigError(
-                f"sbc_board_name {self.sbc_board_name!r} names an SSH board, and backend "
-                f"{self.backend_kind!r} reaches none",
-                hint="Use it with --backend ssh or ssh_docker (a farm board is api_board_name).",
-            )
 
     @property
     def backend_kind(self) -> str:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.errors import ConfigError, PreflightError
 from aidge_deploy.power.registry import parse_power_source
-from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import select_counters
 from aidge_deploy.readiness import ToolCheck, missing, missing_text
 from aidge_deploy.registry import (
@@ -32,6 +31,7 @@ from aidge_deploy.registry import (
     registered_targets,
 )
 from aidge_deploy.report.destination import check_report_dir
+from aidge_deploy.targetcaps import counter_source_class, target_caps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,14 +52,23 @@ def check_deploy_config(config: DeployConfig, target: str) -> DeployTarget | Rem
     if config.power is not None:  # its spelling: a registered monitor, with its argument
         parse_power_source(config.power)
     cls = get_deploy_target_class(target, config.backend_kind)
+    caps = target_caps(cls)
+    if config.sbc_board_name and not caps.over_ssh:
+        raise ConfigError(
+            f"sbc_board_name {config.sbc_board_name!r} names an SSH board, and backend "
+            f"{config.backend_kind!r} reaches none",
+            hint="Use it with a backend that reaches a board over SSH (--backend ssh or "
+            "ssh_docker; a farm board is api_board_name).",
+        )
     if issubclass(cls, DeployTarget):  # a remote backend checks them where they are counted
         check_counter_request(config.counters, cls, target, config.backend_kind)
-        if config.counters and issubclass(cls, CounterCapableTarget):
-            require(cls.counter_needs(), f"Counting on {target}/{config.backend_kind}")
+        source = counter_source_class(cls) if config.counters else None
+        if source is not None:
+            require(source.counter_needs(), f"Counting on {target}/{config.backend_kind}")
     if config.power is not None:
         from aidge_deploy.power.monitors import preflight_checks
 
-        require(preflight_checks(config, cls), f"Power monitor {config.power}")
+        require(preflight_checks(config, cls, caps), f"Power monitor {config.power}")
     instance = get_deploy_target(target, config.backend_kind, config)
     instance.check_config()
     if config.report_dir is not None:
@@ -92,7 +101,7 @@ def check_iterations(
         iterations,
         target,
         implementation.memory_capacities(),
-        local_host=target == "host" and config.backend_kind == "local" and not config.docker_image,
+        local_host=target_caps(implementation).this_machine and not config.docker_image,
         bytes_per_iteration=local.benchmark_bytes_per_iteration,
     )
 
@@ -146,11 +155,12 @@ def check_counter_request(
     """Fail early (Preflight calls this too) on counters the target cannot count or typos."""
     if not counters:
         return
-    if not issubclass(target_cls, CounterCapableTarget):
+    source = counter_source_class(target_cls)
+    if source is None:
         capable = sorted(
             f"{t}/{b}"
             for (t, b), cls in registered_targets().items()
-            if issubclass(cls, CounterCapableTarget)
+            if target_caps(cls).counters is not None
         )
         raise ConfigError(
             f"Counters were requested ({', '.join(counters)}), but target {target}/{backend} cannot count events",
@@ -159,7 +169,7 @@ def check_counter_request(
             + ".",
         )
     # names and presets are checked against the catalogue (did-you-mean on typos)
-    select_counters(counters, target_cls.counter_domain)
+    select_counters(counters, source.counter_domain)
 
 
 def require(checks: list[ToolCheck], what: str) -> None:

@@ -61,6 +61,16 @@ class Reach(StrEnum):
     FARM = "farm"
 
 
+def _is_this_machine(target: str) -> bool:
+    """Whether ``target`` is this machine (its board record's kind): a board of the lab that
+    needs no way to be reached."""
+    from aidge_deploy.boardspecs import board_spec
+    from aidge_deploy.targetspec import TargetKind
+
+    spec = board_spec(target)
+    return spec is not None and spec.kind is TargetKind.HOST
+
+
 class FlashMethod(StrEnum):
     PYOCD = "pyocd"
     OPENOCD = "openocd"
@@ -143,7 +153,7 @@ class LabBoard(_Model):
             raise ValueError(f"a board is reached one way; this one names {' and '.join(ways)}")
         if self.serial is not None and self.probe is None:
             raise ValueError("'serial' belongs with 'probe' (the UART of a probe-flashed board)")
-        if not ways and self.target != "host":
+        if not ways and not _is_this_machine(self.target):
             raise ValueError(
                 "say how the board is reached: emulated: true, probe (+ serial), ssh or farm_board"
             )

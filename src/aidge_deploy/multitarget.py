@@ -40,6 +40,7 @@ from enum import StrEnum
 
 from aidge_deploy import runcontrol
 from aidge_deploy.runcontrol import RunControl, RunInterrupted
+from aidge_deploy.targetcaps import pair_caps
 from aidge_deploy.targetspec import Lane
 
 #: how often the calling thread wakes while jobs run (signals are handled between waits)
@@ -100,22 +101,16 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def lane_for(
-    target: str, *, board_reach: str | None = None, measured_on_host: bool = False
-) -> Lane:
-    """The lane of a run on ``target``.
-
-    ``board_reach`` is how a lab board is reached (``probe``, ``ssh``, ``farm``; None: no
-    lab board), ``measured_on_host`` whether the run's figures are times measured on this
-    machine (a host benchmark, not an output check).
-    """
-    if board_reach in ("probe", "ssh"):
-        return Lane.PER_BOARD
-    if board_reach == "farm":
-        return Lane.REMOTE
-    if target == "host" and measured_on_host:
-        return Lane.ALONE
-    return Lane.PARALLEL
+def lane_for(target: str, *, backend: str = "local", measured_on_host: bool = False) -> Lane:
+    """The lane of a run on ``target`` through ``backend``: the lane its capabilities
+    declare (``aidge_deploy.targetcaps``: a board of its own one run at a time, emulated
+    boards in parallel, farm jobs remote), a run that would be alone only when its figures
+    are times measured on this machine (``measured_on_host``: a host benchmark, not an
+    output check). ``ConfigError`` for an unknown pair."""
+    lane = pair_caps(target, backend).lane
+    if lane is Lane.ALONE and not measured_on_host:
+        return Lane.PARALLEL
+    return lane
 
 
 class _Runner[T]:

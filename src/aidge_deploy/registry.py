@@ -25,11 +25,19 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from aidge_deploy.boardspecs import (
+    BOARDS,
+    board_records,
+    board_spec,
+    hardware_model_of,
+    register_board,
+    resolve_hardware_class,
+)
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.extensions import Declared, Registry
 from aidge_deploy.metrics import Provenance
 from aidge_deploy.readiness import ToolCheck
-from aidge_deploy.targetspec import TargetKind, TargetSpec
+from aidge_deploy.targetspec import BackendCaps, Lane, TargetKind, TargetSpec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,25 +58,11 @@ class _HardwareClass:
     def __get__(self, instance: object, owner: type[DeployTarget]) -> type:
         resolved = owner.__dict__.get("_hardware_class")
         if resolved is None:
-            resolved = _resolve_hardware_class(
+            resolved = resolve_hardware_class(
                 owner.hardware_model or owner.target_name, owner.hardware_model_module
             )
             owner._hardware_class = resolved
         return resolved
-
-
-def _resolve_hardware_class(target: str, registering_module: str | None = None) -> type:
-    if registering_module is not None:
-        importlib.import_module(registering_module)
-    from aidge_core.hw_model import get_target_class
-
-    try:
-        return get_target_class(target)
-    except KeyError as exc:
-        raise ConfigError(
-            f"Deploy target {target!r} is unknown to aidge_core.hw_model",
-            hint="Register the hardware model first (aidge_core.hw_model.register_target).",
-        ) from exc
 
 
 class DeployTarget(ABC):
@@ -95,6 +89,9 @@ class DeployTarget(ABC):
     spec: ClassVar[TargetSpec | None] = None
     #: what sort of board this implementation deploys (a record's kind overrides it)
     target_kind: ClassVar[TargetKind] = TargetKind.MCU
+    #: how this backend reaches the board, as data (the rest of its capabilities are
+    #: derived from its mixins and its record: ``aidge_deploy.targetcaps.target_caps``)
+    reach: ClassVar[BackendCaps] = BackendCaps()
     description: ClassVar[str] = ""
     #: runs a heterogeneous export (``application_config.heterogeneous_deploy``: a program
     #: per core, built, loaded and started together); the others refuse one in Preflight
@@ -245,6 +242,8 @@ class RemoteBackend(ABC):
 
     backend_name: ClassVar[str]
     description: ClassVar[str] = ""
+    #: the whole deploy runs elsewhere: its jobs wait in a lane of their own
+    reach: ClassVar[BackendCaps] = BackendCaps(remote=True, lane=Lane.REMOTE)
 
     def __init__(self, target: str, config: DeployConfig | None = None) -> None:
         from aidge_deploy.config import DeployConfig
@@ -332,28 +331,16 @@ def _check_target(name: str, cls: type) -> None:
             )
     hw_class: type | None = None
     if "aidge_core.hw_model" in sys.modules and cls.hardware_model_module is None:  # type: ignore[attr-defined]
-        hw_class = _resolve_hardware_class(
+        hw_class = resolve_hardware_class(
             cls.hardware_model or name.partition("/")[0]  # type: ignore[attr-defined]
         )
     cls._hardware_class = hw_class  # type: ignore[attr-defined]
     if "spec" not in cls.__dict__:  # a class of its own: the board's record, if it has one
         target, backend = _split_pair(name)
-        spec = BOARDS.find(target, everywhere=False) or _own_record(target)
+        spec = board_spec(target)
         # (not a parent's: a plug-in's subclass of the host target is not the host)
         cls.spec = spec if spec is not None and backend in spec.backends else None  # type: ignore[attr-defined]
 
-
-def _own_record(target: str) -> TargetSpec | None:
-    """A plug-in's record of ``target`` (scanning the installed distributions only when
-    something outside aidge-deploy declares boards)."""
-    try:
-        return BOARDS.find(target)
-    except ConfigError:
-        return None
-
-
-#: board name -> its record (entry points ``aidge_deploy.boards``: a ``TargetSpec`` each)
-BOARDS: Registry[TargetSpec] = Registry("boards", TargetSpec, instances=True)
 
 #: (kind, backend) -> the implementation a board of that kind is deployed with there, and
 #: the attributes its targets set (the host over SSH is this machine: its figures are)
@@ -411,7 +398,6 @@ def target_from_spec(spec: TargetSpec, backend: str) -> type[DeployTarget]:
     made = TARGETS.registered().get(key)  # importing the implementation registered it
     if made is not None:
         return made
-    bases = _with_counters(spec, base)
     name = _class_name(spec, backend)
     namespace: dict[str, Any] = {
         "__module__": base.__module__,
@@ -429,52 +415,9 @@ def target_from_spec(spec: TargetSpec, backend: str) -> type[DeployTarget]:
         namespace["hardware_model_module"] = spec.hardware_model_module
     if spec.description:
         namespace["description"] = spec.description
-    cls = type(name, bases, namespace)
+    cls = type(name, (base,), namespace)  # a record's counter source is composed beside it
     TARGETS.register(key, TARGETS.adopt(key, cls))
     return cls
-
-
-def _with_counters(spec: TargetSpec, base: type[DeployTarget]) -> tuple[type, ...]:
-    """The bases of a record's target: its kind's implementation, with the record's counter
-    source composed in where that implementation counts with none."""
-    if spec.counters is None:
-        return (base,)
-    from aidge_deploy.profiling.capability import COUNTER_SOURCES, CounterCapableTarget
-
-    source = COUNTER_SOURCES.find(spec.counters)
-    if source is None:
-        raise ConfigError(
-            f"Board {spec.name!r} counts with {spec.counters!r}, which is no counter source",
-            hint=f"The counter sources: {', '.join(COUNTER_SOURCES.names())}.",
-        )
-    if issubclass(base, source):
-        return (base,)
-    if issubclass(base, CounterCapableTarget):
-        raise ConfigError(
-            f"Board {spec.name!r} names the counter source {spec.counters!r}, and its "
-            f"{spec.kind} implementation ({base.__qualname__}) counts with "
-            f"{getattr(base, 'counter_source', '?')!r}",
-            hint="Leave counters out of the record: its kind's source counts.",
-        )
-    return (source, base)  # composed: the source's passes, the kind's mechanics
-
-
-def _records(*, everywhere: bool) -> list[tuple[TargetSpec, str]]:
-    """Every board record with the distribution declaring it; one that fails to load is
-    left out, its error kept in ``BOARDS.failures`` (``doctor`` reports it)."""
-    found = []
-    for name, declared in BOARDS.declared(everywhere=everywhere).items():
-        try:
-            spec = BOARDS.find(name, everywhere=everywhere)
-        except ConfigError as exc:
-            BOARDS.failures[name] = exc.message
-            continue
-        if spec is not None:
-            found.append((spec, declared.distribution))
-    for name, spec in BOARDS.registered().items():
-        if name not in BOARDS.declared(everywhere=everywhere):
-            found.append((spec, "this process"))
-    return found
 
 
 class _TargetRegistry(Registry[type[DeployTarget]]):
@@ -484,7 +427,7 @@ class _TargetRegistry(Registry[type[DeployTarget]]):
     def declared(self, *, everywhere: bool = True) -> dict[str, Declared]:
         classes = super().declared(everywhere=everywhere)
         made: dict[str, Declared] = {}
-        for spec, distribution in _records(everywhere=everywhere):
+        for spec, distribution in board_records(everywhere=everywhere):
             for backend in spec.backends:
                 key = _target_key(spec.name, backend)
                 if key in classes or key in made:
@@ -504,25 +447,6 @@ class _TargetRegistry(Registry[type[DeployTarget]]):
 TARGETS: Registry[type[DeployTarget]] = _TargetRegistry(
     "targets", DeployTarget, name_onto=_name_target, check=_check_target
 )
-
-
-def register_board(spec: TargetSpec) -> TargetSpec:
-    """Register a board record in-process (a plug-in declares it as an entry point of
-    ``aidge_deploy.boards`` instead, so it is found without being imported)."""
-    BOARDS.register(spec.name, BOARDS.adopt(spec.name, spec))
-    return spec
-
-
-def board_spec(target: str) -> TargetSpec | None:
-    """The record of board ``target``, or None (a target with a class and no record)."""
-    name = target.lower()
-    return BOARDS.find(name, everywhere=False) or _own_record(name)
-
-
-def hardware_model_of(target: str) -> str:
-    """The hardware model's name of ``target``: its record's, else its own name."""
-    spec = board_spec(target)
-    return spec.hardware_name if spec is not None else target.lower()
 
 
 #: backends that run the whole deploy elsewhere (``RemoteBackend``), by backend name, for

@@ -123,41 +123,101 @@ class TargetSpec:
         return self.lane if self.lane is not None else DEFAULT_LANES[self.kind]
 
 
+class WindowRule(StrEnum):
+    """What "consistent with N x clean latency" means for a captured power window."""
+
+    MATCH = "match"  # it lasts N x clean latency, within the tolerance
+    AT_LEAST = "at_least"  # it holds N inferences and more (program start-ups): not shorter
+
+
+@dataclass(frozen=True)
+class BackendCaps:
+    """How a backend reaches its board, declared as data by each implementation
+    (``DeployTarget.reach``, ``RemoteBackend.reach``): a host process, QEMU, a probe, SSH,
+    SSH into a container, the farm. What the mixins already say (transfer, flash, counters,
+    power) is not repeated here: the registry derives it from them."""
+
+    #: the program runs on this machine (a host process, an emulator), not on a board
+    runs_here: bool = False
+    #: the board is reached over SSH (its settings, its board's sensors)
+    over_ssh: bool = False
+    #: the program runs in a container on the board (Docker over SSH)
+    in_container: bool = False
+    #: the whole deploy runs elsewhere and hands its result back (the farm's ``api``)
+    remote: bool = False
+    #: how its runs share this machine when the backend decides it (None: the board's lane)
+    lane: Lane | None = None
+
+
 @dataclass(frozen=True)
 class TargetCaps:
     """What a deploy target can do, declared as data (as the flashers' ``FlasherCaps``):
     the pipeline's stages, listings and campaigns ask these instead of testing the class
-    or the board's name. The registry derives them once per implementation."""
+    or the board's name. The registry derives them once per class
+    (``aidge_deploy.targetcaps.target_caps``) from the board's record, the backend's
+    ``BackendCaps`` and the mixins the class adopts."""
 
-    kind: TargetKind
+    #: what sort of board it is (None: a remote backend's class, which serves every board)
+    kind: TargetKind | None
+    #: the backend's name (``local``, ``ssh``, ``ssh_docker``, ``api``, a plug-in's)
+    backend: str = "local"
     #: copies the build (or the export) to a remote host (``transfer``)
     transfers: bool = False
     #: programs a firmware into the device (``flash``)
     flashes: bool = False
     #: may build on a remote machine (``build_remote``; the run decides, cross builds exist)
     builds_remotely: bool = False
-    #: the counter source it counts with (None: no hardware counters)
+    #: the counter source it counts with, by name (None: no hardware counters)
     counters: str | None = None
+    #: the counter source is the record's, composed beside the target (not inherited)
+    counters_composed: bool = False
     power: PowerAbility = PowerAbility.NONE
+    #: how a power window of this target is judged against N x clean latency
+    power_window: WindowRule = WindowRule.MATCH
     lane: Lane = Lane.PARALLEL
+    #: the program runs on this machine (a host process, an emulator)
+    runs_here: bool = False
     #: reached over SSH (its settings, its board's sensors)
     over_ssh: bool = False
+    #: runs in a container on the board
+    in_container: bool = False
+    #: the whole deploy runs elsewhere (no local stage runs)
+    remote: bool = False
 
     @property
     def this_machine(self) -> bool:
-        """Runs on this machine (its figures are this machine's)."""
-        return self.kind is TargetKind.HOST and not self.over_ssh
+        """This machine is the board: its figures (memory, clock, power) are this machine's."""
+        return self.kind is TargetKind.HOST and self.runs_here
 
     @property
     def emulated(self) -> bool:
         return self.kind is TargetKind.EMULATED_MCU
 
+    @property
+    def physical(self) -> bool:
+        """A board of its own (a probe's MCU, a Linux board over SSH), not this machine,
+        an emulator or the farm: its runs hold it one at a time."""
+        return not (self.runs_here or self.remote)
+
+    @property
+    def from_here(self) -> bool:
+        """The pipeline drives the board from this machine itself (a process, an emulator,
+        a probe), not over SSH nor through a remote backend."""
+        return not (self.over_ssh or self.remote)
+
+    @property
+    def power_variant(self) -> bool:
+        """The BSP builds a dedicated power firmware (a gated window of N inferences)."""
+        return self.power is PowerAbility.FIRMWARE_WINDOW
+
 
 __all__ = [
     "DEFAULT_LANES",
+    "BackendCaps",
     "Lane",
     "PowerAbility",
     "TargetCaps",
     "TargetKind",
     "TargetSpec",
+    "WindowRule",
 ]

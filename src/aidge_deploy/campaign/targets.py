@@ -16,6 +16,7 @@ from typing import Any
 from aidge_deploy.campaign.spec import CampaignError, TargetKind, TargetRef
 from aidge_deploy.lab import LabBoard, LabMap, Reach
 from aidge_deploy.multitarget import Lane, lane_for
+from aidge_deploy.targetspec import TargetCaps
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,8 @@ class TargetEntry:
     def lane(self) -> Lane:
         """How its cells share this machine (``multitarget``): a host benchmark alone, a
         physical board one cell at a time, emulated boards in parallel, farm jobs remote."""
-        remote = {Reach.PROBE: "probe", Reach.SSH: "ssh", Reach.FARM: "farm"}
-        return lane_for(
-            self.target,
-            board_reach=remote.get(self.reach),
-            measured_on_host=self.reach is Reach.HOST,
-        )
+        backend = str(dict(self.deploy_options).get("backend") or "local")
+        return lane_for(self.target, backend=backend, measured_on_host=self.reach is Reach.HOST)
 
     @property
     def resource(self) -> str | None:
@@ -73,12 +70,6 @@ class TargetEntry:
         }
 
 
-def _emulated_boards() -> frozenset[str]:
-    from aidge_qemu_descriptors import list_boards
-
-    return frozenset(b.name for b in list_boards())
-
-
 def resolve_target(
     ref: TargetRef,
     *,
@@ -88,7 +79,7 @@ def resolve_target(
 ) -> TargetEntry:
     """How ``ref`` is reached. ``farm``: the farm's ``DeployConfig`` options (url, user);
     ``local_options``: connection options of the command line for bare target names."""
-    from aidge_deploy.registry import get_deploy_target_class
+    from aidge_deploy.targetcaps import pair_caps
 
     if ref.kind is TargetKind.LAB:
         if lab is None:
@@ -102,28 +93,36 @@ def resolve_target(
                 f"target {ref.label} needs a board farm",
                 hint="Give the farm's URL (--api-url, or farm: {url: ...} in the campaign).",
             )
-        get_deploy_target_class(ref.name, "api")  # unknown names: a did-you-mean
+        pair_caps(ref.name, "api")  # unknown names: a did-you-mean
         options = {**farm, "target": ref.name, "backend": "api"}
         if ref.board:
             options["api_board_name"] = ref.board
         return TargetEntry(ref.label, ref.name, Reach.FARM, _frozen(options))
     options = {"target": ref.name, **(local_options or {})}
     backend = str(options.get("backend") or "local")
-    get_deploy_target_class(ref.name, backend)  # unknown names: a did-you-mean
-    if backend == "api":
-        return TargetEntry(ref.label, ref.name, Reach.FARM, _frozen(options))
-    if backend in ("ssh", "ssh_docker"):
-        return TargetEntry(ref.label, ref.name, Reach.SSH, _frozen(options))
-    if ref.name == "host":
-        return TargetEntry(ref.label, ref.name, Reach.HOST, _frozen(options))
-    if ref.name in _emulated_boards():
-        return TargetEntry(ref.label, ref.name, Reach.EMULATED, _frozen(options))
+    reach = _reach(pair_caps(ref.name, backend))  # unknown names: a did-you-mean
+    if reach is not None:
+        return TargetEntry(ref.label, ref.name, reach, _frozen(options))
     if options.get("serial_port") or options.get("probe_unique_id"):
         return TargetEntry(ref.label, ref.name, Reach.PROBE, _frozen(options))
     raise CampaignError(
         f"target {ref.name!r} is a physical board: say which one",
         hint=f"Name a board of a lab file (lab:BOARD with --lab), or farm:{ref.name}.",
     )
+
+
+def _reach(caps: TargetCaps) -> Reach | None:
+    """How a target named bare is reached, by its capabilities (None: a physical board the
+    options must say how to reach)."""
+    if caps.remote:
+        return Reach.FARM
+    if caps.over_ssh:
+        return Reach.SSH
+    if caps.this_machine:
+        return Reach.HOST
+    if caps.emulated:
+        return Reach.EMULATED
+    return None
 
 
 def _frozen(options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

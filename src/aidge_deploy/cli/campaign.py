@@ -209,7 +209,7 @@ def targets_plan(
         measure["power_window"] = values["power_window_s"]
     farm = {k: values[k] for k in _FARM_OPTIONS if values.get(k) is not None}
     local = {k: v for k, v in values.items() if k not in _NOT_CONNECTION}
-    if local.get("backend") == "api":
+    if _remote(local.get("backend")):  # the farm's options reach its backend
         local.update(farm)
     if lab is None and any(r.kind is TargetKind.LAB for r in refs):
         raise CampaignError(
@@ -361,6 +361,13 @@ def _replace_folder(folder: Path, *, overwrite: bool) -> None:
             hint="Pass --overwrite to replace it, or another folder.",
         )
     shutil.rmtree(folder)
+
+
+def _remote(backend: object) -> bool:
+    """Whether ``backend`` runs the whole deploy elsewhere (a remote backend: the farm)."""
+    from aidge_deploy.registry import remote_backend
+
+    return bool(backend) and remote_backend(str(backend)) is not None
 
 
 __all__ = ["campaign", "default_folder", "execute", "profile_targets", "targets_plan"]

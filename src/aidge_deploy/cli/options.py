@@ -294,7 +294,10 @@ def config_values(connection: dict[str, Any]) -> dict[str, Any]:
     for it (hidden); it is never an option.
     """
     values = {k: v for k, v in connection.items() if v is not None}
-    if values.get("backend") == "api":
+    from aidge_deploy.registry import remote_backend
+
+    backend = values.get("backend")
+    if backend and remote_backend(str(backend)) is not None:  # the farm's backend
         password = _farm_password()
         if password:
             values["api_password"] = password

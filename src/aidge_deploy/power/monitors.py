@@ -22,6 +22,7 @@ from aidge_deploy.power.registry import (
 )
 from aidge_deploy.power.source import PowerSource
 from aidge_deploy.readiness import ToolCheck, module_check
+from aidge_deploy.targetspec import PowerAbility, TargetCaps
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
@@ -116,7 +117,9 @@ class SysfsMonitorKind(MonitorKind):
     def preflight(
         cls, source: PowerSource, config: DeployConfig, target_cls: type
     ) -> list[ToolCheck]:
-        return sysfs_checks(source, config)
+        from aidge_deploy.power.sysfs import over_ssh
+
+        return sysfs_checks(source, config, ssh=over_ssh(target_cls))
 
 
 class HwmonMonitorKind(SysfsMonitorKind):
@@ -138,9 +141,9 @@ class HwmonMonitorKind(SysfsMonitorKind):
     @classmethod
     def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
         from aidge_deploy.power.hwmon import HwmonMonitor
-        from aidge_deploy.power.sysfs import make_reader
+        from aidge_deploy.power.sysfs import make_reader, over_ssh
 
-        return HwmonMonitor(source, lambda: make_reader(config))
+        return HwmonMonitor(source, lambda: make_reader(config, ssh=over_ssh(target)))
 
 
 class RaplMonitorKind(SysfsMonitorKind):
@@ -156,21 +159,21 @@ class RaplMonitorKind(SysfsMonitorKind):
     @classmethod
     def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
         from aidge_deploy.power.rapl import RaplMonitor
-        from aidge_deploy.power.sysfs import make_reader
+        from aidge_deploy.power.sysfs import make_reader, over_ssh
 
-        return RaplMonitor(source, lambda: make_reader(config))
+        return RaplMonitor(source, lambda: make_reader(config, ssh=over_ssh(target)))
 
 
-def sysfs_checks(source: PowerSource, config: DeployConfig) -> list[ToolCheck]:
+def sysfs_checks(source: PowerSource, config: DeployConfig, *, ssh: bool) -> list[ToolCheck]:
     """Preflight of hwmon/rapl: the sensor exists where the program will run (over SSH for
-    boards)."""
+    boards reached so: ``ssh``)."""
     from aidge_deploy.power.sysfs import make_reader
 
     kind = POWER_MONITORS.find(source.kind)
     if not (isinstance(kind, type) and issubclass(kind, SysfsMonitorKind)):
         raise ConfigError(f"{source} is not read from sysfs", hint="Use hwmon or rapl.")
     try:
-        reader = make_reader(config)
+        reader = make_reader(config, ssh=ssh)
     except Exception as exc:  # connection refused, unknown host key...
         message = getattr(exc, "message", str(exc))
         return [
@@ -204,14 +207,19 @@ class ReferenceMonitorKind(MonitorKind):
         from aidge_deploy.config import DeployConfig
 
         usable = []
+        local = []
         for target, backend, target_cls in here.targets:
             config = DeployConfig(target=target, backend=backend, power=cls.name)
+            caps = here.caps.get((target, backend))
+            if caps is None:
+                continue
             try:
-                if all(c.ok for c in preflight_checks(config, target_cls)):
+                if all(c.ok for c in preflight_checks(config, target_cls, caps)):
                     usable.append(f"{target}/{backend}")
+                    if caps.from_here:
+                        local.append(usable[-1])
             except Exception:  # refused for this target (no window, no hardware model here)
                 continue
-        local = [u for u in usable if u.endswith("/local")]
         if local:
             return [ToolCheck("reference", True, f"usable on {', '.join(usable)}")]
         elsewhere = (
@@ -249,13 +257,12 @@ def make_monitor(config: DeployConfig, target: Any) -> PowerMonitor:
     return _kind(source).create(source, config, target)
 
 
-def preflight_checks(config: DeployConfig, target_cls: type) -> list[ToolCheck]:
-    """What the requested monitor needs, checked without building anything."""
-    from aidge_deploy.power.capability import PowerCapableTarget
-
+def preflight_checks(config: DeployConfig, target_cls: type, caps: TargetCaps) -> list[ToolCheck]:
+    """What the requested monitor needs, checked without building anything; ``caps`` are the
+    target's (``aidge_deploy.targetcaps``): a window needs its power ability."""
     source = parse_power_source(config.power or "")
     kind = _kind(source)
-    if kind.runs_a_window and not issubclass(target_cls, PowerCapableTarget):
+    if kind.runs_a_window and caps.power is PowerAbility.NONE:
         raise ConfigError(
             f"--power {source} was requested, but target {config.target} cannot run a power window",
             hint="Power runs work on the emulated boards, the host and Linux boards over SSH; "

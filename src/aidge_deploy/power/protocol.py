@@ -19,6 +19,7 @@ from typing import Self
 
 from aidge_deploy.metrics import Provenance
 from aidge_deploy.power.source import PowerSource
+from aidge_deploy.targetspec import WindowRule
 
 
 class GateKind(StrEnum):
@@ -27,13 +28,6 @@ class GateKind(StrEnum):
     SIGNAL = "signal"  # a digital input wired to the target's gate pin (sample-accurate)
     BOUNDARY = "boundary"  # the emulator sees the firmware reach the gate functions
     HOST = "host"  # the host times the run (process start/end): sensors without a gate input
-
-
-class WindowRule(StrEnum):
-    """What "consistent with N x clean latency" means for a captured window."""
-
-    MATCH = "match"  # it lasts N x clean latency, within the tolerance
-    AT_LEAST = "at_least"  # it holds N inferences and more (program start-ups): not shorter
 
 
 @dataclass(frozen=True)

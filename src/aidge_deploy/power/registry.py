@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -24,6 +24,7 @@ from aidge_deploy.errors import ConfigError
 from aidge_deploy.extensions import Registry
 from aidge_deploy.power.source import BUILT_IN, PowerSource, PowerSourceKind
 from aidge_deploy.readiness import ToolCheck
+from aidge_deploy.targetspec import TargetCaps
 
 if TYPE_CHECKING:
     from aidge_deploy.power.protocol import PowerMonitor
@@ -42,6 +43,8 @@ class ThisMachine:
     #: the registered deploy targets, ``(target, backend, class)``: a monitor usable with
     #: some targets only says which
     targets: tuple[tuple[str, str, type], ...] = ()
+    #: each of those targets' capabilities (``aidge_deploy.targetcaps``), by ``(target, backend)``
+    caps: Mapping[tuple[str, str], TargetCaps] = field(default_factory=dict)
 
 
 class MonitorKind(ABC):

@@ -120,14 +120,18 @@ class SshSysfs(SysfsReader):
         self.conn.close()
 
 
-def _ssh_backend(config: DeployConfig) -> bool:
-    return config.backend_kind in ("ssh", "ssh_docker")
+def over_ssh(target: object) -> bool:
+    """Whether the target (a deploy target, its class) reaches its board over SSH: its
+    backend's declared ``reach`` (``aidge_deploy.targetspec.BackendCaps``)."""
+    reach = getattr(target, "reach", None)
+    return bool(getattr(reach, "over_ssh", False))
 
 
-def make_reader(config: DeployConfig) -> SysfsReader:
-    """The board's sysfs over SSH for SSH backends, else this machine's."""
+def make_reader(config: DeployConfig, *, ssh: bool) -> SysfsReader:
+    """The board's sysfs over SSH when the target's backend reaches it so (``ssh``), else
+    this machine's."""
     root = config.power_sysfs_root
-    if _ssh_backend(config):
+    if ssh:
         from aidge_deploy.connections.ssh import SshConnection
         from aidge_deploy.connections.ssh_settings import ssh_settings_from_config
 

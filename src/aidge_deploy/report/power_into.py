@@ -74,17 +74,13 @@ class BoardRun:
     def window_rule(self) -> WindowRule:
         """How the board's windows relate to N x clean latency (its target's rule)."""
         from aidge_deploy.errors import DeployError
-        from aidge_deploy.power.capability import PowerCapableTarget
-        from aidge_deploy.registry import get_deploy_target_class
+        from aidge_deploy.targetcaps import pair_caps
 
         summary = self.bundle.summary
         try:
-            cls = get_deploy_target_class(str(summary.target), str(summary.backend))
+            return pair_caps(str(summary.target), str(summary.backend)).power_window
         except DeployError:  # a target this installation does not know: the strict rule
             return WindowRule.MATCH
-        if issubclass(cls, PowerCapableTarget):
-            return cls.power_window_rule
-        return WindowRule.MATCH
 
 
 def open_board_run(bundle: Path) -> BoardRun:

@@ -61,6 +61,17 @@ def _emulated_targets() -> frozenset[str]:
     return frozenset(b.name for b in list_boards())
 
 
+def _runs_here(target: str) -> bool:
+    """Whether ``target`` runs on this machine (its caps: the host process, QEMU)."""
+    from aidge_deploy.errors import DeployError
+    from aidge_deploy.targetcaps import pair_caps
+
+    try:
+        return pair_caps(target, "local").runs_here
+    except DeployError:  # no local implementation: a board of its own, or unknown
+        return False
+
+
 def known_targets() -> list[str]:
     """Every target name a run may ask for (the registry's, the emulated boards', host)."""
     from aidge_deploy.registry import registered_targets
@@ -210,7 +221,7 @@ class AidgeSession:
             boards = chosen or lab.boards_for(name)
             if boards:
                 return name, tuple(boards)
-        if name == "host" or name in _emulated_targets():
+        if _runs_here(name):  # the host, an emulated board: no board to hold
             return name, ()
         if lab is not None:
             raise LabError(

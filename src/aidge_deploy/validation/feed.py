@@ -168,11 +168,11 @@ class KeepBuildStage:
         return False
 
     def run(self, ctx: Any) -> None:
-        from aidge_deploy.registry import RemoteBuildTarget
+        from aidge_deploy.targetcaps import building_remotely
 
         target = ctx.resolved_target
         self.build = ctx.built
-        if isinstance(target, RemoteBuildTarget) and target.builds_remotely():
+        if building_remotely(target) is not None:
             self.unpatchable = f"{ctx.resolved_target_name} builds on the remote machine"
         elif not Path(self.build.artifact_path).is_file():
             self.unpatchable = f"its program {self.build.artifact_path} is not a local file"

@@ -282,7 +282,7 @@ def validate_model(
     target's first run. Raises ``RunInterrupted`` when ``control`` is cancelled.
     """
     from aidge_deploy.modelexport import match_outputs
-    from aidge_deploy.multitarget import TargetJob, lane_for, run_targets
+    from aidge_deploy.multitarget import Lane, TargetJob, lane_for, run_targets
 
     say = progress or (lambda _msg: None)
     engine = reference_engine()
@@ -297,7 +297,8 @@ def validate_model(
         def run(control: RunControl) -> _TargetRun:
             return _run_target(request, target, run_root, keep, say)
 
-        return TargetJob(target, run, lane_for(target))
+        lane = lane_for(target)
+        return TargetJob(target, run, lane, target if lane is Lane.PER_BOARD else None)
 
     jobs = [job(target) for target in request.targets]
     outcomes = run_targets(jobs, control=control, workers=workers)

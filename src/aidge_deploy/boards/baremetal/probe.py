@@ -25,6 +25,7 @@ from aidge_deploy.flash.registry import (
 from aidge_deploy.readiness import ToolCheck
 from aidge_deploy.registry import FlashableTarget
 from aidge_deploy.results import BuildResult, DeployContext, Provenance
+from aidge_deploy.targetspec import BackendCaps
 
 #: the untyped ``extra`` keys flasher options used to be, and the option each now is
 _FORMER_EXTRA = {
@@ -37,6 +38,8 @@ _FORMER_EXTRA = {
 class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
     """A real MCU board: cycles are the firmware's DWT counter, measured on silicon."""
 
+    #: a board of its own, on a debug probe and a UART of this machine
+    reach: ClassVar[BackendCaps] = BackendCaps()
     default_flash_method: ClassVar[str | None] = "pyocd"
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
     counter_provenance: ClassVar[Provenance] = Provenance.SILICON

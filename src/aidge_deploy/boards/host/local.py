@@ -19,7 +19,7 @@ from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import DeployTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
-from aidge_deploy.targetspec import TargetKind
+from aidge_deploy.targetspec import BackendCaps, TargetKind
 
 if TYPE_CHECKING:
     from aidge_deploy.boards.host.docker import LocalDocker
@@ -30,6 +30,8 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
     """Build with CMake in a content-keyed cache and run the program with a timeout."""
 
     target_kind: ClassVar[TargetKind] = TargetKind.HOST
+    #: a process of this machine
+    reach: ClassVar[BackendCaps] = BackendCaps(runs_here=True)
     timing_provenance: ClassVar[Provenance] = Provenance.HOST
     counter_provenance: ClassVar[Provenance] = Provenance.HOST
     description: ClassVar[str] = "native build + run"

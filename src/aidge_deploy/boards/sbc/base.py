@@ -44,7 +44,7 @@ from aidge_deploy.power.capability import RepeatedRunPower
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import DeployTarget, RemoteBuildTarget, TransferableTarget
 from aidge_deploy.results import DeployContext, Provenance
-from aidge_deploy.targetspec import TargetKind
+from aidge_deploy.targetspec import BackendCaps, Lane, TargetKind
 
 _log = logging.getLogger(__name__)
 
@@ -60,6 +60,8 @@ class SbcSshTarget(
     """A Linux board over SSH: build on the board (or cross-build here), run, measure."""
 
     target_kind: ClassVar[TargetKind] = TargetKind.LINUX_BOARD
+    #: a board of its own over SSH: its runs hold it one at a time
+    reach: ClassVar[BackendCaps] = BackendCaps(over_ssh=True, lane=Lane.PER_BOARD)
     #: timings, RSS and counters are measured on the board (its OS clock, kernel and PMU)
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
     counter_provenance: ClassVar[Provenance] = Provenance.SILICON
@@ -200,6 +202,9 @@ class SbcSshDockerTarget(SbcSshTarget):
 
     description: ClassVar[str] = "SSH + Docker on the board: export mounted, --pull never"
     uses_container: ClassVar[bool] = True
+    reach: ClassVar[BackendCaps] = BackendCaps(
+        over_ssh=True, in_container=True, lane=Lane.PER_BOARD
+    )
 
 
 __all__ = ["SbcSshDockerTarget", "SbcSshTarget"]

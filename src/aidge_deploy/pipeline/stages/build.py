@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aidge_deploy.pipeline.context import PipelineContext
 from aidge_deploy.progress import ProgressKind
-from aidge_deploy.registry import RemoteBuildTarget
+from aidge_deploy.targetcaps import building_remotely
 
 
 class BuildStage:
@@ -16,9 +16,10 @@ class BuildStage:
     def run(self, ctx: PipelineContext) -> None:
         target = ctx.resolved_target
         dctx = ctx.prepared_context
-        if isinstance(target, RemoteBuildTarget) and target.builds_remotely():
+        remote = building_remotely(target)
+        if remote is not None:
             ctx.report(self.name, ProgressKind.STATUS, "building on the remote machine")
-            ctx.build_result = target.build_remote(dctx)
+            ctx.build_result = remote.build_remote(dctx)
         else:
             ctx.build_result = target.build(dctx)
         ctx.report(self.name, ProgressKind.STATUS, ctx.built.status.value)

@@ -24,10 +24,12 @@ from aidge_deploy.pipeline.context import PipelineContext, ProgressKind
 from aidge_deploy.power.capability import PowerCapableTarget, PowerRun, clean_latency
 from aidge_deploy.power.checks import capture_issue, window_issues
 from aidge_deploy.power.monitors import make_monitor
-from aidge_deploy.power.protocol import GateKind, WindowRequest, WindowRule
+from aidge_deploy.power.protocol import GateKind, WindowRequest
 from aidge_deploy.power.result import PowerPlan, PowerResult
 from aidge_deploy.profiling.validity import MIN_POWER_WINDOW_SAMPLES, Issue
 from aidge_deploy.results import Provenance
+from aidge_deploy.targetcaps import power_target, target_caps
+from aidge_deploy.targetspec import PowerAbility
 
 log = logging.getLogger("aidge_deploy")
 
@@ -45,8 +47,8 @@ MAX_REPEATS = 100_000
 
 
 def _power_target(ctx: PipelineContext) -> PowerCapableTarget:
-    target = ctx.resolved_target
-    if not isinstance(target, PowerCapableTarget):
+    target = power_target(ctx.resolved_target)
+    if target is None:
         raise InternalError(
             f"Target {ctx.resolved_target_name} cannot run a power window (Preflight let it pass)"
         )
@@ -91,7 +93,7 @@ def _capture_plan(ctx: PipelineContext) -> PowerPlan:
     latency_s, provenance, resolution_s = clean_latency(
         target, ctx.prepared_context, ctx.parsed_output
     )
-    rule = target.power_window_rule if isinstance(target, PowerCapableTarget) else WindowRule.MATCH
+    rule = target_caps(target).power_window
     origin = "given: --power-inferences" if given is not None else "recorded in the capture"
     return PowerPlan(
         inferences=n,
@@ -233,8 +235,9 @@ class CollectPowerTerminalStage(_PowerStage):
             )
             ctx.power_plan = plan
         terminal = None
-        if isinstance(target, PowerCapableTarget):
-            terminal = target.parse_power_terminal(run, plan)
+        window = power_target(target)
+        if window is not None:
+            terminal = window.parse_power_terminal(run, plan)
         monitor.set_host_window(run.started_s, run.ended_s)
         capture = None
         reason = None
@@ -251,11 +254,7 @@ class CollectPowerTerminalStage(_PowerStage):
             monitor.close()
             ctx.power_monitor_closed = True
         if capture is not None:
-            expected = (
-                isinstance(target, PowerCapableTarget)
-                and target.power_variant
-                and _runs_window(ctx)
-            )
+            expected = target_caps(target).power_variant and _runs_window(ctx)
             issues += window_issues(plan, capture, terminal, expected)
         layer_energy = {}
         if capture is not None and capture.layer_energy_j:
@@ -281,7 +280,7 @@ class CollectPowerTerminalStage(_PowerStage):
 
 def _has_variant(ctx: PipelineContext) -> bool:
     target = ctx.target
-    return isinstance(target, PowerCapableTarget) and target.power_variant and _runs_window(ctx)
+    return target is not None and target_caps(target).power_variant and _runs_window(ctx)
 
 
 def _runs_window(ctx: PipelineContext) -> bool:
@@ -296,7 +295,8 @@ def _arm(ctx: PipelineContext, firmware: object) -> None:
     parsed = ctx.parsed_output
     target = ctx.target
     layers = tuple(parsed.layer_cycles or parsed.layer_times_ms or {})
-    fixed = not isinstance(target, PowerCapableTarget) or target.power_variant
+    caps = target_caps(target) if target is not None else None
+    fixed = caps is None or caps.power is PowerAbility.NONE or caps.power_variant
     ctx.opened_power_monitor.arm(
         WindowRequest(
             inferences=plan.inferences,

@@ -13,11 +13,11 @@ from dataclasses import replace
 
 from aidge_deploy.configcheck import check_counter_request
 from aidge_deploy.pipeline.context import PipelineContext
-from aidge_deploy.profiling.capability import CounterCapableTarget
 from aidge_deploy.profiling.counters import select_counters
 from aidge_deploy.profiling.passes import merge_passes, plan_passes
 from aidge_deploy.progress import ProgressKind
 from aidge_deploy.results import Provenance
+from aidge_deploy.targetcaps import counter_source
 
 log = logging.getLogger("aidge_deploy")
 
@@ -33,15 +33,16 @@ class ProfilePassesStage:
         check_counter_request(
             ctx.config.counters, type(target), ctx.resolved_target_name, ctx.config.backend_kind
         )
-        if not isinstance(target, CounterCapableTarget):
+        source = counter_source(target)  # the target itself, or its record's source beside it
+        if source is None:
             return
         selection = select_counters(
-            ctx.config.counters, target.counter_domain, target.available_counters()
+            ctx.config.counters, source.counter_domain, source.available_counters()
         )
         for name, reason in selection.unavailable.items():
             log.info("counter %s unavailable: %s", name, reason)
         cap = ctx.config.max_counters_per_pass
-        limit = min(target.max_counters_per_pass, cap) if cap else target.max_counters_per_pass
+        limit = min(source.max_counters_per_pass, cap) if cap else source.max_counters_per_pass
         passes = plan_passes(selection, limit, every_counter_takes_a_slot=bool(cap))
         results = []
         for counter_pass in passes:
@@ -53,7 +54,7 @@ class ProfilePassesStage:
                 total=len(passes),
                 unit="passes",
             )
-            results.append(target.run_counter_pass(ctx.prepared_context, ctx.built, counter_pass))
+            results.append(source.run_counter_pass(ctx.prepared_context, ctx.built, counter_pass))
         profile = merge_passes(selection, results)
         if profile.provenance != Provenance.EMULATED:
             # perf events are read where the program runs: this machine or the board's silicon

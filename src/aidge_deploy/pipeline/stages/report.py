@@ -15,6 +15,7 @@ from aidge_deploy.progress import ProgressKind
 from aidge_deploy.report.bundle import write_bundle
 from aidge_deploy.report.metadata import target_hardware_facts
 from aidge_deploy.report.summary import ProfileFormat
+from aidge_deploy.targetcaps import target_caps
 
 
 class ReportStage:
@@ -52,7 +53,7 @@ class ReportStage:
                 ctx.artifact,
                 hardware=target_hardware_facts(
                     ctx.resolved_target,
-                    this_machine=result.target == "host" and result.backend == "local",
+                    this_machine=target_caps(ctx.resolved_target).this_machine,
                 ),
                 binary=ctx.binary_info,
                 log_path=ctx.executed.log_path,

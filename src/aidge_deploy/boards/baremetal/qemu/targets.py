@@ -53,7 +53,7 @@ from aidge_deploy.profiling.timing import EstimatedCycles, code_kind_of, model_f
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
-from aidge_deploy.targetspec import TargetKind, TargetSpec
+from aidge_deploy.targetspec import BackendCaps, TargetKind, TargetSpec
 from aidge_deploy.timing import RunTimes, TimingInfo, estimate_label
 from aidge_qemu_descriptors import (
     QemuBoard,
@@ -83,6 +83,8 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
 
     board_name: ClassVar[str]
     target_kind: ClassVar[TargetKind] = TargetKind.EMULATED_MCU
+    #: QEMU, a process of this machine
+    reach: ClassVar[BackendCaps] = BackendCaps(runs_here=True)
     hardware_model_module: ClassVar[str | None] = "aidge_qemu_boards"
     emulated: ClassVar[bool] = True
     default_flash_method: ClassVar[str | None] = "gdb-remote"
