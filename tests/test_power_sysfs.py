@@ -178,7 +178,9 @@ def test_hwmon_through_the_ssh_board(ssh_board: Any, tree: Path, tmp_path: Path)
     reader = make_reader(config, ssh=True)
     assert isinstance(reader, SshSysfs)
     reader.close()
-    monitor = HwmonMonitor(parse_power_source("hwmon:ina226"), lambda: make_reader(config, ssh=True))
+    monitor = HwmonMonitor(
+        parse_power_source("hwmon:ina226"), lambda: make_reader(config, ssh=True)
+    )
     capture, seconds = _window(monitor, tmp_path, 0.5)
     assert capture.provenance is Provenance.SILICON  # read on the board
     assert capture.energy_j == pytest.approx(1.25 * seconds, rel=1e-6)

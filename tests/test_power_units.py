@@ -244,9 +244,12 @@ def test_reference_monitor(tmp_path: Path) -> None:
     # which Preflight refuses before anything is built
     from aidge_deploy.power.monitors import preflight_checks
     from aidge_deploy.registry import get_deploy_target_class
+    from aidge_deploy.targetcaps import pair_caps
 
     config = DeployConfig(target="mps2-an386", power="reference")
-    (check,) = preflight_checks(config, get_deploy_target_class("mps2-an386", "local"))
+    (check,) = preflight_checks(
+        config, get_deploy_target_class("mps2-an386", "local"), pair_caps("mps2-an386", "local")
+    )
     assert (
         not check.ok and NO_REFERENCE in check.detail and "--power emulated" in (check.hint or "")
     )

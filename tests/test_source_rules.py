@@ -90,17 +90,17 @@ def capability_tests(tree: ast.Module) -> list[int]:
     ``!=``, ``in``, ``not in``, ``is``)."""
     found = []
     for node in ast.walk(tree):
-        if (
+        mixin = (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id in ("isinstance", "issubclass")
             and len(node.args) == 2
-            and _names(node.args[1]) & CAPABILITY_MIXINS
-        ):
-            found.append(node.lineno)
-        elif isinstance(node, ast.Compare) and any(
+            and bool(_names(node.args[1]) & CAPABILITY_MIXINS)
+        )
+        name = isinstance(node, ast.Compare) and any(
             _strings(side) & BOARD_WORDS for side in (node.left, *node.comparators)
-        ):
+        )
+        if mixin or name:
             found.append(node.lineno)
     return sorted(found)
 
