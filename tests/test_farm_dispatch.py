@@ -23,7 +23,9 @@ TARGET = "mps2-an386"
 class Rig:
     """A service state on a fake coordinator, with users, one agent and its boards."""
 
-    def __init__(self, root: Path, boards: tuple[str, ...] = ("b1", "b2")) -> None:
+    def __init__(
+        self, root: Path, boards: tuple[str, ...] = ("b1", "b2"), job_retries: int = 1
+    ) -> None:
         from aidge_deploy.farm.agents import register_agent
         from aidge_deploy.farm.auth import Principal, add_user
         from aidge_deploy.farm.db import ExportOwner, ExportRecord
@@ -33,7 +35,7 @@ class Rig:
         from aidge_deploy.farm.states import Role
 
         self.fake = FakeCoordinator()
-        self.state = FarmState(FarmSettings(data_dir=root, agent_timeout=5.0), link=self.fake)
+        self.state = FarmState(FarmSettings(data_dir=root, agent_timeout=5.0, job_retries=job_retries), link=self.fake)
         self.dispatcher = self.state.dispatcher
         with self.state.db.session() as s:
             user = add_user(s, "alice", "alice-pass-123")
@@ -92,19 +94,38 @@ class Rig:
         with self.state.db.session() as s:
             return claim_job(s, self.agent, job_id)
 
-    def finish(self, job_id: int, lease: int, released: bool = False) -> None:
+    def finish(
+        self, job_id: int, lease: int, released: bool = False, error_type: str | None = None
+    ) -> str:
+        """The agent's report of the job's end: done, or failed with ``error_type``."""
         from aidge_deploy.farm.agents import finish_job
         from aidge_deploy.farm.models import FinishRequest
         from aidge_deploy.farm.states import JobState
 
+        end = FinishRequest(
+            lease=lease,
+            state=JobState.DONE if error_type is None else JobState.FAILED,
+            released=released,
+            error=None if error_type is None else f"it failed ({error_type})",
+            error_type=error_type,
+        )
         with self.state.db.session() as s:
-            _state, _already, release = finish_job(
-                s,
-                self.agent,
-                job_id,
-                FinishRequest(lease=lease, state=JobState.DONE, released=released),
+            state, _already, release = finish_job(
+                s, self.agent, job_id, end, retries=self.state.settings.job_retries
             )
         self.dispatcher.release_later(release)
+        return state
+
+    def attempts(self, job_id: int) -> list[tuple[int, str | None, str, str | None, bool]]:
+        from sqlalchemy import select
+
+        from aidge_deploy.farm.db import JobAttempt
+
+        with self.state.db.session() as s:
+            rows = s.scalars(
+                select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number)
+            )
+            return [(a.number, a.board, a.state, a.failure_class, a.retried) for a in rows]
 
     def close(self) -> None:
         self.state.db.dispose()
@@ -308,11 +329,16 @@ def test_a_coordinator_restart_is_reconciled(rig: Rig) -> None:
     rig.run(scenario)
 
 
-def test_a_lost_agent_fails_its_running_jobs_and_requeues_its_reserved_ones(rig: Rig) -> None:
+def test_a_lost_agent_fails_its_running_jobs_and_requeues_its_reserved_ones(
+    tmp_path: Path,
+) -> None:
+    """With no retry left (``job_retries=0``) a lost agent's running job fails, its class
+    infrastructure."""
     from sqlalchemy import update
 
     from aidge_deploy.farm.db import Agent
 
+    rig = Rig(tmp_path, job_retries=0)
     jobs = [rig.submit() for _ in range(2)]
 
     async def scenario() -> None:
@@ -324,9 +350,71 @@ def test_a_lost_agent_fails_its_running_jobs_and_requeues_its_reserved_ones(rig:
         await rig.tick()
         lost = rig.job(jobs[0])
         assert lost.state == "failed" and lost.error.startswith("agent lost"), lost.error
+        assert lost.failure_class == "infrastructure"
+        assert rig.attempts(jobs[0]) == [(1, lost.board, "failed", "infrastructure", False)]
         assert rig.job(jobs[1]).state == "queued"
         assert {p.tags["avail"] for p in rig.fake.places.values()} == {"no"}
         assert rig.fake.live_reservations().keys() == {rig.job(jobs[1]).token}
+
+    try:
+        rig.run(scenario)
+    finally:
+        rig.close()
+
+
+def test_an_infrastructure_failure_is_retried_once_on_the_other_board(rig: Rig) -> None:
+    """A run that failed for the lab's reason (``BoardFault``: the emulator crashed) goes
+    back to the queue with a reservation naming the target's other board, labgrid hands
+    it there, and its second infrastructure failure ends it (one retry): failed, class
+    infrastructure, both attempts kept."""
+    job = rig.submit()
+
+    async def scenario() -> None:
+        await rig.tick()
+        first = rig.job(job).board
+        other = ({"b1", "b2"} - {first}).pop()
+        assert rig.finish(job, rig.claim(job), error_type="BoardFault") == "queued"
+        await rig.tick()
+        again = rig.job(job)
+        assert again.attempt == 2 and again.error is None and again.failure_class is None
+        assert rig.fake.table[again.token].filters["name"] == other
+        assert again.state == "reserved" and again.board == other
+        assert rig.attempts(job) == [(1, first, "failed", "infrastructure", True)]
+        assert rig.finish(job, rig.claim(job), error_type="FlashError") == "failed"
+        ended = rig.job(job)
+        assert ended.failure_class == "infrastructure" and ended.attempt == 2
+        assert rig.attempts(job) == [
+            (1, first, "failed", "infrastructure", True),
+            (2, other, "failed", "infrastructure", False),
+        ]
+
+    rig.run(scenario)
+
+
+def test_a_user_failure_is_not_retried_and_a_done_run_is_an_attempt(rig: Rig) -> None:
+    """A run that failed for the user's reason (the firmware crashed: ``ExecutionError``;
+    the build) ends the job at once, class user; a job that asked for no retry fails at
+    its first infrastructure failure; a done run is its job's one attempt."""
+    from aidge_deploy.farm.jobs import submit_job
+    from aidge_deploy.farm.models import SubmitRequest
+
+    crash, build, done = rig.submit(), rig.submit(), rig.submit()
+    with rig.state.db.session() as s:
+        pinned = submit_job(s, rig.alice, SubmitRequest(export="e" * 64, retries=0))
+
+    async def scenario() -> None:
+        await rig.tick()
+        assert rig.finish(crash, rig.claim(crash), error_type="ExecutionError") == "failed"
+        assert rig.finish(build, rig.claim(build), error_type="BuildError") == "failed"
+        for job in (crash, build):
+            assert rig.job(job).failure_class == "user" and rig.job(job).attempt == 1
+            assert rig.attempts(job) == [(1, rig.job(job).board, "failed", "user", False)]
+        await rig.tick()
+        assert rig.finish(done, rig.claim(done)) == "done"
+        assert rig.attempts(done) == [(1, rig.job(done).board, "done", None, False)]
+        await rig.tick()
+        assert rig.finish(pinned, rig.claim(pinned), error_type="BoardFault") == "failed"
+        assert rig.job(pinned).failure_class == "infrastructure"
 
     rig.run(scenario)
 

@@ -92,6 +92,12 @@ class ExecutionError(DeployError):
     """The program crashed, hung past its timeout or exited non-zero."""
 
 
+class BoardFault(ExecutionError):
+    """The board or its emulator failed, not the program: QEMU did not start or died by a
+    signal the host did not send, or nothing at all came from the board before the
+    capture timed out. A farm retries it on another board (``FailureClass``)."""
+
+
 class CoreError(ExecutionError):
     """One core of a heterogeneous (multi-core) run failed: ``core`` names it, ``log_path``
     is its own UART log."""
@@ -160,11 +166,18 @@ class FarmError(DeployError):
         remote_type: str | None = None,
         log_path: Path | None = None,
         stage: str | None = None,
+        failure_class: str | None = None,
+        attempts: int = 1,
     ) -> None:
         super().__init__(message, hint, log_path=log_path, stage=stage)
         self.job_id = job_id
         self.log_url = log_url
         self.remote_type = remote_type
+        #: whose failure a failed job was: "infrastructure" (the lab's, retried by the
+        #: farm) or "user"; None when the farm did not say (an older farm)
+        self.failure_class = failure_class
+        #: how many runs on boards the job had
+        self.attempts = attempts
 
 
 class FarmJobFailed(FarmError):
@@ -220,6 +233,7 @@ class ReportError(DeployError):
 
 __all__ = [
     "AuthenticationError",
+    "BoardFault",
     "BuildError",
     "CaptureError",
     "ConfigError",

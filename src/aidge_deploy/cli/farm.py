@@ -298,6 +298,16 @@ def serve(
     api_docs: Annotated[
         bool, typer.Option(help="Serve the API's Swagger UI at /api/docs (from the package).")
     ] = True,
+    job_retries: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=10,
+            help="Runs again of a job that failed for an infrastructure reason (board, "
+            "flash, agent lost, emulator crash), on another board of its target where "
+            "there is one; a user's failure is never retried.",
+        ),
+    ] = 1,
 ) -> None:
     """Run the farm service (REST API under /api)."""
     from aidge_deploy.farm.server import serve as run_server
@@ -315,6 +325,7 @@ def serve(
             max_export_members=max_export_members,
             trusted_proxies=tuple(trusted_proxy or ()),
             api_docs=api_docs,
+            job_retries=job_retries,
         )
     except ValueError as exc:
         _fail(DeployError(f"--trusted-proxy: {exc}", hint="e.g. --trusted-proxy 10.0.0.2"))
@@ -408,14 +419,22 @@ def up(
         float,
         typer.Option(min=0, help="On SIGTERM, seconds the running jobs may take to finish."),
     ] = 30.0,
+    board: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="An emulated board NAME=TARGET instead of the three default ones (one per "
+            "emulated target, named after it); repeat it, e.g. two boards of one target."
+        ),
+    ] = None,
 ) -> None:
     """Coordinator + service + one local agent with the three emulated boards, all state
     under --data-dir, supervised (a child that dies is started again). SIGTERM or Ctrl-C
     stops every process it started; it exits non-zero only when a child cannot be kept
     alive."""
-    from aidge_deploy.farm.up import run_up
+    from aidge_deploy.farm.up import parse_boards, run_up
 
     try:
-        run_up(_data(data_dir), host=host, port=port, stop_grace=stop_grace)
+        boards = parse_boards(board or [])
+        run_up(_data(data_dir), host=host, port=port, stop_grace=stop_grace, boards=boards)
     except DeployError as exc:
         _fail(exc)

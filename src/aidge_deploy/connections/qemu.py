@@ -41,6 +41,7 @@ from aidge_deploy.connections.serial_capture import (
 )
 from aidge_deploy.cpupriority import share_priority
 from aidge_deploy.errors import (
+    BoardFault,
     ConfigError,
     ConnectError,
     DeployError,
@@ -335,7 +336,7 @@ class QemuMachine:
         except ConnectError:
             status = self._process.poll()
             output = self._stderr_tail()
-            raise ExecutionError(
+            raise BoardFault(
                 f"QEMU did not accept its serial connection (status {status}): {output or '(no output)'}",
                 f"check the machine name ({self.machine!r}; list: qemu-system-arm -M help) "
                 "and the extra arguments",
@@ -366,7 +367,7 @@ class QemuMachine:
             if self._process is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self._process.wait(1.0)
-            raise ExecutionError(
+            raise BoardFault(
                 f"QEMU did not start (status {self.poll()}): "
                 f"{self._stderr_tail() or '(no output)'}",
                 f"check the machine name ({self.machine!r}; list: qemu-system-arm -M help) "
@@ -394,7 +395,7 @@ class QemuMachine:
                 return client
             except ConnectError:
                 if self.poll() is not None:
-                    raise ExecutionError(
+                    raise BoardFault(
                         f"QEMU exited before its GDB stub answered: {self._stderr_tail()}",
                         "see the QEMU log",
                         log_path=self._stderr_path,

@@ -17,10 +17,9 @@ from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.auth import Principal
 from aidge_deploy.farm.db import Agent, Board, Job, JobPhase, now
+from aidge_deploy.farm.failures import record_attempt, retry_or_fail
 from aidge_deploy.farm.jobs import (
     add_event,
-    fail_job,
-    failure,
     forward_states,
     load_config,
     requeue,
@@ -44,9 +43,12 @@ class Release:
     board: str | None
 
 
-def register_agent(s: Session, who: Principal, body: RegisterRequest) -> list[Release]:
+def register_agent(
+    s: Session, who: Principal, body: RegisterRequest, *, retries: int = 0
+) -> list[Release]:
     """An agent (re)starting: its boards become farm boards; the jobs it ran before it
-    restarted are lost with it (what they held is returned, to free)."""
+    restarted are lost with it — an infrastructure failure, retried up to ``retries``
+    times (what they held is returned, to free)."""
     name = who.name
     agent = s.get(Agent, name) or Agent(name=name)
     agent.hostname = body.hostname or name
@@ -76,16 +78,17 @@ def register_agent(s: Session, who: Principal, body: RegisterRequest) -> list[Re
     s.flush()
     freed = []
     for job_id in list(s.scalars(select(Job.id).where(Job.agent_name == name))):
-        lost = fail_job(
+        lost = retry_or_fail(
             s,
             job_id,
             f"agent lost: agent {name} restarted during the job",
             FailureKind.AGENT_LOST,
+            retries=retries,
             hint="Resubmit the job.",
             where=[Job.agent_name == name],
         )
         if lost is not None:
-            freed.append(Release(lost.token, lost.board))
+            freed.append(Release(lost.row.token, lost.row.board))
     return freed
 
 
@@ -230,27 +233,39 @@ def report_events(s: Session, who: Principal, job_id: int, body: EventsRequest) 
 
 
 def finish_job(
-    s: Session, who: Principal, job_id: int, body: FinishRequest
+    s: Session, who: Principal, job_id: int, body: FinishRequest, *, retries: int = 0
 ) -> tuple[str, bool, Release]:
-    """The job ended on the board (done, failed or cancelled); idempotent. Its final
-    state, whether it had ended before, and what to free (the board unless the agent
-    has freed it itself)."""
+    """The job ended on the board (done, failed or cancelled); idempotent. Its state now
+    (``queued`` again when it failed for an infrastructure reason and has retries left:
+    ``failures.retry_or_fail``), whether it had ended before, and what to free (the board
+    unless the agent has freed it itself)."""
     job = _own_job(s, who, job_id)
     if job.job_state.terminal:
         return job.state, True, Release(None, None)
     if job.lease != body.lease:
         raise FarmRequestError(409, f"job {job_id}: stale lease {body.lease}")
-    values: dict[str, object] = {"deploy_seconds": body.deploy_seconds}
+    mine = [Job.lease == body.lease, Job.agent_name == who.name]
     if body.state == JobState.FAILED:
-        values.update(
-            failure(
-                body.error or "the deploy failed",
-                FailureKind.DEPLOY,
-                body.error_hint or "",
-                body.error_type or "DeployError",
-            )
+        ended = retry_or_fail(
+            s,
+            job_id,
+            body.error or "the deploy failed",
+            FailureKind.DEPLOY,
+            retries=retries,
+            hint=body.error_hint or "",
+            error_type=body.error_type or "DeployError",
+            where=mine,
+            values={"deploy_seconds": body.deploy_seconds},
         )
-    elif body.state == JobState.CANCELLED:
+        if ended is None:
+            state = s.scalar(select(Job.state).where(Job.id == job_id)) or ""
+            return state, True, Release(None, None)
+        _add_phases(s, job_id, body)
+        state = JobState.QUEUED if ended.retried else JobState.FAILED
+        board = None if body.released else ended.row.board
+        return state.value, False, Release(ended.row.token, board)
+    values: dict[str, object] = {"deploy_seconds": body.deploy_seconds}
+    if body.state == JobState.CANCELLED:
         values.update(error=body.error or "cancelled", error_kind="cancelled")
     row = transition(
         s,
@@ -259,19 +274,32 @@ def finish_job(
         expected=ON_BOARD,
         message="" if body.state == JobState.DONE else (body.error or ""),
         values=values,
-        where=[Job.lease == body.lease, Job.agent_name == who.name],
+        where=mine,
     )
     if row is None:  # ended by another writer meanwhile (agent declared lost)
         state = s.scalar(select(Job.state).where(Job.id == job_id)) or ""
         return state, True, Release(None, None)
-    for name, seconds in body.phases.items():
-        s.add(JobPhase(job_id=job_id, name=name, seconds=seconds))
+    record_attempt(s, job_id, JobState(body.state), body.error)
+    _add_phases(s, job_id, body)
     return row.state, False, Release(row.token, None if body.released else row.board)
 
 
-def mark_agent_lost(s: Session, name: str, silent_s: float, limit: float) -> list[Release]:
+def _add_phases(s: Session, job_id: int, body: FinishRequest) -> None:
+    """The phases of the job's (last) run; a retried job's next run reports its own."""
+    for name, seconds in body.phases.items():
+        s.merge(JobPhase(id=_phase_id(s, job_id, name), job_id=job_id, name=name, seconds=seconds))
+
+
+def _phase_id(s: Session, job_id: int, name: str) -> int | None:
+    return s.scalar(select(JobPhase.id).where(JobPhase.job_id == job_id, JobPhase.name == name))
+
+
+def mark_agent_lost(
+    s: Session, name: str, silent_s: float, limit: float, *, retries: int = 0
+) -> list[Release]:
     """An agent silent for too long: its boards go offline, its jobs on a board fail
-    "agent lost", its reserved ones wait again; what they held, to free."""
+    "agent lost" (an infrastructure failure: retried up to ``retries`` times on another
+    board), its reserved ones wait again; what they held, to free."""
     t = now()
     s.execute(
         update(Agent)
@@ -288,17 +316,18 @@ def mark_agent_lost(s: Session, name: str, silent_s: float, limit: float) -> lis
     freed = []
     for job_id, state in list(s.execute(select(Job.id, Job.state).where(Job.agent_name == name))):
         if JobState(state) in ON_BOARD:
-            lost = fail_job(
+            lost = retry_or_fail(
                 s,
                 job_id,
                 f"agent lost: agent {name} stopped answering during the job "
                 f"(no heartbeat for {limit:.0f} s)",
                 FailureKind.AGENT_LOST,
+                retries=retries,
                 hint="Resubmit the job; the farm runs it on another board.",
                 where=[Job.agent_name == name],
             )
             if lost is not None:
-                freed.append(Release(lost.token, lost.board))
+                freed.append(Release(lost.row.token, lost.row.board))
         elif state == JobState.RESERVED.value:
             back = requeue(s, job_id, f"agent {name} is gone (silent for {silent_s:.0f} s)")
             if back is not None:

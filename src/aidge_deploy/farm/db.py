@@ -159,6 +159,13 @@ class Job(Base):
     error_hint: Mapped[str | None] = mapped_column(Text, nullable=True)
     error_kind: Mapped[str | None] = mapped_column(String(32), nullable=True)
     error_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: whose failure a failed job is (``states.FailureClass``): infrastructure or user
+    failure_class: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    #: the number of the job's current (or last) run on a board: an infrastructure
+    #: failure puts the job back in the queue for the next one (``farm.failures``)
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    #: at most this many retries its owner allows (None: the farm's ``job_retries``)
+    retries: Mapped[int | None] = mapped_column(Integer, nullable=True)
     deploy_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     queued_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=now)
     reserved_at: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -202,6 +209,9 @@ ADDED_COLUMNS = (
     ("campaign_jobs", "steps", "INTEGER NOT NULL DEFAULT 1"),
     ("exports", "facts_json", "TEXT"),
     ("jobs", "cancelled_in", "VARCHAR(16)"),
+    ("jobs", "failure_class", "VARCHAR(16)"),
+    ("jobs", "attempt", "INTEGER NOT NULL DEFAULT 1"),
+    ("jobs", "retries", "INTEGER"),
 )
 
 
@@ -231,6 +241,29 @@ class JobEvent(Base):
     state: Mapped[str | None] = mapped_column(String(16), nullable=True)
     stage: Mapped[str | None] = mapped_column(String(32), nullable=True)
     message: Mapped[str] = mapped_column(Text, default="")
+
+
+class JobAttempt(Base):
+    """One run of a job on a board that ended: which board, how it ended and, for a
+    failure, whose it was and its error (an infrastructure failure is retried, so a job
+    can have several). A table of its own: an older farm database gains it as it is."""
+
+    __tablename__ = "job_attempts"
+    __table_args__ = (UniqueConstraint("job_id", "number"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    board: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    agent_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: done | failed | cancelled
+    state: Mapped[str] = mapped_column(String(16))
+    failure_class: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float] = mapped_column(Float, default=now)
+    #: the job went back to the queue for another board after this attempt
+    retried: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class JobPhase(Base):
@@ -340,6 +373,7 @@ __all__ = [
     "ExportOwner",
     "ExportRecord",
     "Job",
+    "JobAttempt",
     "JobEvent",
     "JobPhase",
     "Reservation",

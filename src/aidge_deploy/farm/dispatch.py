@@ -48,6 +48,7 @@ from aidge_deploy.farm.coordinator import (
     tag_value,
 )
 from aidge_deploy.farm.db import Agent, Board, Database, Job, Reservation, now
+from aidge_deploy.farm.failures import retry_board
 from aidge_deploy.farm.jobs import requeue, transition
 from aidge_deploy.farm.notify import Notifier
 from aidge_deploy.farm.settings import FarmSettings
@@ -288,7 +289,9 @@ class Dispatcher:
                     continue
                 log.warning("agent %s lost (silent for %.0f s)", agent.name, t - seen)
                 lost = True
-                freed += mark_agent_lost(s, agent.name, t - seen, limit)
+                freed += mark_agent_lost(
+                    s, agent.name, t - seen, limit, retries=self.settings.job_retries
+                )
         self.release_later(*freed)
         return lost
 
@@ -310,7 +313,15 @@ class Dispatcher:
         with self.db.session() as s:
             boards = {b.name: b for b in s.scalars(select(Board))}
             online = {a.name for a in s.scalars(select(Agent).where(Agent.online.is_(True)))}
-            q = select(Job.id, Job.state, Job.token, Job.target, Job.requested_board, Job.priority)
+            q = select(
+                Job.id,
+                Job.state,
+                Job.token,
+                Job.target,
+                Job.requested_board,
+                Job.priority,
+                Job.attempt,
+            )
             if reservations is None:
                 q = q.where(
                     Job.state == JobState.QUEUED.value,
@@ -330,13 +341,13 @@ class Dispatcher:
                             freed.append(Release(back.token, None))
                             notify.append(f"job:{job.id}")
                             # a new reservation now, in job order: it keeps its turn
-                            wanted.append((job.id, self._filters(job), job.priority))
+                            wanted.append((job.id, self._filters(s, job), job.priority))
                         continue
                     if token and not alive:
                         self._forget_token(s, job.id, token)
                         token = None
                 if token is None:
-                    wanted.append((job.id, self._filters(job), job.priority))
+                    wanted.append((job.id, self._filters(s, job), job.priority))
                     continue
                 place = allocated.get(token)
                 if reservations is not None:
@@ -377,10 +388,16 @@ class Dispatcher:
             .execution_options(synchronize_session=False)
         )
 
-    def _filters(self, job: Row[*tuple[Any, ...]]) -> dict[str, str]:
+    def _filters(self, s: Session, job: Row[*tuple[Any, ...]]) -> dict[str, str]:
+        """The reservation's tags: the board asked for, else any board of the target — but
+        a retried job's, which names another board it has not failed on, where there is
+        one (``failures.retry_board``)."""
         tags = {"farm": tag_value(self.settings.farm_name), "avail": "yes"}
-        if job.requested_board:
-            tags["name"] = job.requested_board
+        board = job.requested_board
+        if not board and job.attempt > 1:
+            board = retry_board(s, job.id, job.target)
+        if board:
+            tags["name"] = board
         else:
             tags["target"] = tag_value(job.target)
         return tags

@@ -236,6 +236,7 @@ def submit_job(s: Session, who: Principal, body: SubmitRequest) -> int:
         priority=body.priority,
         config_json=json.dumps(body.config.wire()),
         state=JobState.QUEUED.value,
+        retries=body.retries,
     )
     s.add(job)
     s.flush()

@@ -29,10 +29,17 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 
 from aidge_deploy.farm.auth import Principal
-from aidge_deploy.farm.db import Job, JobEvent, JobPhase, Reservation, User
-from aidge_deploy.farm.models import EventsPage, EventView, JobError, JobUrls, JobView
+from aidge_deploy.farm.db import Job, JobAttempt, JobEvent, JobPhase, Reservation, User
+from aidge_deploy.farm.models import (
+    AttemptView,
+    EventsPage,
+    EventView,
+    JobError,
+    JobUrls,
+    JobView,
+)
 from aidge_deploy.farm.refusals import not_found
-from aidge_deploy.farm.states import TERMINAL, JobState
+from aidge_deploy.farm.states import TERMINAL, FailureClass, JobState
 
 #: the order key of a queued job that has no reservation yet: after every reservation
 NOT_RESERVED = 1e18
@@ -99,6 +106,8 @@ VIEW_COLUMNS = (
     "error_hint",
     "error_kind",
     "error_type",
+    "failure_class",
+    "attempt",
     *(f"{st.value}_at" for st in JobState),
 )
 
@@ -116,6 +125,22 @@ def _view_statement() -> Select[Any]:
 VIEW = _view_statement()
 _ONE = VIEW.where(Job.id == bindparam("job_id"))
 _PHASES = select(JobPhase.name, JobPhase.seconds).where(JobPhase.job_id == bindparam("job_id"))
+_ATTEMPTS = (
+    select(
+        JobAttempt.number,
+        JobAttempt.board,
+        JobAttempt.agent_name.label("agent"),
+        JobAttempt.state,
+        JobAttempt.failure_class,
+        JobAttempt.error,
+        JobAttempt.error_type,
+        JobAttempt.started_at,
+        JobAttempt.ended_at,
+        JobAttempt.retried,
+    )
+    .where(JobAttempt.job_id == bindparam("job_id"))
+    .order_by(JobAttempt.number)
+)
 _EVENTS = (
     select(
         JobEvent.id, JobEvent.at, JobEvent.kind, JobEvent.state, JobEvent.stage, JobEvent.message
@@ -153,6 +178,8 @@ def view_of(row: Row[Any], base: str = "/api") -> JobView:
         else JobError(
             message=row.error, hint=row.error_hint or "", kind=row.error_kind, type=row.error_type
         ),
+        failure_class=FailureClass(row.failure_class) if row.failure_class else None,
+        attempt=row.attempt or 1,
         urls=JobUrls(
             self=url,
             events=f"{url}/events",
@@ -165,12 +192,14 @@ def view_of(row: Row[Any], base: str = "/api") -> JobView:
 
 
 def job_status(conn: Connection, who: Principal, job_id: int, base: str = "/api") -> JobView:
-    """The job's view, with its phases once it has ended, read in one statement (two for
-    an ended job) on a plain connection: the request clients poll."""
+    """The job's view with its ended runs (attempts), and its phases once it has ended,
+    read in two statements (three for an ended job) on a plain connection: the request
+    clients poll."""
     row = conn.execute(_ONE, {"job_id": job_id}).one_or_none()
     if row is None or not who.can_see(row.user_id):
         raise not_found("job", job_id)
     view = view_of(row, base)
+    view.attempts = [AttemptView(**r._mapping) for r in conn.execute(_ATTEMPTS, {"job_id": job_id})]
     if view.state in TERMINAL:
         view.phases = {name: sec for name, sec in conn.execute(_PHASES, {"job_id": job_id})}
     return view

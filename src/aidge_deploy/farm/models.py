@@ -30,7 +30,7 @@ from aidge_deploy.farm.fields import (
     UserName,
 )
 from aidge_deploy.farm.jobconfig import JobConfig
-from aidge_deploy.farm.states import BoardState, JobState
+from aidge_deploy.farm.states import BoardState, FailureClass, JobState
 
 #: the name ``/api/health`` answers with: what tells a farm from another web service
 SERVICE_NAME = "aidge-deploy farm"
@@ -139,6 +139,9 @@ class SubmitRequest(Model):
     config: JobConfig = Field(default_factory=JobConfig)
     priority: Priority = 0.0
     campaign: CampaignTag | None = None
+    #: at most this many runs again after an infrastructure failure (None: the farm's
+    #: ``--job-retries``; more than the farm's is taken as the farm's)
+    retries: Annotated[int, Field(ge=0, le=10)] | None = None
 
 
 class JobError(Answer):
@@ -146,6 +149,23 @@ class JobError(Answer):
     hint: str = ""
     kind: str | None = None
     type: str | None = None
+
+
+class AttemptView(Answer):
+    """One run of the job on a board that ended (an infrastructure failure is retried)."""
+
+    number: int
+    board: str | None = None
+    agent: str | None = None
+    #: done | failed | cancelled
+    state: JobState
+    failure_class: FailureClass | None = None
+    error: str | None = None
+    error_type: str | None = None
+    started_at: float | None = None
+    ended_at: float
+    #: the job went back to the queue for another run after this one
+    retried: bool = False
 
 
 class JobUrls(Answer):
@@ -175,6 +195,12 @@ class JobView(Answer):
     cancelled_in: JobState | None = None
     deploy_seconds: float | None = None
     error: JobError | None = None
+    #: whose failure it is, once it failed: infrastructure (the lab's) or user
+    failure_class: FailureClass | None = None
+    #: the number of its current (or last) run on a board
+    attempt: int = 1
+    #: its runs on boards that ended, oldest first (in a job's own view, not in lists)
+    attempts: list[AttemptView] | None = None
     urls: JobUrls
     #: jobs labgrid serves first that may take this job's board (while it waits)
     queue_position: int | None = None
@@ -300,6 +326,7 @@ __all__ = [
     "MAX_ID",
     "SERVICE_NAME",
     "Answer",
+    "AttemptView",
     "BoardSpec",
     "BoardView",
     "CampaignTag",

@@ -32,7 +32,7 @@ from aidge_deploy.errors import (
 from aidge_deploy.exportspec import Export
 from aidge_deploy.farm.client import FarmClient, credentials_from_env
 from aidge_deploy.farm.models import CampaignTag, JobView
-from aidge_deploy.farm.states import JobState
+from aidge_deploy.farm.states import FailureClass, JobState
 from aidge_deploy.progress import ProgressCallback, ProgressKind, ProgressUpdate
 from aidge_deploy.registry import RemoteBackend
 from aidge_deploy.results import DeployResult
@@ -274,8 +274,11 @@ class _FarmRun:
         hint = (err.hint if err else "").strip()
         failed = FarmJobBug if err is not None and err.type in INTERNAL_TYPES else FarmJobFailed
         raise failed(
-            f"farm job {view.id} failed{where}: {err.message if err else 'no reason given'}",
+            f"farm job {view.id} failed{where}{_whose(view)}: "
+            f"{err.message if err else 'no reason given'}",
             hint=(hint + " " if hint else "") + f"Farm log: {log_url}",
+            failure_class=None if view.failure_class is None else view.failure_class.value,
+            attempts=view.attempt,
             **common,
         )
 
@@ -290,6 +293,19 @@ class _FarmRun:
             extract_archive(tmp, dest)
         finally:
             tmp.unlink(missing_ok=True)
+
+
+def _whose(view: JobView) -> str:
+    """Whose failure it was, as the farm classified it (``FailureClass``)."""
+    if view.failure_class is FailureClass.INFRASTRUCTURE:
+        runs = "attempt" if view.attempt == 1 else "attempts"
+        return (
+            f", an infrastructure failure (the lab's, not your job's) after {view.attempt} "
+            f"{runs}"
+        )
+    if view.failure_class is FailureClass.USER:
+        return ", a user failure (your job's: the farm does not retry it)"
+    return ""
 
 
 __all__ = ["FARM_STAGE", "FarmBackend", "open_farm", "submit_export"]

@@ -57,7 +57,7 @@ JobIdPath = Annotated[int, PathParam(ge=1, le=MAX_ID)]
 def register(body: RegisterRequest, who: AgentDep, state: StateDep) -> RegisterAnswer:
     """An agent (re)starting: its boards become farm boards (labgrid places)."""
     with state.db.session() as s:
-        freed = register_agent(s, who, body)
+        freed = register_agent(s, who, body, retries=state.settings.job_retries)
     state.dispatcher.release_later(*freed)
     state.dispatcher.boards_changed()
     return RegisterAnswer(
@@ -191,9 +191,12 @@ async def upload_file(
 
 @router.post("/jobs/{job_id}/finish")
 def finish(job_id: JobIdPath, body: FinishRequest, who: AgentDep, state: StateDep) -> FinishAnswer:
-    """The job ended on the board (done, failed or cancelled); idempotent."""
+    """The job ended on the board (done, failed or cancelled; an infrastructure failure
+    with retries left puts it back in the queue); idempotent."""
     with state.db.session() as s:
-        final, already, release = finish_job(s, who, job_id, body)
+        final, already, release = finish_job(
+            s, who, job_id, body, retries=state.settings.job_retries
+        )
     state.dispatcher.release_later(release)
     if final == JobState.DONE and not already:
         record_job(state, job_id)  # the results history (farm.jobhistory)

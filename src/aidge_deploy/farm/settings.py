@@ -47,6 +47,10 @@ class FarmSettings:
     long_poll_max: float = 25.0
     #: the coordinator address agents are told to use (default: ``coordinator``)
     agent_coordinator: str | None = None
+    #: how many times a job whose run failed for an infrastructure reason (board, flash,
+    #: agent lost, emulator crash: ``farm.failures``) is run again, on another board of
+    #: its target where there is one; a user's failure is never retried
+    job_retries: int = 1
     #: how failed logins (API token and dashboard) are slowed down
     login_limits: LoginLimits = field(default_factory=LoginLimits)
     #: reverse proxies (addresses or networks) whose ``X-Forwarded-For`` is believed

@@ -1,4 +1,5 @@
-"""The closed vocabularies of the farm: job states, board states, roles, error kinds.
+"""The closed vocabularies of the farm: job states, board states, roles, error kinds and
+failure classes.
 
 Shared by the service, the agent and the ``api`` client (a leaf module: no heavy imports).
 """
@@ -75,6 +76,16 @@ class FailureKind(StrEnum):
     INTERNAL = "internal"
 
 
+class FailureClass(StrEnum):
+    """Whose failure a failed job is (``farm.failures.classify``): the lab's
+    (``infrastructure``: board unreachable, flash failed, agent lost, no output before the
+    capture timed out, the emulator crashed), which the farm retries on another board, or
+    the user's (``user``: build error, model crash, budget, bad config), never retried."""
+
+    INFRASTRUCTURE = "infrastructure"
+    USER = "user"
+
+
 __all__ = [
     "ON_BOARD",
     "ORDER",
@@ -82,6 +93,7 @@ __all__ = [
     "TERMINAL",
     "WAITING",
     "BoardState",
+    "FailureClass",
     "FailureKind",
     "JobState",
     "Role",

@@ -126,8 +126,35 @@ class Child:
         return self.proc.returncode
 
 
+def parse_boards(specs: list[str]) -> dict[str, str]:
+    """``NAME=TARGET`` options as board name -> emulated target (empty: the default ones)."""
+    from aidge_deploy.errors import ConfigError
+
+    boards: dict[str, str] = {}
+    for spec in specs:
+        name, sep, target = spec.partition("=")
+        if not sep or not name or not target:
+            raise ConfigError(
+                f"--board {spec!r}: expected NAME=TARGET",
+                hint=f"e.g. --board an386-a=mps2-an386 (emulated targets: {', '.join(EMULATED_BOARDS)})",
+            )
+        if target not in EMULATED_BOARDS:
+            raise ConfigError(
+                f"--board {spec!r}: {target!r} is not an emulated target",
+                hint=f"farm up serves emulated boards: {', '.join(EMULATED_BOARDS)}.",
+            )
+        if name in boards:
+            raise ConfigError(f"--board: {name!r} is named twice", hint="Board names are unique.")
+        boards[name] = target
+    return boards
+
+
 def run_up(
-    data_dir: Path, host: str = "127.0.0.1", port: int = 8000, stop_grace: float = 30.0
+    data_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    stop_grace: float = 30.0,
+    boards: dict[str, str] | None = None,
 ) -> None:
     from aidge_deploy.farm.auth import has_admin, issue_agent_token
     from aidge_deploy.farm.db import Database
@@ -156,10 +183,14 @@ def run_up(
     lab = agent_dir / "lab.yaml"
     lab.write_text(
         "version: 1\nname: farm-up\nboards:\n"
-        + "".join(f"  {b}: {{target: {b}, emulated: true}}\n" for b in EMULATED_BOARDS),
+        + "".join(
+            f"  {name}: {{target: {target}, emulated: true}}\n"
+            for name, target in (boards or {b: b for b in EMULATED_BOARDS}).items()
+        ),
         encoding="utf-8",
     )
     farm = _UpFarm(data_dir, host, port, lab, token_file, stop_grace)
+    farm.board_names = tuple(boards or EMULATED_BOARDS)
     farm.run()
 
 
@@ -236,6 +267,7 @@ class _UpFarm:
         self, data_dir: Path, host: str, port: int, lab: Path, token_file: Path, grace: float
     ) -> None:
         self.data_dir = data_dir
+        self.board_names: tuple[str, ...] = EMULATED_BOARDS
         self.port = port
         self.grace = grace
         self.coordinator = ""
@@ -333,7 +365,7 @@ class _UpFarm:
             signal.signal(sig, stop_all)
         try:
             self.supervisor.start_all()
-            say(f"API {self.url}/api, boards {', '.join(EMULATED_BOARDS)}")
+            say(f"API {self.url}/api, boards {', '.join(self.board_names)}")
             say(f"logs and state in {self.data_dir}; SIGTERM or Ctrl-C stops it")
             while True:
                 self.supervisor.supervise()

@@ -43,6 +43,12 @@ class JobFailure(BaseModel):
     hint: str
     kind: str | None = Field(description="the farm's failure kind (deploy, agent_lost, ...)")
     type: str | None = Field(description="the error's type on the board host")
+    failure_class: str | None = Field(
+        default=None,
+        description="whose failure: infrastructure (the lab's; the farm retried it on "
+        "another board) or user (the job's own; never retried)",
+    )
+    attempts: int = Field(default=1, description="runs of the job on boards")
 
 
 class FarmJobOutput(BaseModel):
@@ -59,14 +65,20 @@ class FarmJobOutput(BaseModel):
 
 
 def board_seconds(view: Any) -> float:
-    """A job's time on its board: from its first on-board state to its end (or now)."""
+    """A job's time on its boards: its earlier runs (retried after an infrastructure
+    failure), then from its current run's first on-board state to its end (or now)."""
     from aidge_deploy.farm.states import ON_BOARD, ORDER, TERMINAL
 
+    earlier = sum(
+        max(0.0, a.ended_at - a.started_at)
+        for a in getattr(view, "attempts", None) or ()
+        if a.retried and a.started_at is not None
+    )
     held = [view.times[s.value] for s in ORDER if s in ON_BOARD and s.value in view.times]
     if not held:
-        return 0.0
+        return earlier
     ended = [view.times[s.value] for s in TERMINAL if s.value in view.times]
-    return max(0.0, (min(ended) if ended else time.time()) - min(held))
+    return earlier + max(0.0, (min(ended) if ended else time.time()) - min(held))
 
 
 class FarmJob:
@@ -167,7 +179,14 @@ def job_output(session: Session, job: FarmJob, view: Any, farm: Any = None) -> F
         board_seconds=round(board_seconds(view), 3),
         failure=None
         if error is None
-        else JobFailure(message=error.message, hint=error.hint, kind=error.kind, type=error.type),
+        else JobFailure(
+            message=error.message,
+            hint=error.hint,
+            kind=error.kind,
+            type=error.type,
+            failure_class=None if view.failure_class is None else str(view.failure_class),
+            attempts=view.attempt,
+        ),
         stopped_by_budget=job.ticket.stopped,
         run=run,
         budget=session.budget_report(),

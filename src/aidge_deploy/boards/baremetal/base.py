@@ -18,7 +18,7 @@ from aidge_deploy.boards.baremetal.runtime import RuntimeConfig, resolve_runtime
 from aidge_deploy.buildsys import BuildPlan, build_export, find_cached_build, plan_build
 from aidge_deploy.config import DeployConfig
 from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult, SerialChannel
-from aidge_deploy.errors import CaptureError, ExecutionError, PipelineError
+from aidge_deploy.errors import BoardFault, CaptureError, ExecutionError, PipelineError
 from aidge_deploy.protocols.base import OutputProtocol, ProtocolResult, SessionRequest
 from aidge_deploy.protocols.registry import get_protocol
 from aidge_deploy.readiness import ToolCheck, apt_program_check
@@ -134,6 +134,21 @@ class BareMetalTarget(DeployTarget):
             linger_s=self.capture_linger_s,
         )
         result = self.finish(ctx, result)
+        status = self.exit_status()
+        if status is not None and status < 0:  # a signal: the emulator died, not the firmware
+            raise BoardFault(
+                f"The emulator died by signal {-status} ({result.reason}): the board failed, "
+                "not the program",
+                hint="Run it again (a farm does so on another board); see the emulator's log.",
+                log_path=result.log_path,
+            )
+        if result.outcome is CaptureOutcome.TIMEOUT and not result.text.strip():
+            raise BoardFault(
+                f"Nothing came from the board before the capture timed out: {result.reason}",
+                hint="The board did not start the program (no banner, no output): check its "
+                "power, UART and flash; a farm runs it again on another board.",
+                log_path=result.log_path,
+            )
         if result.outcome is CaptureOutcome.TIMEOUT:
             raise CaptureError(
                 f"No end marker ({' | '.join(self.end_markers(ctx))}) on the UART: {result.reason}",
@@ -141,7 +156,6 @@ class BareMetalTarget(DeployTarget):
                 "uart_capture_duration / --timeout, or check the log for a fault.",
                 log_path=result.log_path,
             )
-        status = self.exit_status()
         if status not in (None, 0):
             raise ExecutionError(
                 f"The firmware stopped with status {status} ({result.reason})",

@@ -133,6 +133,9 @@ class JobRow:
     started_at: float | None
     finished_at: float | None
     cancellable: bool
+    #: whose failure a failed job is (infrastructure, user), and its number of runs
+    failure_class: str | None = None
+    attempt: int = 1
 
 
 def _model_name(export: ExportRecord | None, owner_name: str | None) -> str:
@@ -186,6 +189,8 @@ def list_jobs(
                 started_at=job.building_at,
                 finished_at=finished,
                 cancellable=job.state not in _TERMINAL,
+                failure_class=job.failure_class,
+                attempt=job.attempt or 1,
             )
         )
     return rows
