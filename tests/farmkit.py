@@ -375,6 +375,24 @@ def stalled_export(export: Any, root: Path, seconds: int) -> StalledExport:
     return StalledExport(str(dst))
 
 
+def crashing_export(export: Any, root: Path) -> StalledExport:
+    """Copy ``export`` (a QEMU board's) under ``root``: its firmware prints its start banner,
+    then executes an undefined instruction (``__builtin_trap``): the model's run crashes
+    (a HardFault, which the firmware reports and exits 1 on) — the user's failure."""
+    dst = root / f"{Path(export.path).name}-crashing"
+    if not dst.exists():
+        tmp = root / f".{dst.name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(export.path, tmp)
+        main = tmp / "main.cpp"
+        text = main.read_text()
+        assert text.count(STALL_MARK) == 1, "the QEMU boards' start banner is not in main.cpp"
+        crash = "\n    fflush(stdout);\n    aidge_qemu_uart_flush();\n    __builtin_trap();\n"
+        main.write_text(text.replace(STALL_MARK, STALL_MARK + crash))
+        tmp.rename(dst)
+    return StalledExport(str(dst))
+
+
 def qemu_available() -> bool:
     return (
         shutil.which("qemu-system-arm") is not None

@@ -35,7 +35,9 @@ class Rig:
         from aidge_deploy.farm.states import Role
 
         self.fake = FakeCoordinator()
-        self.state = FarmState(FarmSettings(data_dir=root, agent_timeout=5.0, job_retries=job_retries), link=self.fake)
+        self.state = FarmState(
+            FarmSettings(data_dir=root, agent_timeout=5.0, job_retries=job_retries), link=self.fake
+        )
         self.dispatcher = self.state.dispatcher
         with self.state.db.session() as s:
             user = add_user(s, "alice", "alice-pass-123")
@@ -387,8 +389,26 @@ def test_an_infrastructure_failure_is_retried_once_on_the_other_board(rig: Rig) 
             (1, first, "failed", "infrastructure", True),
             (2, other, "failed", "infrastructure", False),
         ]
+        _client_says(rig, job, "infrastructure", "an infrastructure failure", "after 2 attempts")
 
     rig.run(scenario)
+
+
+def _client_says(rig: Rig, job: int, cls: str, *words: str) -> None:
+    """The ``api`` client's error for the job's view as the service shows it (the job JSON
+    of ``GET /jobs/{id}``): ``FarmJobFailed`` naming its class and attempts."""
+    from aidge_deploy.errors import FarmJobFailed
+    from aidge_deploy.farm.jobviews import job_status
+    from aidge_deploy.farm.remote import job_error
+
+    with rig.state.db.reading() as conn:
+        view = job_status(conn, rig.alice, job)
+    assert view.failure_class == cls and view.attempts is not None
+    failed = job_error(view, "http://farm:8000")
+    assert isinstance(failed, FarmJobFailed), failed
+    assert failed.failure_class == cls and failed.attempts == view.attempt
+    for word in words:
+        assert word in str(failed), failed
 
 
 def test_a_user_failure_is_not_retried_and_a_done_run_is_an_attempt(rig: Rig) -> None:
@@ -409,6 +429,7 @@ def test_a_user_failure_is_not_retried_and_a_done_run_is_an_attempt(rig: Rig) ->
         for job in (crash, build):
             assert rig.job(job).failure_class == "user" and rig.job(job).attempt == 1
             assert rig.attempts(job) == [(1, rig.job(job).board, "failed", "user", False)]
+        _client_says(rig, crash, "user", "a user failure", "does not retry")
         await rig.tick()
         assert rig.finish(done, rig.claim(done)) == "done"
         assert rig.attempts(done) == [(1, rig.job(done).board, "done", None, False)]

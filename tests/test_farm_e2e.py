@@ -219,7 +219,9 @@ def _wait_job(client: Any, job_id: int, states: set[str], timeout: float = 120) 
     raise AssertionError(f"job {job_id} stayed {job.get('state')}, wanted {states}")
 
 
-def _submit(client: Any, export: Any, board: str | None = None, **config: Any) -> int:
+def _submit(
+    client: Any, export: Any, board: str | None = None, retries: int | None = None, **config: Any
+) -> int:
     from aidge_deploy.farm.archive import pack_export
 
     up = client.post("/api/exports", content=pack_export(Path(export.path)))
@@ -231,6 +233,7 @@ def _submit(client: Any, export: Any, board: str | None = None, **config: Any) -
             "board": board,
             "target": None if board else up.json()["target"],
             "config": config,
+            "retries": retries,
         },
     )
     assert r.status_code == 201, r.text
@@ -291,6 +294,8 @@ def test_run_timeout_fails_the_job_and_frees_the_board(farm: Farm, export_factor
         job = _wait_job(alice, job_id, {"failed", "done", "cancelled"}, timeout=240)
         assert job["state"] == "failed", job
         assert "No end marker" in job["error"]["message"], job["error"]
+        # the firmware had started (its banner came): the user's failure, not retried
+        assert job["failure_class"] == "user" and job["attempt"] == 1, job
         assert job["error"]["hint"], job["error"]
         deadline = time.monotonic() + 15
         while farm.job_processes(job_id) and time.monotonic() < deadline:
@@ -306,12 +311,14 @@ def test_agent_killed_mid_run(farm: Farm, export_factory) -> None:  # type: igno
     quick = export_factory("output", target="mps2-an386")
     slow = stalled_export(quick, farm.root, 120)
     with farm.client(*ALICE) as alice:
-        # both an386 boards busy, then one more job waits for either
-        first = _submit(alice, slow, "an386-a", run_timeout=300)
+        # both an386 boards busy, then one more job waits for either; the first asks for
+        # no retry (an agent lost is an infrastructure failure: retried by default)
+        first = _submit(alice, slow, "an386-a", retries=0, run_timeout=300)
         _wait_job(alice, first, {"running"}, timeout=180)
         farm.kill("agent-host-a", signal.SIGKILL)
         job = _wait_job(alice, first, {"failed", "done", "cancelled"}, timeout=60)
         assert job["state"] == "failed" and "agent lost" in job["error"]["message"], job
+        assert job["failure_class"] == "infrastructure" and job["attempt"] == 1, job
         boards = {b["name"]: b["state"] for b in alice.get("/api/boards").json()}
         assert boards["an386-a"] == "offline" and boards["an547-a"] == "offline"
         nxt = _submit(alice, quick)  # any mps2-an386: only host-b's is online

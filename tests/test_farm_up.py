@@ -36,8 +36,10 @@ EXE = str(Path(sys.executable).parent / "aidge-deploy")
 class FarmUp:
     """One ``farm up`` process on a data folder, started and stopped by the test."""
 
-    def __init__(self, data: Path) -> None:
+    def __init__(self, data: Path, boards: dict[str, str] | None = None) -> None:
         self.data = data
+        #: its boards (name -> target): ``--board`` options, or farm up's three
+        self.boards = boards
         self.proc: subprocess.Popen[Any] | None = None
         self.url = ""
         self.env = {**os.environ, "AIDGE_DEPLOY_API_PASSWORD": ADMIN[1]}
@@ -57,7 +59,8 @@ class FarmUp:
         log = open(self.data.parent / "farm-up.out", "ab")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
             [EXE, "farm", "up", "--data-dir", str(self.data), "--port", "0",
-             "--stop-grace", "240"],
+             "--stop-grace", "240",
+             *(f"--board={n}={t}" for n, t in (self.boards or {}).items())],
             stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
         )  # fmt: skip
         self.url = self.wait(self._ready, 240, "farm up")
@@ -73,7 +76,7 @@ class FarmUp:
                 return None
             with self.client() as c:
                 boards = c.get("/api/boards").json()
-            if len(boards) == 3 and all(
+            if len(boards) == len(self.boards or "abc") and all(
                 b["state"] == "idle" or b["state"] == "busy" for b in boards
             ):
                 return str(url)
@@ -135,10 +138,10 @@ def farm_up(tmp_path: Path) -> Iterator[FarmUp]:
         up.kill()
 
 
-def _submit(c: httpx.Client, archive: bytes, target: str) -> int:
+def _submit(c: httpx.Client, archive: bytes, target: str, retries: int | None = None) -> int:
     up = c.post("/api/exports", content=archive)
     assert up.status_code == 201, up.text
-    r = c.post("/api/jobs", json={"export": up.json()["id"], "target": target})
+    r = c.post("/api/jobs", json={"export": up.json()["id"], "target": target, "retries": retries})
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
 
@@ -210,7 +213,7 @@ def test_farm_up_brings_back_a_killed_service_and_agent(  # type: ignore[no-unty
     with farm_up.client() as c:
         views = _ended(c, ids)
         assert {v["state"] for v in views.values()} == {"done"}, views
-        running = _submit(c, slow, "mps3-an547")
+        running = _submit(c, slow, "mps3-an547", retries=0)  # an agent lost is retried
         waiting = _submit(c, quick, "mps2-an386")
         deadline = time.monotonic() + 240
         while c.get(f"/api/jobs/{running}").json()["state"] not in ("running", "done", "failed"):
@@ -221,6 +224,7 @@ def test_farm_up_brings_back_a_killed_service_and_agent(  # type: ignore[no-unty
         killed = time.monotonic()
         lost = _ended(c, [running], 120)[running]
         assert lost["state"] == "failed" and "agent lost" in lost["error"]["message"], lost
+        assert lost["failure_class"] == "infrastructure", lost
         assert time.monotonic() - killed < 15.0  # the heartbeat timeout
         assert _ended(c, [waiting])[waiting]["state"] == "done"
     out = farm_up.output()

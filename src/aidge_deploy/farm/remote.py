@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from aidge_deploy.errors import (
     ConfigError,
     DeployError,
+    FarmError,
     FarmJobBug,
     FarmJobCancelled,
     FarmJobFailed,
@@ -254,33 +255,8 @@ class _FarmRun:
         return path
 
     def _raise_if_failed(self, view: JobView, log_path: Path | None, farm: FarmClient) -> None:
-        if view.state == JobState.DONE:
-            return
-        err = view.error
-        log_url = farm.root + view.urls.log
-        where = f" on board {view.board}" if view.board else ""
-        common: dict[str, Any] = {
-            "job_id": view.id,
-            "log_url": log_url,
-            "remote_type": err.type if err else None,
-            "log_path": log_path,
-        }
-        if view.state == JobState.CANCELLED:
-            raise FarmJobCancelled(
-                f"farm job {view.id}{where} was cancelled",
-                hint=f"Resubmit it if that was not intended. Log: {log_url}",
-                **common,
-            )
-        hint = (err.hint if err else "").strip()
-        failed = FarmJobBug if err is not None and err.type in INTERNAL_TYPES else FarmJobFailed
-        raise failed(
-            f"farm job {view.id} failed{where}{_whose(view)}: "
-            f"{err.message if err else 'no reason given'}",
-            hint=(hint + " " if hint else "") + f"Farm log: {log_url}",
-            failure_class=None if view.failure_class is None else view.failure_class.value,
-            attempts=view.attempt,
-            **common,
-        )
+        if view.state != JobState.DONE:
+            raise job_error(view, farm.root, log_path)
 
     def _download_bundle(self, farm: FarmClient, job_id: int, dest: Path) -> None:
         """The board host's result bundle, extracted into ``dest`` (members checked)."""
@@ -295,17 +271,47 @@ class _FarmRun:
             tmp.unlink(missing_ok=True)
 
 
+def job_error(view: JobView, root: str, log_path: Path | None = None) -> FarmError:
+    """The typed error of a job that did not end done (``view``: its JSON, ``root``: the
+    farm's address): cancelled, or failed — saying whose failure it was and after how
+    many attempts (``FailureClass``)."""
+    err = view.error
+    log_url = root + view.urls.log
+    where = f" on board {view.board}" if view.board else ""
+    common: dict[str, Any] = {
+        "job_id": view.id,
+        "log_url": log_url,
+        "remote_type": err.type if err else None,
+        "log_path": log_path,
+    }
+    if view.state == JobState.CANCELLED:
+        return FarmJobCancelled(
+            f"farm job {view.id}{where} was cancelled",
+            hint=f"Resubmit it if that was not intended. Log: {log_url}",
+            **common,
+        )
+    hint = (err.hint if err else "").strip()
+    failed = FarmJobBug if err is not None and err.type in INTERNAL_TYPES else FarmJobFailed
+    return failed(
+        f"farm job {view.id} failed{where}{_whose(view)}: "
+        f"{err.message if err else 'no reason given'}",
+        hint=(hint + " " if hint else "") + f"Farm log: {log_url}",
+        failure_class=None if view.failure_class is None else view.failure_class.value,
+        attempts=view.attempt,
+        **common,
+    )
+
+
 def _whose(view: JobView) -> str:
     """Whose failure it was, as the farm classified it (``FailureClass``)."""
     if view.failure_class is FailureClass.INFRASTRUCTURE:
         runs = "attempt" if view.attempt == 1 else "attempts"
         return (
-            f", an infrastructure failure (the lab's, not your job's) after {view.attempt} "
-            f"{runs}"
+            f", an infrastructure failure (the lab's, not your job's) after {view.attempt} {runs}"
         )
     if view.failure_class is FailureClass.USER:
         return ", a user failure (your job's: the farm does not retry it)"
     return ""
 
 
-__all__ = ["FARM_STAGE", "FarmBackend", "open_farm", "submit_export"]
+__all__ = ["FARM_STAGE", "FarmBackend", "job_error", "open_farm", "submit_export"]
