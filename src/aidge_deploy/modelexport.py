@@ -95,6 +95,17 @@ class ExportRequest:
     inputs: tuple[np.ndarray, ...] = ()
 
 
+def export_inputs(request: ExportRequest) -> list[np.ndarray]:
+    """The input tensors an export of ``request`` is made with: the caller's, or random
+    tensors of the model's shapes drawn from ``request.seed``. The first is the exported
+    sample input; for int8 all of them are the calibration set."""
+    rng = np.random.default_rng(request.seed)
+    return [np.ascontiguousarray(a, dtype=np.float32) for a in request.inputs] or [
+        rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+        for _, shape in onnx_input_shapes(request.model)
+    ]
+
+
 def load_plugins(target: str | None = None) -> None:
     """Import Aidge's exporters (missing optional ones are skipped) and the hardware-model
     modules the registered deploy targets name (a plug-in such as ``aidge_qemu_boards``,
@@ -329,11 +340,7 @@ def export_model(request: ExportRequest, *, log_path: Path | None = None) -> obj
             f"Unknown hardware target {request.target!r}",
             hint="See `aidge-deploy targets` for the registered targets.",
         ) from exc
-    rng = np.random.default_rng(request.seed)
-    arrays = [np.ascontiguousarray(a, dtype=np.float32) for a in request.inputs] or [
-        rng.uniform(-1.0, 1.0, shape).astype(np.float32)
-        for _, shape in onnx_input_shapes(request.model)
-    ]
+    arrays = export_inputs(request)
     tensors = []
     for array in arrays:
         shape = array.shape

@@ -44,6 +44,11 @@ CellProgress = Callable[[Cell, str], None]
 
 #: why a cell of an export made elsewhere has no accuracy
 _MADE_ELSEWHERE = "an export made elsewhere is a benchmark export: accuracy needs the ONNX model"
+#: why a farm cell of an export with no interactive protocol has no accuracy
+_FARM_FEED = (
+    "the farm runs the program elsewhere: its samples cannot be fed to one build (only "
+    "bare-metal exports' interactive protocol reaches a farm board)"
+)
 
 #: error types that mean "the model does not fit this board's memory"
 _FIT_ERRORS = frozenset({MemoryFitError.__name__})
@@ -190,12 +195,7 @@ def _run(
     say(cell, "Export")
     artifact = _export(cell, plan, ApplicationKind.BENCHMARK, logs, record, "export")
     # accuracy on the labelled set: a second run of the cell (None: it has none, or why not)
-    no_accuracy = (
-        None
-        if cell.model.dataset is None
-        else no_interactive_protocol(artifact.manifest.environment, cell.target.target)
-        or (_MADE_ELSEWHERE if cell.model.kind is ModelKind.EXPORT else None)
-    )
+    no_accuracy = _no_accuracy(cell, artifact.manifest.environment)
     accuracy_run = cell.model.dataset is not None and no_accuracy is None
     campaign = values.get("api_campaign")
     if isinstance(campaign, FarmCampaign) and accuracy_run:
@@ -227,12 +227,23 @@ def _run(
         if isinstance(campaign, FarmCampaign) and accuracy_run:
             values["api_campaign"] = replace(campaign, step=2, steps=2)
         record["figures"]["accuracy"] = (
-            _accuracy(cell, plan, logs, record, values, forward)
+            _accuracy(cell, plan, logs, record, values, forward, artifact.manifest.environment)
             if accuracy_run
             else accuracy_entry(
                 None, len(cell.model.dataset.arrays), record.get("provenance"), no_accuracy
             )
         )
+
+
+def _no_accuracy(cell: Cell, environment: str) -> str | None:
+    """Why the cell has no accuracy figure (None: it has one to measure)."""
+    if cell.model.dataset is None:
+        return None
+    if cell.model.kind is ModelKind.EXPORT:
+        return _MADE_ELSEWHERE
+    if cell.target.reach is Reach.FARM and no_interactive_protocol(environment, cell.target.target):
+        return _FARM_FEED
+    return None
 
 
 def _export(
@@ -269,22 +280,42 @@ def _accuracy(
     record: dict[str, Any],
     values: dict[str, Any],
     forward: Callable[[ProgressUpdate], None],
+    environment: str,
 ) -> dict[str, Any]:
-    from aidge_deploy.validation.accuracy import accuracy_on_target
+    """The cell's accuracy on its labelled set: through the interactive protocol of a
+    ``validation`` export (bare-metal boards), else every sample through the one build of
+    an ``output`` export (the host, Linux boards)."""
+    from aidge_deploy.modelexport import export_inputs
+    from aidge_deploy.validation.accuracy import accuracy_from_outputs, accuracy_on_target
 
     dataset = cell.model.dataset
     if dataset is None:  # pragma: no cover - checked by the caller
         raise ValueError("no dataset")
-    artifact = _export(cell, plan, ApplicationKind.VALIDATION, logs, record, "validation_export")
-    result = accuracy_on_target(
-        artifact,
-        dataset.arrays,
-        dataset.labels,
-        dtype=cell.options.dtype.value,
-        config_values=values,
-        work_dir=logs / "accuracy",
-        progress=forward,
-    )
+    if no_interactive_protocol(environment, cell.target.target) is None:
+        artifact = _export(
+            cell, plan, ApplicationKind.VALIDATION, logs, record, "validation_export"
+        )
+        result = accuracy_on_target(
+            artifact,
+            dataset.arrays,
+            dataset.labels,
+            dtype=cell.options.dtype.value,
+            config_values=values,
+            work_dir=logs / "accuracy",
+            progress=forward,
+        )
+    else:  # no interactive protocol: an output export, every sample through its one build
+        request = cell.export_request(Path("."), ApplicationKind.OUTPUT, plan.measure)
+        artifact = _export(cell, plan, ApplicationKind.OUTPUT, logs, record, "output_export")
+        result = accuracy_from_outputs(
+            artifact,
+            export_inputs(request)[0],
+            dataset.arrays,
+            dataset.labels,
+            config_values=values,
+            work_dir=logs / "accuracy",
+            progress=forward,
+        )
     return accuracy_entry(
         result.accuracy,
         result.samples,

@@ -99,7 +99,8 @@ class Cell:
     def export_request(
         self, out_dir: Path, kind: ApplicationKind, measure: MeasureSpec
     ) -> ExportRequest:
-        """The export this cell runs (``BENCHMARK``) or validates with (``VALIDATION``)."""
+        """The export this cell runs (``BENCHMARK``) or measures accuracy with (``VALIDATION``
+        on bare-metal boards, ``OUTPUT`` elsewhere)."""
         opts = self.options
         calibration = self.model.calibration.arrays if self.model.calibration else ()
         common: dict[str, Any] = {
@@ -123,6 +124,8 @@ class Cell:
                 profiling=False,
                 nb_validation_iterations=n,
             )
+        if kind is ApplicationKind.OUTPUT:  # the accuracy's export where boards have no protocol
+            return ExportRequest(**common, nb_iterations=1, nb_warmup=0, profiling=False)
         return ExportRequest(
             **common,
             nb_iterations=opts.iterations,

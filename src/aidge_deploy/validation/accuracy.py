@@ -1,11 +1,13 @@
 """Top-1 accuracy on a target: labelled samples sent to a validation export, one by one.
 
 Why this module exists: ``validate --dataset`` and a campaign's cells measure accuracy the
-same way — a ``validation`` export (Aidge's interactive UART protocol: the board asks for
-each sample, the host sends it, the board prints its prediction) deployed with the samples
-and labels — and must agree on the details: which exports can do it (bare-metal ones; the
-host and Linux exports have no interactive protocol), and how an int8 export's inputs are
-sent (scaled by 127 into integers, as Aidge's int8 export scales its own sample input).
+same way and must agree on the details. A bare-metal export has Aidge's interactive UART
+protocol: a ``validation`` export deployed with the samples and labels (the board asks for
+each sample, the host sends it, the board prints its prediction; an int8 export's inputs
+scaled by 127 into integers, as Aidge's int8 export scales its own sample input). The host's
+and Linux boards' exports have no such protocol: there an ``output`` export (it prints its
+output tensors) is built once and each sample run through a patched copy of that build
+(``validation.feed``), its prediction the argmax of the first output.
 """
 
 from __future__ import annotations
@@ -81,6 +83,48 @@ def accuracy_on_target(
     )
 
 
+def accuracy_from_outputs(
+    artifact: Any,
+    sample: np.ndarray,
+    samples: Sequence[np.ndarray],
+    labels: Sequence[int],
+    *,
+    config_values: Mapping[str, Any],
+    work_dir: Path,
+    progress: Any = None,
+) -> AccuracyResult:
+    """Top-1 accuracy of an ``output`` export ``artifact`` whose own sample is ``sample``:
+    one build (checked to hold ``sample``), each of ``samples`` through a patched copy of it (``validation.feed``), each
+    prediction the argmax of the sample's first output. A program that cannot be fed other
+    inputs (built on an SSH board, run by the farm) gives no figure and says why."""
+    from aidge_deploy.config import DeployConfig
+    from aidge_deploy.errors import ProgramPatchError
+    from aidge_deploy.registry import remote_backend
+    from aidge_deploy.validation.feed import outputs_through_one_build
+
+    target = str(config_values.get("target") or artifact.manifest.target)
+    config = DeployConfig(**{**config_values, "target": target})
+    if remote_backend(config.backend_kind) is not None:
+        return AccuracyResult(
+            target,
+            None,
+            len(samples),
+            f"backend {config.backend_kind!r} runs elsewhere: its program cannot be fed "
+            "the samples (bare-metal exports use the interactive protocol)",
+        )
+    try:
+        outputs, last = outputs_through_one_build(
+            artifact, config, sample, samples, work_dir, progress=progress
+        )
+    except ProgramPatchError as exc:
+        return AccuracyResult(
+            target, None, len(samples), f"the samples cannot be fed to one build: {exc.message}"
+        )
+    predicted = [int(np.argmax(out[0])) for out in outputs]
+    correct = sum(int(p == int(label)) for p, label in zip(predicted, labels, strict=True))
+    return AccuracyResult(target, correct / len(samples), len(samples), None, last.provenance.value)
+
+
 def reference_accuracy(
     model: Path, samples: Sequence[np.ndarray], labels: Sequence[int], engine: ReferenceEngine
 ) -> float:
@@ -91,6 +135,7 @@ def reference_accuracy(
 
 __all__ = [
     "AccuracyResult",
+    "accuracy_from_outputs",
     "accuracy_on_target",
     "no_interactive_protocol",
     "reference_accuracy",

@@ -29,7 +29,12 @@ import numpy as np
 
 from aidge_deploy.errors import ConfigError, DeployError
 from aidge_deploy.runcontrol import RunControl
-from aidge_deploy.validation.accuracy import AccuracyResult, accuracy_on_target
+from aidge_deploy.validation.accuracy import (
+    AccuracyResult,
+    accuracy_from_outputs,
+    accuracy_on_target,
+    no_interactive_protocol,
+)
 from aidge_deploy.validation.feed import InputFeed
 from aidge_deploy.validation.inputs import ValidationRequest
 from aidge_deploy.validation.matrix import (
@@ -261,7 +266,9 @@ def _run_target(
             _keep_outputs(out, result, export_i.artifact)
     if request.dataset is not None:
         try:
-            out.accuracy = _target_accuracy(request, target, run_root, say)
+            out.accuracy = _target_accuracy(
+                request, target, run_root, say, export.artifact.manifest.environment
+            )
         except DeployError as exc:
             out.accuracy_error = str(exc)
     return out
@@ -379,14 +386,36 @@ def _exported_layout(reference: np.ndarray, dims: Sequence[int]) -> np.ndarray:
 
 
 def _target_accuracy(
-    request: ValidationRequest, target: str, run_root: Path, say: Say
+    request: ValidationRequest, target: str, run_root: Path, say: Say, environment: str
 ) -> AccuracyResult:
+    """Top-1 accuracy of ``target`` on the dataset: a bare-metal board's ``validation``
+    export through its interactive protocol; elsewhere (the host, Linux boards) an
+    ``output`` export, every sample through its one build (int8 calibrated on the samples,
+    as the validation export is)."""
     from aidge_deploy.modelexport import ApplicationKind
 
     if request.dataset is None:  # pragma: no cover - checked by the caller
         raise ConfigError("no dataset")
     samples, labels = list(request.dataset[0]), list(request.dataset[1])
     say(f"{target}: accuracy on {len(samples)} samples")
+    config_values = {"target": target, "run_timeout": request.run_timeout}
+    if no_interactive_protocol(environment, target) is not None:
+        outputs = _export(
+            request,
+            target,
+            f"{request.dtype}-accuracy",
+            kind=ApplicationKind.OUTPUT,
+            profiling=False,
+            inputs=tuple(samples) if request.dtype == "int8" else (samples[0],),
+        )
+        return accuracy_from_outputs(
+            outputs.artifact,
+            samples[0],
+            samples,
+            labels,
+            config_values=config_values,
+            work_dir=run_root / f"{target}-accuracy",
+        )
     export = _export(
         request,
         target,
@@ -403,7 +432,7 @@ def _target_accuracy(
         samples,
         labels,
         dtype=request.dtype,
-        config_values={"target": target, "run_timeout": request.run_timeout},
+        config_values=config_values,
         work_dir=run_root / f"{target}-validation",
     )
 

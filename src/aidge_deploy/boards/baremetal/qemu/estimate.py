@@ -105,7 +105,8 @@ class TimingPlan:
         if symbols.sample is None or symbols.cycles is None:
             return unavailable(
                 self.model,
-                "the firmware predates the emulated boards' benchmark entry (re-export the model)",
+                "the firmware has no per-inference cycle read (exported without profiling, or "
+                "before the emulated boards' benchmark entry: re-export with profiling on)",
             )
         write_boundaries(self.boundaries_file, symbols.boundaries)
         return TimingRun(self.model, symbols, self.trace, self.plugin_args, self.wait_states)
