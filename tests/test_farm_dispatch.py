@@ -409,6 +409,15 @@ def _client_says(rig: Rig, job: int, cls: str, *words: str) -> None:
     assert failed.failure_class == cls and failed.attempts == view.attempt
     for word in words:
         assert word in str(failed), failed
+    # the MCP server's farm_status shows the same view's class and attempts
+    from aidge_deploy.mcpserver.farmtools import FarmJob, job_output
+    from aidge_deploy.mcpserver.session import FarmAccess, Session, SessionSettings
+
+    session = Session(SessionSettings(farm=FarmAccess("http://farm:8000/api", "alice")))
+    followed = FarmJob(session, job, None, session.budget.reserve(f"farm job {job}"))
+    status = job_output(session, followed, view)
+    assert status.failure is not None and status.state == "failed"
+    assert status.failure.failure_class == cls and status.failure.attempts == view.attempt
 
 
 def test_a_user_failure_is_not_retried_and_a_done_run_is_an_attempt(rig: Rig) -> None:
