@@ -112,7 +112,10 @@ class Farm:
     #: the service's database (default: SQLite in its data folder); given to the service
     #: in AIDGE_FARM_DATABASE_URL, as a URL with a password should be
     db_url: str | None = None
-    #: options every start of the service gets (``start_service`` adds its own)
+    #: options every start of the service gets (``start_service`` adds its own); without a
+    #: ``--health-...`` option among them the boards' health checks are off
+    #: (``--no-health-checks``): golden runs after each agent restart would queue before
+    #: the jobs of tests about other things (``test_farm_health.py`` tests them)
     service_args: list[str] = field(default_factory=list)
 
     # --- processes -------------------------------------------------------------------
@@ -201,6 +204,11 @@ class Farm:
                 "--agent-timeout",
                 str(self.agent_timeout),
                 *self.service_args,
+                *(
+                    []
+                    if any(a.startswith("--health") for a in self.service_args + (extra or []))
+                    else ["--no-health-checks"]
+                ),
                 *(extra or []),
             ],
             data,
@@ -223,10 +231,14 @@ class Farm:
             return False
 
     def start_agent(
-        self, name: str, boards: dict[str, str], extra: list[str] | None = None
+        self,
+        name: str,
+        boards: dict[str, str],
+        extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[Any]:
         """An agent ``name`` in its own folder serving emulated ``boards`` (name -> target),
-        with ``extra`` options."""
+        with ``extra`` options and ``env`` added to its environment."""
         home = self.root / f"agent-{name}"
         home.mkdir(parents=True, exist_ok=True)
         lab = home / "lab.yaml"
@@ -253,7 +265,7 @@ class Farm:
                 *(extra or []),
             ],
             home,
-            env={"AIDGE_DEPLOY_CACHE_DIR": str(home / "cache")},
+            env={"AIDGE_DEPLOY_CACHE_DIR": str(home / "cache"), **(env or {})},
         )
         self.agent_pids.append(proc.pid)
         _wait(lambda: self._boards_online(boards), 60, f"agent {name}", proc)

@@ -167,11 +167,11 @@ def routers() -> list[tuple[str, Any]]:
     the pages' (``web.PAGE_MODULES``, what ``mount_web`` includes), and the API's docs."""
     from importlib import import_module
 
-    from aidge_deploy.farm import routes_agent, routes_user
+    from aidge_deploy.farm import routes_agent, routes_boards, routes_user
     from aidge_deploy.farm.web import PAGE_MODULES, apidocs
 
     pages = [import_module(f"aidge_deploy.farm.web.{name}").router for name in PAGE_MODULES]
-    return [("/api", routes_user.router), ("/api", routes_agent.router), *(("", r) for r in pages), ("", apidocs.router)]  # fmt: skip
+    return [("/api", routes_user.router), ("/api", routes_agent.router), ("/api", routes_boards.router), *(("", r) for r in pages), ("", apidocs.router)]  # fmt: skip
 
 
 class Service:
@@ -491,6 +491,7 @@ def test_every_route_and_form_is_fuzzed(service: Service) -> None:
                      "/api/agent/jobs/{job_id}/finish", "/api/exports", "/compare",
                      "/jobs/{job_id}", "/jobs/{job_id}/progress", "/history/series",
                      "/campaigns/{campaign_id}", "/admin/users", "/admin/boards/{name}/drain",
+                     "/api/boards/{name}/drain", "/boards/{name}/health/{run_id}/log",
                      "/submit", "/login"):  # fmt: skip
         assert expected in paths, sorted(paths)
     assert {"base", "cand", "username", "password", "next", "destination"} <= set(_form_fields())

@@ -54,12 +54,14 @@ class FarmUp:
             )  # fmt: skip
             assert done.returncode == 0, done.stderr
 
-    def start(self) -> None:
+    def start(self, *extra: str) -> None:
+        """``extra``: options of ``farm up``; without one, the health checks are off (golden
+        runs after each agent restart are ``test_farm_health.py``'s, not these tests')."""
         self.url = ""  # this run's, from its state file
         log = open(self.data.parent / "farm-up.out", "ab")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
             [EXE, "farm", "up", "--data-dir", str(self.data), "--port", "0",
-             "--stop-grace", "240",
+             "--stop-grace", "240", *(extra or ["--no-health-checks"]),
              *(f"--board={n}={t}" for n, t in (self.boards or {}).items())],
             stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
         )  # fmt: skip

@@ -29,6 +29,15 @@ user_app = typer.Typer(
 )
 app.add_typer(user_app, name="user")
 
+
+def _add_board_app() -> None:
+    from aidge_deploy.cli.farmboard import app as board_app
+
+    app.add_typer(board_app, name="board")
+
+
+_add_board_app()
+
 PASSWORD_ENV = ("AIDGE_DEPLOY_API_PASSWORD", "AIDGE_BENCHMARK_API_PASSWORD")
 DEFAULT_DATA = Path("~/.local/share/aidge-deploy/farm")
 
@@ -44,6 +53,35 @@ DatabaseUrl = Annotated[
         "e.g. postgresql+psycopg://farm@db-host/farm; the service and these commands must "
         "use the same. A URL with a password goes in AIDGE_FARM_DATABASE_URL, not here.",
     ),
+]
+
+
+# the boards' health checks (farm.health), options of `farm serve` and `farm up` alike
+HealthInterval = Annotated[
+    float,
+    typer.Option(min=0, help="Seconds between two golden runs of a board (0: not on a schedule)."),
+]
+HealthFailures = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Jobs in a row failing on a board (not for the user's own error) before a golden run.",
+    ),
+]
+HealthClean = Annotated[
+    int, typer.Option(min=1, help="Clean golden runs in a row that admit a drained board.")
+]
+HealthRecheck = Annotated[
+    float, typer.Option(min=0, help="Seconds between golden runs of a drained board.")
+]
+HealthBand = Annotated[
+    float,
+    typer.Option(
+        min=0.001, max=0.999, help="Band of a golden figure around its reference (fraction)."
+    ),
+]
+HealthOn = Annotated[
+    bool, typer.Option(help="Run the boards' golden jobs (drain and readmit on them).")
 ]
 
 
@@ -308,10 +346,16 @@ def serve(
             "there is one; a user's failure is never retried.",
         ),
     ] = 1,
+    health_interval: HealthInterval = 3600.0,
+    health_failures: HealthFailures = 3,
+    health_clean: HealthClean = 2,
+    health_recheck: HealthRecheck = 60.0,
+    health_band: HealthBand = 0.10,
+    health_checks: HealthOn = True,
 ) -> None:
     """Run the farm service (REST API under /api)."""
     from aidge_deploy.farm.server import serve as run_server
-    from aidge_deploy.farm.settings import FarmSettings
+    from aidge_deploy.farm.settings import FarmSettings, HealthSettings
 
     try:
         settings = FarmSettings(
@@ -326,6 +370,14 @@ def serve(
             trusted_proxies=tuple(trusted_proxy or ()),
             api_docs=api_docs,
             job_retries=job_retries,
+            health=HealthSettings(
+                interval_s=health_interval,
+                failures=health_failures,
+                clean=health_clean,
+                recheck_s=health_recheck,
+                band=health_band,
+                enabled=health_checks,
+            ),
         )
     except ValueError as exc:
         _fail(DeployError(f"--trusted-proxy: {exc}", hint="e.g. --trusted-proxy 10.0.0.2"))
@@ -426,6 +478,12 @@ def up(
             "emulated target, named after it); repeat it, e.g. two boards of one target."
         ),
     ] = None,
+    health_interval: HealthInterval = 3600.0,
+    health_failures: HealthFailures = 3,
+    health_clean: HealthClean = 2,
+    health_recheck: HealthRecheck = 60.0,
+    health_band: HealthBand = 0.10,
+    health_checks: HealthOn = True,
 ) -> None:
     """Coordinator + service + one local agent with the three emulated boards, all state
     under --data-dir, supervised (a child that dies is started again). SIGTERM or Ctrl-C
@@ -435,6 +493,21 @@ def up(
 
     try:
         boards = parse_boards(board or [])
-        run_up(_data(data_dir), host=host, port=port, stop_grace=stop_grace, boards=boards)
+        health = [
+            f"--health-interval={health_interval}",
+            f"--health-failures={health_failures}",
+            f"--health-clean={health_clean}",
+            f"--health-recheck={health_recheck}",
+            f"--health-band={health_band}",
+            "--health-checks" if health_checks else "--no-health-checks",
+        ]
+        run_up(
+            _data(data_dir),
+            host=host,
+            port=port,
+            stop_grace=stop_grace,
+            boards=boards,
+            serve_args=health,
+        )
     except DeployError as exc:
         _fail(exc)

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.db import Agent, Board, Job, User
+from aidge_deploy.farm.health import DRAIN_REASON, drain_runs, last_runs
 from aidge_deploy.farm.models import BoardView
 from aidge_deploy.farm.states import ON_BOARD, BoardState, JobState
 
@@ -33,6 +34,8 @@ def board_views(s: Session, held: Mapping[str, str] | None = None) -> list[Board
         s.execute(select(Job.requested_board, Job.target).where(Job.state == JobState.QUEUED.value))
     )
     agents = {a.name: a for a in s.scalars(select(Agent))}
+    health = last_runs(s)
+    drains = drain_runs(s)
     out = []
     for b in boards:
         holder = held.get(b.name)
@@ -61,6 +64,15 @@ def board_views(s: Session, held: Mapping[str, str] | None = None) -> list[Board
                 offline_since=b.offline_since,
                 description=b.description,
                 held_by=holder,
+                drain_reason=b.drain_reason if b.drained else None,
+                drained_by=b.drained_by if b.drained else None,
+                drained_at=b.drained_at if b.drained else None,
+                health=health[b.name][0] if b.name in health else None,
+                health_at=health[b.name][1] if b.name in health else None,
+                health_run=health[b.name][2] if b.name in health else None,
+                drain_run=drains.get(b.name)
+                if b.drained and b.drain_reason == DRAIN_REASON
+                else None,
             )
         )
     return out

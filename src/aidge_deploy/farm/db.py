@@ -130,8 +130,12 @@ class Board(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     online: Mapped[bool] = mapped_column(Boolean, default=False)
     offline_since: Mapped[float | None] = mapped_column(Float, nullable=True)
-    #: taken out of service by an admin: no new job lands on it
+    #: taken out of service (by an admin, or by a failed health check: ``farm.health``):
+    #: no new job lands on it; why, since when and by whom
     drained: Mapped[bool] = mapped_column(Boolean, default=False)
+    drain_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    drained_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    drained_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Job(Base):
@@ -212,6 +216,9 @@ ADDED_COLUMNS = (
     ("jobs", "failure_class", "VARCHAR(16)"),
     ("jobs", "attempt", "INTEGER NOT NULL DEFAULT 1"),
     ("jobs", "retries", "INTEGER"),
+    ("boards", "drain_reason", "TEXT"),
+    ("boards", "drained_at", "FLOAT"),
+    ("boards", "drained_by", "VARCHAR(64)"),
 )
 
 
@@ -276,6 +283,34 @@ class JobPhase(Base):
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
     name: Mapped[str] = mapped_column(String(32))
     seconds: Mapped[float] = mapped_column(Float)
+
+
+class HealthRun(Base):
+    """One health check of a board (``farm.health``): its golden jobs (the known outputs,
+    the figure against its band), what triggered it and how it ended."""
+
+    __tablename__ = "health_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    board: Mapped[str] = mapped_column(String(64), index=True)
+    target: Mapped[str] = mapped_column(String(64))
+    #: schedule | agent restart | failures | readmission | admin
+    trigger: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[float] = mapped_column(Float, default=now, index=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: pending | passed | failed | cancelled (a golden job was cancelled: no verdict)
+    outcome: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    output_job: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    figure_job: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: the figure of the figure job (cycles per inference, or latency), its unit and
+    #: provenance, and the reference and band it was held to
+    figure: Mapped[float | None] = mapped_column(Float, nullable=True)
+    figure_unit: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    figure_provenance: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    reference: Mapped[float | None] = mapped_column(Float, nullable=True)
+    band: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: why it failed (or what it found), and what it did to the board
+    reason: Mapped[str] = mapped_column(Text, default="")
+    action: Mapped[str] = mapped_column(String(16), default="")
 
 
 class Database:
@@ -372,6 +407,7 @@ __all__ = [
     "Database",
     "ExportOwner",
     "ExportRecord",
+    "HealthRun",
     "Job",
     "JobAttempt",
     "JobEvent",

@@ -49,6 +49,7 @@ from aidge_deploy.farm.coordinator import (
 )
 from aidge_deploy.farm.db import Agent, Board, Database, Job, Reservation, now
 from aidge_deploy.farm.failures import retry_board
+from aidge_deploy.farm.health import HealthChecks
 from aidge_deploy.farm.jobs import requeue, transition
 from aidge_deploy.farm.notify import Notifier
 from aidge_deploy.farm.settings import FarmSettings
@@ -63,6 +64,8 @@ RELOCK_PRIO = 1000.0
 FULL_CHECK_S = 2.0
 #: how often agents' heartbeats are checked
 AGENT_CHECK_S = 1.0
+#: how often the boards' health checks look for golden runs to judge or start
+HEALTH_CHECK_S = 1.0
 _LIVE = [st.value for st in (JobState.QUEUED, JobState.RESERVED, *ON_BOARD)]
 _ALIVE = (ReservationState.WAITING, ReservationState.ALLOCATED, ReservationState.ACQUIRED)
 
@@ -99,8 +102,13 @@ class Dispatcher:
         db: Database,
         notifier: Notifier,
         link: Coordinator | None = None,
+        health: HealthChecks | None = None,
     ) -> None:
         self.settings = settings
+        #: the boards' golden runs (``farm.health``): started and judged from this loop
+        self.health = health
+        if health is not None:
+            health.bind(self.boards_changed, self.wake)
         self.db = db
         self.notifier = notifier
         self.link: Coordinator = link or CoordinatorLink(
@@ -117,6 +125,7 @@ class Dispatcher:
         self._started = time.time()
         self._last_full = 0.0
         self._last_agent_check = 0.0
+        self._last_health = 0.0
         self.ticks = 0
 
     # --- called from request handlers (any thread) -----------------------------------
@@ -205,6 +214,12 @@ class Dispatcher:
                 self._boards_dirty = True
                 await self._do_releases()
                 await self._sync_places()
+        if self.health is not None and t - self._last_health >= HEALTH_CHECK_S:
+            self._last_health = t
+            await asyncio.to_thread(self.health.tick)
+            if self._boards_dirty:
+                self._boards_dirty = False
+                await self._sync_places()
         full = t - self._last_full >= FULL_CHECK_S or bool(self._relock)
         reservations = await self.link.reservations() if full else None
         if full:
@@ -248,6 +263,7 @@ class Dispatcher:
     def _place_specs(self) -> list[tuple[str, dict[str, str], tuple[str, ...]]]:
         """Each board's place: its tags and, for a physical board, the resources the
         exporter of its host publishes under a group named like the board."""
+        suspect = self.health.suspect if self.health is not None else frozenset()
         with self.db.session() as s:
             agents = {a.name: a for a in s.scalars(select(Agent))}
             return [
@@ -259,9 +275,15 @@ class Dispatcher:
                         "target": tag_value(b.target),
                         "host": tag_value(b.agent_name),
                         "kind": b.kind,
+                        # users' jobs: not on a drained board, nor on one whose health
+                        # check after failures runs; golden jobs: on any board that is up
                         "avail": "yes"
-                        if b.online and not b.drained and _online(agents.get(b.agent_name))
+                        if b.online
+                        and not b.drained
+                        and b.name not in suspect
+                        and _online(agents.get(b.agent_name))
                         else "no",
+                        "health": "yes" if b.online and _online(agents.get(b.agent_name)) else "no",
                     },
                     (f"{_host(agents.get(b.agent_name), b.agent_name)}/{b.name}/*",)
                     if b.kind == "hw"
@@ -321,6 +343,7 @@ class Dispatcher:
                 Job.requested_board,
                 Job.priority,
                 Job.attempt,
+                Job.user_id,
             )
             if reservations is None:
                 q = q.where(
@@ -393,6 +416,9 @@ class Dispatcher:
         a retried job's, which names another board it has not failed on, where there is
         one (``failures.retry_board``)."""
         tags = {"farm": tag_value(self.settings.farm_name), "avail": "yes"}
+        if self.health is not None and self.health.is_golden(job.user_id):
+            # a golden job may take its drained board (readmission needs it)
+            tags = {"farm": tag_value(self.settings.farm_name), "health": "yes"}
         board = job.requested_board
         if not board and job.attempt > 1:
             board = retry_board(s, job.id, job.target)

@@ -100,6 +100,43 @@ class BoardView(Answer):
     description: str = ""
     #: who holds the board's labgrid place from outside the farm (state ``held``)
     held_by: str | None = None
+    #: why it is drained (``offline: health check failed`` when its golden run failed),
+    #: by whom and since when
+    drain_reason: str | None = None
+    drained_by: str | None = None
+    drained_at: float | None = None
+    #: its last health check (``farm.health``): passed | failed | pending, and when
+    health: str | None = None
+    health_at: float | None = None
+    health_run: int | None = None
+    #: the health check that drained it (its log says why)
+    drain_run: int | None = None
+
+
+class DrainRequest(Model):
+    """Why an admin takes a board out of service (shown on the boards page)."""
+
+    reason: Annotated[Line, Field(max_length=500)] = "drained by an admin"
+
+
+class HealthRunView(Answer):
+    """One golden run of a board: when, why, how it ended, its figure against its band."""
+
+    id: int
+    board: str
+    trigger: str
+    created_at: float
+    ended_at: float | None = None
+    outcome: str
+    figure: float | None = None
+    figure_unit: str | None = None
+    figure_provenance: str | None = None
+    reference: float | None = None
+    band: float | None = None
+    reason: str = ""
+    action: str = ""
+    output_job: int | None = None
+    figure_job: int | None = None
 
 
 class ExportView(Answer):
@@ -331,6 +368,7 @@ __all__ = [
     "BoardView",
     "CampaignTag",
     "ClaimAnswer",
+    "DrainRequest",
     "ErrorAnswer",
     "ErrorBody",
     "EventView",
@@ -340,6 +378,7 @@ __all__ = [
     "ExportView",
     "FinishAnswer",
     "FinishRequest",
+    "HealthRunView",
     "Heartbeat",
     "HeartbeatAnswer",
     "JobError",

@@ -27,6 +27,7 @@ from aidge_deploy.farm.agents import (
 from aidge_deploy.farm.db import ExportRecord, Job
 from aidge_deploy.farm.deps import AgentDep, StateDep
 from aidge_deploy.farm.fields import JobId
+from aidge_deploy.farm.health import known_boards
 from aidge_deploy.farm.jobhistory import record_job
 from aidge_deploy.farm.models import (
     MAX_ID,
@@ -57,7 +58,9 @@ JobIdPath = Annotated[int, PathParam(ge=1, le=MAX_ID)]
 def register(body: RegisterRequest, who: AgentDep, state: StateDep) -> RegisterAnswer:
     """An agent (re)starting: its boards become farm boards (labgrid places)."""
     with state.db.session() as s:
+        restarted = known_boards(s, [b.name for b in body.boards])
         freed = register_agent(s, who, body, retries=state.settings.job_retries)
+    state.health.request(restarted, "agent restart")  # a golden run on each (farm.health)
     state.dispatcher.release_later(*freed)
     state.dispatcher.boards_changed()
     return RegisterAnswer(

@@ -99,9 +99,10 @@ def create_app(
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
         return internal_error_response(request, exc)
 
-    from aidge_deploy.farm import routes_agent, routes_user
+    from aidge_deploy.farm import routes_agent, routes_boards, routes_user
 
     app.include_router(routes_user.router, prefix="/api")
+    app.include_router(routes_boards.router, prefix="/api")
     app.include_router(routes_agent.router, prefix="/api")
     from aidge_deploy.farm.web import mount_web
 

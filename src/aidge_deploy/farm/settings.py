@@ -23,6 +23,29 @@ class LoginLimits:
 
 
 @dataclass(frozen=True)
+class HealthSettings:
+    """When boards run their golden job (``farm.health``): every ``interval_s`` (0: not
+    on a schedule), after their agent restarts and after ``failures`` jobs in a row failed
+    on the board for a reason that is not the user's; a board that fails it is drained
+    and admitted again after ``clean`` golden runs in a row pass, tried every
+    ``recheck_s``. A golden figure (cycles or latency) passes within ``band`` (a
+    fraction) of the target's reference."""
+
+    interval_s: float = 3600.0
+    failures: int = 3
+    clean: int = 2
+    recheck_s: float = 60.0
+    band: float = 0.10
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        if self.failures < 1 or self.clean < 1:
+            raise ValueError("health check failures and clean runs are at least 1")
+        if not 0 < self.band < 1 or self.interval_s < 0 or self.recheck_s < 0:
+            raise ValueError("health check band is in (0, 1), intervals are not negative")
+
+
+@dataclass(frozen=True)
 class FarmSettings:
     data_dir: Path
     #: labgrid coordinator ``HOST:PORT``
@@ -57,6 +80,8 @@ class FarmSettings:
     trusted_proxies: tuple[str, ...] = ()
     #: serve the API's Swagger UI at ``/api/docs`` (from the package, no CDN)
     api_docs: bool = True
+    #: boards' health checks (golden jobs, drain and readmission)
+    health: HealthSettings = field(default_factory=HealthSettings)
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -81,4 +106,4 @@ def private_data_dir(path: Path) -> Path:
     return path
 
 
-__all__ = ["FarmSettings", "LoginLimits", "private_data_dir"]
+__all__ = ["FarmSettings", "HealthSettings", "LoginLimits", "private_data_dir"]

@@ -1,5 +1,6 @@
 """What every request handler of the service shares: settings, database, export store,
-notifier, token cache, login throttle and the dispatcher (``FarmState``)."""
+notifier, token cache, login throttle, the boards' health checks and the dispatcher
+(``FarmState``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from aidge_deploy.errors import ConfigError
 from aidge_deploy.farm.auth import TokenCache, has_admin
 from aidge_deploy.farm.db import Database
 from aidge_deploy.farm.dispatch import Coordinator, Dispatcher
+from aidge_deploy.farm.health import HealthChecks
 from aidge_deploy.farm.notify import Notifier
 from aidge_deploy.farm.settings import FarmSettings, private_data_dir
 from aidge_deploy.farm.store import ExportStore
@@ -34,7 +36,8 @@ class FarmState:
         self.tokens = TokenCache()
         self.tokens.watch(self.db.sessions)
         self.logins = LoginThrottle(settings.login_limits)
-        self.dispatcher = Dispatcher(settings, self.db, self.notifier, link)
+        self.health = HealthChecks(settings, self.db, self.store)
+        self.dispatcher = Dispatcher(settings, self.db, self.notifier, link, self.health)
 
     def job_dir(self, job_id: int) -> Path:
         return self.settings.jobs_dir / str(int(job_id))

@@ -155,7 +155,9 @@ def run_up(
     port: int = 8000,
     stop_grace: float = 30.0,
     boards: dict[str, str] | None = None,
+    serve_args: list[str] | None = None,
 ) -> None:
+    """``serve_args``: more options of ``farm serve`` (the health checks')."""
     from aidge_deploy.farm.auth import has_admin, issue_agent_token
     from aidge_deploy.farm.db import Database
     from aidge_deploy.farm.settings import FarmSettings, private_data_dir
@@ -189,7 +191,7 @@ def run_up(
         ),
         encoding="utf-8",
     )
-    farm = _UpFarm(data_dir, host, port, lab, token_file, stop_grace)
+    farm = _UpFarm(data_dir, host, port, lab, token_file, stop_grace, serve_args or [])
     farm.board_names = tuple(boards or EMULATED_BOARDS)
     farm.run()
 
@@ -264,7 +266,14 @@ class _UpFarm:
     """The one-machine farm: its three children and the state file of this run."""
 
     def __init__(
-        self, data_dir: Path, host: str, port: int, lab: Path, token_file: Path, grace: float
+        self,
+        data_dir: Path,
+        host: str,
+        port: int,
+        lab: Path,
+        token_file: Path,
+        grace: float,
+        serve_args: list[str],
     ) -> None:
         self.data_dir = data_dir
         self.board_names: tuple[str, ...] = EMULATED_BOARDS
@@ -302,6 +311,7 @@ class _UpFarm:
                     str(self.port),
                     "--coordinator",
                     self.coordinator,
+                    *serve_args,
                 ],
                 data_dir,
                 data_dir / "service.log",

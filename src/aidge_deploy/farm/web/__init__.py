@@ -53,6 +53,7 @@ PAGE_MODULES = (
     "compare",
     "campaigns",
     "history",
+    "boardhealth",
     "admin",
 )
 

@@ -19,12 +19,20 @@ from sqlalchemy.orm import Session
 
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.farm.auth import add_user, set_password
-from aidge_deploy.farm.db import Board, Token, User
+from aidge_deploy.farm.db import Token, User
 from aidge_deploy.farm.deps import StateDep
+from aidge_deploy.farm.health import admit_board, drain_board
 from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.state import FarmState
 from aidge_deploy.farm.states import Role
-from aidge_deploy.farm.web.forms import AddUserForm, EmptyForm, FormModel, PasswordForm, read_form
+from aidge_deploy.farm.web.forms import (
+    AddUserForm,
+    DrainForm,
+    EmptyForm,
+    FormModel,
+    PasswordForm,
+    read_form,
+)
 from aidge_deploy.farm.web.params import NamePath
 from aidge_deploy.farm.web.queries import agents, board_rows, users
 from aidge_deploy.farm.web.session import PageAdmin
@@ -64,11 +72,12 @@ def set_disabled(s: Session, who_name: str, name: str, disabled: bool) -> None:
         s.execute(delete(Token).where(Token.user_id == user.id))
 
 
-def set_drained(s: Session, name: str, drained: bool) -> None:
-    board = s.get(Board, name)
-    if board is None:
-        raise FarmRequestError(404, f"the farm has no board {name!r}")
-    board.drained = drained
+def set_drained(s: Session, name: str, drained: bool, by: str = "", reason: str = "") -> None:
+    """Drain (with ``reason``) or return a board, by admin ``by`` (``farm.health``)."""
+    if drained:
+        drain_board(s, name, reason, by)
+    else:
+        admit_board(s, name, by)
 
 
 def _page(
@@ -175,7 +184,12 @@ async def admin_drain(
     name: NamePath, request: Request, who: PageAdmin, state: StateDep
 ) -> Response:
     response = await _action(
-        request, who, state, EmptyForm, lambda s, _: set_drained(s, name, True), "drained"
+        request,
+        who,
+        state,
+        DrainForm,
+        lambda s, form: set_drained(s, name, True, who.name, form.reason),
+        "drained",
     )
     state.dispatcher.boards_changed()
     return response
@@ -186,7 +200,12 @@ async def admin_return(
     name: NamePath, request: Request, who: PageAdmin, state: StateDep
 ) -> Response:
     response = await _action(
-        request, who, state, EmptyForm, lambda s, _: set_drained(s, name, False), "returned"
+        request,
+        who,
+        state,
+        EmptyForm,
+        lambda s, _: set_drained(s, name, False, who.name),
+        "returned",
     )
     state.dispatcher.boards_changed()
     return response

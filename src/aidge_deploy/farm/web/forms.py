@@ -83,8 +83,23 @@ class EmptyForm(FormModel):
     """A button: nothing but its CSRF token."""
 
 
+class DrainForm(FormModel):
+    """Drain a board: why (shown on the boards page; empty: "drained by an admin")."""
+
+    reason: Annotated[Line, Field(max_length=500)] = ""
+
+
 #: every form model (the fuzz test sends their fields to every form)
-FORMS = (NextForm, LoginForm, CompareForm, AddUserForm, PasswordForm, SubmitForm, EmptyForm)
+FORMS = (
+    NextForm,
+    LoginForm,
+    CompareForm,
+    AddUserForm,
+    PasswordForm,
+    SubmitForm,
+    EmptyForm,
+    DrainForm,
+)
 
 
 def form_error(exc: ValidationError) -> FarmRequestError:
@@ -130,6 +145,7 @@ __all__ = [
     "FORMS",
     "AddUserForm",
     "CompareForm",
+    "DrainForm",
     "EmptyForm",
     "FormModel",
     "LoginForm",

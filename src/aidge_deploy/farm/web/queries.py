@@ -25,6 +25,7 @@ from aidge_deploy.farm.states import TERMINAL, JobState
 HEALTH_WINDOW = 10
 _FINISHED = (JobState.DONE.value, JobState.FAILED.value)
 _TERMINAL = [st.value for st in TERMINAL]
+_CHECK_BADGES = {"passed": "done", "failed": "failed", "pending": "queued"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,15 @@ class BoardRow:
                 "window": HEALTH_WINDOW,
             },
             job_mine=self.view.job_user == who.name or who.is_admin,
+            # the last golden run (farm.health): its outcome, badge, time and log
+            check={
+                "outcome": self.view.health,
+                "badge": _CHECK_BADGES.get(self.view.health or "", "queued"),
+                "at": self.view.health_at,
+                "run": self.view.health_run,
+            }
+            if self.view.health_run is not None
+            else None,
         )
         return data
 

@@ -22,9 +22,9 @@
     let t = b.state;
     if (b.state === "busy") t = "busy — job #" + b.job + " (" + b.job_user + ")";
     else if (b.state === "offline") t = "offline" + (b.offline_since ? " since " + when(b.offline_since) : "");
-    else if (b.state === "drained") t = "drained (maintenance)";
+    else if (b.state === "drained") t = "drained" + (b.drain_reason ? " — " + b.drain_reason : " (maintenance)");
     else if (b.state === "held") t = b.held;
-    if (b.drained && b.state !== "drained") t += " · drained";
+    if (b.drained && b.state !== "drained") t += " · drained" + (b.drain_reason ? " — " + b.drain_reason : "");
     return t;
   }
   function row(b) {
@@ -40,6 +40,12 @@
     tr.append(name, el("td", b.target), el("td", b.host));
     const st = el("td");
     st.append(el("span", stateText(b), "badge state-" + b.state));
+    if (b.drain_run) {
+      const why = el("a", "log", "drain-log");
+      why.href = "/boards/" + encodeURIComponent(b.name) + "/health/" +
+        encodeURIComponent(b.drain_run) + "/log";
+      st.append(" ", why);
+    }
     tr.append(st, el("td", b.queue, "num"));
     const last = el("td", null, "last");
     if (b.last) {
@@ -55,6 +61,22 @@
     const h = b.health.done + b.health.failed;
     tr.append(h ? el("td", b.health.done + " passed, " + b.health.failed + " failed", "health")
                 : el("td", "—", "health muted"));
+    const check = el("td", null, "check");
+    const path = "/boards/" + encodeURIComponent(b.name) + "/health";
+    if (b.check) {
+      check.append(el("span", b.check.outcome, "badge state-" + b.check.badge), " ",
+                   el("small", when(b.check.at), "muted"));
+      if (b.check.outcome !== "pending") {
+        const log = el("a", "log", "health-log");
+        log.href = path + "/" + encodeURIComponent(b.check.run) + "/log";
+        check.append(" ", log);
+      }
+      check.append(" · ");
+    }
+    const hist = el("a", "history", "health-history");
+    hist.href = path;
+    check.append(hist);
+    tr.append(check);
     return tr;
   }
   async function refresh() {
@@ -70,7 +92,7 @@
       if (!data.boards.length) {
         const tr = el("tr", null, "empty");
         const td = el("td", "No board yet.", "muted");
-        td.colSpan = 7;
+        td.colSpan = 8;
         tr.append(td);
         body.append(tr);
       }
