@@ -70,9 +70,6 @@ class SbcSshTarget(
     def check_config(self) -> None:
         ssh_settings_from_config(self.config)  # the board's address and SSH options, early
 
-    #: the run (and, when the image can, the build) happens inside ``docker_image``
-    uses_container: ClassVar[bool] = False
-
     # ----------------------------------------------------------------- configuration
 
     def builds_remotely(self) -> bool:
@@ -201,7 +198,6 @@ class SbcSshDockerTarget(SbcSshTarget):
     """The same board, with the run (and the build, when the image can) in ``docker_image``."""
 
     description: ClassVar[str] = "SSH + Docker on the board: export mounted, --pull never"
-    uses_container: ClassVar[bool] = True
     reach: ClassVar[BackendCaps] = BackendCaps(
         over_ssh=True, in_container=True, lane=Lane.PER_BOARD
     )

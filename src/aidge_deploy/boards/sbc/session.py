@@ -31,6 +31,7 @@ from aidge_deploy.connections.ssh_transfer import TransferReport
 from aidge_deploy.errors import DeployError
 from aidge_deploy.results import DeployContext
 from aidge_deploy.runcontrol import shielded
+from aidge_deploy.targetspec import BackendCaps
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
@@ -48,8 +49,15 @@ class SbcSession:
     #: the board's hardware model when a record names one (``DeployTarget.hardware_model``)
     hardware_model: ClassVar[str | None]
     backend_name: ClassVar[str]
-    uses_container: ClassVar[bool]
+    #: how the backend reaches the board (``DeployTarget.reach``)
+    reach: ClassVar[BackendCaps]
     config: DeployConfig
+
+    @property
+    def uses_container(self) -> bool:
+        """The run (and, when the image can, the build) happens inside ``docker_image``:
+        the backend's declared reach."""
+        return self.reach.in_container
 
     _conn: SshConnection | None = None
     _layout: RemoteLayout | None = None
