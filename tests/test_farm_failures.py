@@ -131,6 +131,10 @@ def test_an_infrastructure_failure_is_retried_on_the_other_board_and_a_crash_is_
         ], done["attempts"]
         assert "signal 11" in done["attempts"][0]["error"], done["attempts"][0]
         assert done["attempts"][0]["error_type"] == "BoardFault"
+        # the failed run's logs are kept beside the second run's
+        first_log = c.get(done["attempts"][0]["log"])
+        assert first_log.status_code == 200 and "DEMO EXPORT ARM" in first_log.text
+        assert c.get(f"/api/jobs/{job}/log?attempt=3").status_code == 404
         events = c.get(f"/api/jobs/{job}/events").json()["events"]
         assert any(
             "attempt 1 on" in e["message"] and "infrastructure" in e["message"] for e in events
@@ -150,6 +154,9 @@ def test_an_infrastructure_failure_is_retried_on_the_other_board_and_a_crash_is_
     assert rows.nth(0).get_attribute("data-board") == first["board"]
     assert rows.nth(0).get_attribute("data-failure-class") == "infrastructure"
     assert rows.nth(1).get_attribute("data-board") == other
+    with page.expect_download() as download:
+        rows.nth(0).locator("a.attempt-log").click()
+    assert "DEMO EXPORT ARM" in Path(download.value.path()).read_text()
     page.goto(f"{farm_up.url}/jobs/{crashed}")
     assert page.locator("#job-failure-class").get_attribute("data-failure-class") == "user"
     page.context.close()

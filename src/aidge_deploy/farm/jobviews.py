@@ -199,7 +199,13 @@ def job_status(conn: Connection, who: Principal, job_id: int, base: str = "/api"
     if row is None or not who.can_see(row.user_id):
         raise not_found("job", job_id)
     view = view_of(row, base)
-    view.attempts = [AttemptView(**r._mapping) for r in conn.execute(_ATTEMPTS, {"job_id": job_id})]
+    view.attempts = [
+        AttemptView(
+            **r._mapping,
+            log=f"{view.urls.log}?attempt={r.number}" if r.retried else view.urls.log,
+        )
+        for r in conn.execute(_ATTEMPTS, {"job_id": job_id})
+    ]
     if view.state in TERMINAL:
         view.phases = {name: sec for name, sec in conn.execute(_PHASES, {"job_id": job_id})}
     return view

@@ -203,6 +203,8 @@ class AttemptView(Answer):
     ended_at: float
     #: the job went back to the queue for another run after this one
     retried: bool = False
+    #: this run's logs (an earlier run's are kept when the job is retried)
+    log: str | None = None
 
 
 class JobUrls(Answer):

@@ -201,10 +201,23 @@ def finish(job_id: JobIdPath, body: FinishRequest, who: AgentDep, state: StateDe
             s, who, job_id, body, retries=state.settings.job_retries
         )
     state.dispatcher.release_later(release)
+    if final == JobState.QUEUED and not already:
+        _keep_attempt_log(state, job_id)
     if final == JobState.DONE and not already:
         record_job(state, job_id)  # the results history (farm.jobhistory)
     state.notifier.notify(f"job:{job_id}")
     return FinishAnswer(state=JobState(final), already=already)
+
+
+def _keep_attempt_log(state: FarmState, job_id: int) -> None:
+    """A job retried after an infrastructure failure: the log of the run that failed is
+    kept as ``log.attempt-N.txt`` (``GET /jobs/{id}/log?attempt=N``); the next run writes
+    its own ``log.txt``."""
+    with state.db.session() as s:
+        attempt = s.scalar(select(Job.attempt).where(Job.id == job_id))
+    log = state.job_dir(job_id) / "log.txt"
+    if attempt is not None and log.is_file():
+        os.replace(log, log.with_name(f"log.attempt-{attempt - 1}.txt"))
 
 
 __all__ = ["router"]

@@ -182,7 +182,21 @@ def job_bundle(job_id: JobIdPath, who: UserDep, state: StateDep) -> FileResponse
 
 
 @router.get("/jobs/{job_id}/log", tags=["jobs"])
-def job_log(job_id: JobIdPath, who: UserDep, state: StateDep) -> FileResponse:
+def job_log(
+    job_id: JobIdPath,
+    who: UserDep,
+    state: StateDep,
+    attempt: Annotated[int | None, Query(ge=1, le=100)] = None,
+) -> FileResponse:
+    """The board host's logs of the job's current (or last) run, or of its earlier run
+    ``attempt`` (one retried after an infrastructure failure)."""
+    if attempt is not None:
+        with state.db.session() as s:
+            current = job_for(s, who, job_id).attempt
+        if attempt != current:
+            return _file(
+                state, who, job_id, f"log.attempt-{attempt}.txt", "text/plain; charset=utf-8"
+            )
     return _file(state, who, job_id, "log.txt", "text/plain; charset=utf-8")
 
 

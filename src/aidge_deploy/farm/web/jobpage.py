@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -218,6 +219,10 @@ async def job_report(job_id: JobIdPath, who: PageUser, state: StateDep) -> HTMLR
     )
 
 
+#: the log of an earlier run of a retried job (``routes_agent._keep_attempt_log``)
+ATTEMPT_LOG = re.compile(r"log\.attempt-[1-9][0-9]{0,2}\.txt")
+
+
 def _download(state: FarmState, who: Principal, job_id: int, name: str) -> FileResponse:
     with state.db.session() as s:
         job_for(s, who, job_id)
@@ -227,6 +232,9 @@ def _download(state: FarmState, who: Principal, job_id: int, name: str) -> FileR
     elif name in DOWNLOADS:
         file_name, media = DOWNLOADS[name]
         path = folder / file_name
+        path = path if path.is_file() else None
+    elif ATTEMPT_LOG.fullmatch(name):  # an earlier run's log (the job was retried)
+        path, media = folder / name, "text/plain; charset=utf-8"
         path = path if path.is_file() else None
     else:
         raise FarmRequestError(404, f"no download {name!r}")
