@@ -233,7 +233,11 @@ def test_dataset_accuracy_on_a_board_and_on_the_host(tmp_path: Path) -> None:
     assert accuracy["mps2-an386"]["samples"] == 4
     # the host has no interactive protocol: its output export's one build, fed every sample
     host = accuracy["host"]
-    assert (host["accuracy"], host["samples"], host["provenance"]) == (pytest.approx(0.75), 4, "host")
+    assert (host["accuracy"], host["samples"], host["provenance"]) == (
+        pytest.approx(0.75),
+        4,
+        "host",
+    )
 
 
 @pytest.fixture(scope="module")
