@@ -184,7 +184,9 @@ def test_job_views_of_a_list_are_each_jobs_own(db) -> None:  # type: ignore[no-u
         for view in listed:
             status = job_status(conn, dave, view.id)
             assert status.phases == ({} if view.state == "done" else None)
-            status.phases = None
+            # a job's own view lists its ended runs on boards (none here); lists do not
+            assert status.attempts == [] and view.attempts is None
+            status.phases = status.attempts = None
             assert status == view
             with pytest.raises(FarmRequestError) as refused:
                 job_status(conn, other, view.id)
@@ -435,7 +437,9 @@ def test_the_api_backend_is_one_registered_class_for_every_target() -> None:
     for path in (src / "pipeline").rglob("*.py"):
         text = path.read_text(encoding="utf-8").lower()
         assert "farm" not in text and "remote_result" not in text, path
-    for path in [*(src / "farm").rglob("*.py"), src / "registry.py", src / "api.py"]:
+    # (the registry makes a board record's local targets with type(); every api pair is
+    # FarmBackend itself, asserted above)
+    for path in [*(src / "farm").rglob("*.py"), src / "api.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             made = (
                 isinstance(node, ast.Call)
