@@ -6,7 +6,8 @@ kind, 1 warm-up + 1 timed inference; the profiling build, whose cycle reads the 
 timing model's estimated cycles per inference with its band, cycles/MAC, and the fastest
 published closed-division row of the same core and dtype (its engine and version, cycles/MAC
 and the ratio estimate ÷ row). A board a model does not fit prints the refusal instead of a
-figure. Estimates are a model's output (provenance ``estimated``), not silicon: the ratio is a
+figure (refused before the export as ``profile`` refuses it, else by the exporter or the
+linker). Estimates are a model's output (provenance ``estimated``), not silicon: the ratio is a
 comparison, never a verdict.
 
 Run: ``python scripts/mlperf_table.py [--models kws,ic] [--boards mps2-an386] [--dtypes int8]``
@@ -51,6 +52,7 @@ def measure(model: str, board: str, dtype: str, work: Path) -> Row:
     """One cell: export ``model`` for ``board`` in ``dtype``, deploy it, put its estimate
     beside the published rows."""
     import aidge_deploy
+    from aidge_deploy.configcheck import check_run
     from aidge_deploy.errors import DeployError
     from aidge_deploy.mlperf.build import build_model
     from aidge_deploy.mlperf.models import MODELS, TinyModel
@@ -59,21 +61,20 @@ def measure(model: str, board: str, dtype: str, work: Path) -> Row:
 
     spec = MODELS[TinyModel(model)]
     onnx = build_model(spec.name, work / f"{model}.onnx")
+    request = ExportRequest(
+        model=onnx,
+        target=board,
+        out_dir=work / f"export-{model}-{board}-{dtype}",
+        dtype=Dtype(dtype),
+        nb_iterations=1,
+        nb_warmup=1,
+    )
+    config = aidge_deploy.DeployConfig(target=board, run_timeout=1800)
     try:
-        artifact = export_model(
-            ExportRequest(
-                model=onnx,
-                target=board,
-                out_dir=work / f"export-{model}-{board}-{dtype}",
-                dtype=Dtype(dtype),
-                nb_iterations=1,
-                nb_warmup=1,
-            )
-        )
+        check_run(config, board, request=request)  # what profile refuses before it exports
+        artifact = export_model(request)
         result = aidge_deploy.deploy(
-            artifact,
-            aidge_deploy.DeployConfig(target=board, run_timeout=1800),
-            work_dir=work / f"run-{model}-{board}-{dtype}",
+            artifact, config, work_dir=work / f"run-{model}-{board}-{dtype}"
         )
     except DeployError as e:
         return Row(model, board, dtype, None, "", None, "", None, str(e).splitlines()[0])

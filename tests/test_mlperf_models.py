@@ -140,3 +140,17 @@ def test_the_report_of_a_kws_run_shows_the_published_rows_and_the_ratio() -> Non
     float_page = published_section(summary, float_run, str)
     assert "float32" in float_page
     assert published_section({**summary, "metrics": {"macs": {"value": 1000}}}, metadata, str) == ""
+
+
+def test_activations_too_big_for_the_ram_are_refused_at_the_export(tmp_path: Path) -> None:
+    """The float32 VWW model's weights fit netduinoplus2's flash, but Aidge's memory plan
+    cannot place its first activations in the board's RAM: a fit error naming the buffer and
+    what was left, from the export, before anything is built."""
+    model = build_model("vww", tmp_path / "vww.onnx")
+    res = runner.invoke(app, ["profile", str(model), "--target", "netduinoplus2",
+                              "--work-dir", str(tmp_path / "work")])  # fmt: skip
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "does not fit netduinoplus2: an activation buffer of 147,456 B" in text, text
+    assert "122,880 B left" in text and "int8" in text
+    assert not list((tmp_path / "work").rglob("*.elf"))  # nothing built

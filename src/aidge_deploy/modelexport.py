@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import io
 import logging
+import re
 import stat
 import threading
 import warnings
@@ -35,7 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from aidge_deploy.errors import ConfigError, DeployError, PreflightError, QuantisationError
+from aidge_deploy.errors import (
+    ConfigError,
+    DeployError,
+    MemoryFitError,
+    PreflightError,
+    QuantisationError,
+)
 
 if TYPE_CHECKING:
     from aidge_deploy.profiling.binary import MemoryCapacity
@@ -436,6 +443,9 @@ def _export_error(
     missing_bsp = _bsp_download_failure(request, exc)
     if missing_bsp is not None:
         return missing_bsp
+    no_room = _activations_do_not_fit(request, exc, log_path)
+    if no_room is not None:
+        return no_room
     tail = "\n".join(output.splitlines()[-10:])
     lowered = f"{exc}\n{tail}".lower()
     if isinstance(exc, OSError) or any(
@@ -469,6 +479,32 @@ def _export_error(
         f"Aidge could not export {request.model.name} for {request.target}: {text}",
         hint=hint + (f". Exporter output:\n{tail}" if tail else "."),
         log_path=log_path,
+    )
+
+
+#: Aidge's memory planner when an activation buffer exceeds what is left of the board's RAM
+_NO_ROOM = re.compile(
+    r"Unable to allocate memory of size (\d+) in component (\d+) \(available: (\d+)\)"
+)
+
+
+def _activations_do_not_fit(
+    request: ExportRequest, exc: BaseException, log_path: Path | None
+) -> MemoryFitError | None:
+    """Aidge's memory planner refusing a buffer (the board's RAM is its capacity) as the
+    fit error it is, before any build: the memory, the need and what was left."""
+    found = _NO_ROOM.search(str(exc))
+    if found is None:
+        return None
+    need, component, available = (int(g) for g in found.groups())
+    return MemoryFitError(
+        f"{request.model.name} does not fit {request.target}: an activation buffer of "
+        f"{need:,} B does not fit its RAM as Aidge plans it ({available:,} B left in memory "
+        f"component {component}; the planner stops at the first buffer that does not fit)",
+        hint="Export int8 (a quarter of float32's bytes), or choose a board with more RAM "
+        "(`aidge-deploy targets` lists their memories).",
+        log_path=log_path,
+        stage="Export",
     )
 
 
