@@ -192,6 +192,17 @@ def golden_job_ids(s: Session, board: str, run_id: int) -> list[int]:
     return [j for j in (run.output_job, run.figure_job) if j is not None]
 
 
+def golden_run_log(s: Session, jobs_dir: Path, board: str, run_id: int) -> str:
+    """The board host's logs of a golden run's jobs, one after the other (the farm's own
+    model: no user's data): what the API and the board's health page serve."""
+    parts = []
+    for job_id in golden_job_ids(s, board, run_id):
+        path = jobs_dir / str(int(job_id)) / "log.txt"
+        text = path.read_text(errors="replace") if path.is_file() else "(no log: see the job)"
+        parts.append(f"==> golden job {job_id} <==\n{text}")
+    return "\n".join(parts)
+
+
 # --- the checks ---------------------------------------------------------------------------
 
 
@@ -518,6 +529,7 @@ __all__ = [
     "drain_runs",
     "figure_of",
     "golden_job_ids",
+    "golden_run_log",
     "history",
     "judge_outputs",
     "known_boards",

@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse
 from aidge_deploy.farm.boards import board_views
 from aidge_deploy.farm.deps import AdminDep, StateDep, UserDep
 from aidge_deploy.farm.fields import BoardName
-from aidge_deploy.farm.health import admit_board, drain_board, golden_job_ids, history
+from aidge_deploy.farm.health import admit_board, drain_board, golden_run_log, history
 from aidge_deploy.farm.models import MAX_ID, BoardView, DrainRequest, HealthRunView
 from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.state import FarmState
@@ -78,13 +78,7 @@ def board_health(
 def health_log(name: BoardPath, run_id: RunPath, who: UserDep, state: StateDep) -> str:
     """The board host's logs of a golden run's jobs (the farm's own model: no user's data)."""
     with state.db.session() as s:
-        ids = golden_job_ids(s, name, run_id)
-    parts = []
-    for job_id in ids:
-        path = state.job_dir(job_id) / "log.txt"
-        text = path.read_text(errors="replace") if path.is_file() else "(no log: see the job)"
-        parts.append(f"==> golden job {job_id} <==\n{text}")
-    return "\n".join(parts)
+        return golden_run_log(s, state.settings.jobs_dir, name, run_id)
 
 
 __all__ = ["router"]

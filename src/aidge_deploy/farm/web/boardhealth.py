@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from aidge_deploy.farm.deps import StateDep
 from aidge_deploy.farm.fields import MAX_ID
-from aidge_deploy.farm.health import golden_job_ids, history
+from aidge_deploy.farm.health import golden_run_log, history
 from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.web.params import NamePath
 from aidge_deploy.farm.web.queries import board_rows
@@ -48,13 +48,7 @@ def board_health_page(
 @router.get("/boards/{name}/health/{run_id}/log", response_class=PlainTextResponse)
 def board_health_log(name: NamePath, run_id: RunIdPath, who: PageUser, state: StateDep) -> str:
     with state.db.session() as s:
-        ids = golden_job_ids(s, name, run_id)
-    parts = []
-    for job_id in ids:
-        path = state.job_dir(job_id) / "log.txt"
-        text = path.read_text(errors="replace") if path.is_file() else "(no log: see the job)"
-        parts.append(f"==> golden job {job_id} <==\n{text}")
-    return "\n".join(parts)
+        return golden_run_log(s, state.settings.jobs_dir, name, run_id)
 
 
 __all__ = ["router"]
