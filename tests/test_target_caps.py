@@ -94,6 +94,23 @@ def test_a_third_party_class_has_the_caps_of_its_mixins(scratch_registries: None
     assert target_caps(instance) == caps and power_target(instance) is instance
 
 
+def test_a_plugin_board_run_on_this_machine_keeps_its_own_hardware_facts(
+    scratch_registries: None,
+) -> None:
+    """A plug-in's board built and run here as a stand-in (the host's implementation, its
+    own hardware model) is not this machine: its memories are its model's, not the OS's."""
+    from aidge_deploy.boards.host.local import HostLocalTarget
+
+    @register_deploy_target("vendor-sbc", "local")
+    class VendorSbc(HostLocalTarget):
+        hardware_model_module: ClassVar[str | None] = "vendor_sbc.hw"
+
+    caps = target_caps(VendorSbc)
+    assert caps.kind is TargetKind.HOST and caps.runs_here and caps.own_hardware_model
+    assert not caps.this_machine
+    assert target_caps(HostLocalTarget).this_machine
+
+
 class _CycleCounts(CounterCapableTarget):
     """A lab's counter source for probe boards: what it counts depends on its target."""
 

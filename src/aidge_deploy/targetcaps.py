@@ -102,6 +102,7 @@ def _caps(cls: type) -> TargetCaps:
         runs_here=reach.runs_here,
         over_ssh=reach.over_ssh,
         in_container=reach.in_container,
+        own_hardware_model=target.hardware_model_module is not None,
     )
 
 

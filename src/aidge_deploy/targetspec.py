@@ -183,11 +183,14 @@ class TargetCaps:
     in_container: bool = False
     #: the whole deploy runs elsewhere (no local stage runs)
     remote: bool = False
+    #: the target brings a hardware model of its own (a plug-in's board run on this machine
+    #: as a stand-in): its facts are that model's, not this machine's
+    own_hardware_model: bool = False
 
     @property
     def this_machine(self) -> bool:
         """This machine is the board: its figures (memory, clock, power) are this machine's."""
-        return self.kind is TargetKind.HOST and self.runs_here
+        return self.kind is TargetKind.HOST and self.runs_here and not self.own_hardware_model
 
     @property
     def emulated(self) -> bool:
