@@ -359,48 +359,43 @@ def stalled_export(export: Any, root: Path, seconds: int) -> StalledExport:
     then waits ``seconds`` of the host's wall-clock time (semihosting ``SYS_TIME``, read
     through QEMU) before its inference, so a job on it is "running" for that long whatever
     the machine's speed, and an orphaned QEMU of it still ends on its own."""
-    dst = root / f"{Path(export.path).name}-stalled-{seconds}s"
-    if not dst.exists():
-        tmp = root / f".{dst.name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(export.path, tmp)
-        main = tmp / "main.cpp"
-        text = main.read_text()
-        assert text.count(STALL_MARK) == 1, "the QEMU boards' start banner is not in main.cpp"
-        stall = (
-            "\n    {  /* test stall: hold the board, in host wall-clock seconds */\n"
-            "        fflush(stdout);\n"
-            "        aidge_qemu_uart_flush();\n"
-            "        auto host_seconds = []() -> unsigned long {\n"
-            "            unsigned long t;\n"
-            '            __asm volatile("movs r0, #0x11\\n\\tmovs r1, #0\\n\\tbkpt 0xab\\n\\tmov %0, r0"\n'
-            '                           : "=r"(t) : : "r0", "r1", "memory");\n'
-            "            return t;\n"
-            "        };\n"
-            f"        const unsigned long until = host_seconds() + {int(seconds)}UL;\n"
-            "        while (host_seconds() < until) {\n"
-            "        }\n"
-            "    }\n"
-        )
-        main.write_text(text.replace(STALL_MARK, STALL_MARK + stall))
-        tmp.rename(dst)
-    return StalledExport(str(dst))
+    stall = (
+        "\n    {  /* test stall: hold the board, in host wall-clock seconds */\n"
+        "        fflush(stdout);\n"
+        "        aidge_qemu_uart_flush();\n"
+        "        auto host_seconds = []() -> unsigned long {\n"
+        "            unsigned long t;\n"
+        '            __asm volatile("movs r0, #0x11\\n\\tmovs r1, #0\\n\\tbkpt 0xab\\n\\tmov %0, r0"\n'
+        '                           : "=r"(t) : : "r0", "r1", "memory");\n'
+        "            return t;\n"
+        "        };\n"
+        f"        const unsigned long until = host_seconds() + {int(seconds)}UL;\n"
+        "        while (host_seconds() < until) {\n"
+        "        }\n"
+        "    }\n"
+    )
+    return _after_banner(export, root / f"{Path(export.path).name}-stalled-{seconds}s", stall)
 
 
 def crashing_export(export: Any, root: Path) -> StalledExport:
     """Copy ``export`` (a QEMU board's) under ``root``: its firmware prints its start banner,
     then executes an undefined instruction (``__builtin_trap``): the model's run crashes
     (a HardFault, which the firmware reports and exits 1 on) — the user's failure."""
-    dst = root / f"{Path(export.path).name}-crashing"
+    crash = "\n    fflush(stdout);\n    aidge_qemu_uart_flush();\n    __builtin_trap();\n"
+    return _after_banner(export, root / f"{Path(export.path).name}-crashing", crash)
+
+
+def _after_banner(export: Any, dst: Path, code: str) -> StalledExport:
+    """A copy of ``export`` at ``dst`` (made once, atomically) whose firmware runs ``code``
+    right after its start banner."""
     if not dst.exists():
-        tmp = root / f".{dst.name}.tmp"
+        tmp = dst.parent / f".{dst.name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(export.path, tmp)
         main = tmp / "main.cpp"
         text = main.read_text()
         assert text.count(STALL_MARK) == 1, "the QEMU boards' start banner is not in main.cpp"
-        crash = "\n    fflush(stdout);\n    aidge_qemu_uart_flush();\n    __builtin_trap();\n"
-        main.write_text(text.replace(STALL_MARK, STALL_MARK + crash))
+        main.write_text(text.replace(STALL_MARK, STALL_MARK + code))
         tmp.rename(dst)
     return StalledExport(str(dst))
 
