@@ -449,6 +449,37 @@ def test_a_user_failure_is_not_retried_and_a_done_run_is_an_attempt(rig: Rig) ->
     rig.run(scenario)
 
 
+def test_a_retried_job_for_a_named_board_ends_when_its_health_check_drains_it(
+    rig: Rig,
+) -> None:
+    """A job submitted for board b1 that failed there for the lab's reason waits for b1
+    again; once b1's health check drains it, the job ends failed (infrastructure, the
+    attempt's error, why it is not run again) instead of waiting for a readmission. A job
+    for b1 that never ran keeps waiting; one by target is not touched."""
+    from aidge_deploy.farm.failures import fail_pinned_retries
+    from aidge_deploy.farm.health import DRAIN_REASON, HEALTH_DRAINER, drain_board
+
+    retried = rig.submit(board="b1")
+
+    async def scenario() -> None:
+        await rig.tick()
+        assert rig.finish(retried, rig.claim(retried), error_type="BoardFault") == "queued"
+        fresh, by_target = rig.submit(board="b1"), rig.submit()
+        with rig.state.db.session() as s:
+            drain_board(s, "b1", DRAIN_REASON, HEALTH_DRAINER)
+            assert fail_pinned_retries(s, "b1", DRAIN_REASON) == [retried]
+        job = rig.job(retried)
+        assert (job.state, job.failure_class, job.attempt) == ("failed", "infrastructure", 2)
+        assert "it failed (BoardFault)" in job.error and "health check then drained" in job.error
+        assert job.error_type == "BoardFault" and "by target" in job.error_hint
+        assert [a[2:] for a in rig.attempts(retried)] == [("failed", "infrastructure", True)]
+        assert rig.job(fresh).state == "queued" and rig.job(by_target).state == "queued"
+        with rig.state.db.session() as s:
+            assert fail_pinned_retries(s, "b1", DRAIN_REASON) == []  # once
+
+    rig.run(scenario)
+
+
 def test_a_place_locked_outside_the_farm_is_shown_held(rig: Rig) -> None:
     from aidge_deploy.farm.boards import board_views
 

@@ -205,10 +205,59 @@ def retry_board(s: Session, job_id: int, target: str) -> str | None:
     return None
 
 
+def fail_pinned_retries(s: Session, board: str, reason: str) -> list[int]:
+    """Board ``board`` was drained by its health check: the queued jobs that asked for it
+    by name and already failed on it for the lab's reason end failed now, with that class
+    and the attempt's error (they would wait for a readmission that may never come; no
+    other board may take them). Jobs that never ran on it keep waiting, as the user asked
+    for that board. The ids of the jobs ended."""
+    ended = []
+    waiting = s.execute(
+        select(Job.id, Job.attempt).where(
+            Job.state == JobState.QUEUED.value,
+            Job.requested_board == board,
+            Job.attempt > 1,
+        )
+    ).all()
+    for job_id, attempt in waiting:
+        last = s.scalars(
+            select(JobAttempt)
+            .where(JobAttempt.job_id == job_id, JobAttempt.number == attempt - 1)
+            .limit(1)
+        ).first()
+        error = last.error if last is not None and last.error else "its last run failed"
+        error_type = last.error_type if last is not None and last.error_type else "BoardFault"
+        message = (
+            f"attempt {attempt - 1} on {board} failed: {error}; not run again: the job asked "
+            f"for board {board}, which its health check then drained ({reason})"
+        )
+        done = transition(
+            s,
+            job_id,
+            JobState.FAILED,
+            expected=(JobState.QUEUED,),
+            message=message,
+            values={
+                **failure(
+                    message,
+                    FailureKind.DEPLOY,
+                    f"Submit it by target to run on another board, or again once {board} "
+                    "is admitted.",
+                    error_type,
+                ),
+                "failure_class": FailureClass.INFRASTRUCTURE.value,
+            },
+        )
+        if done is not None:
+            ended.append(job_id)
+    return ended
+
+
 __all__ = [
     "INFRASTRUCTURE_TYPES",
     "Ended",
     "classify",
+    "fail_pinned_retries",
     "record_attempt",
     "retry_board",
     "retry_or_fail",

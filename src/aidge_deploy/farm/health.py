@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 
 from aidge_deploy.farm.auth import Principal, hash_password
 from aidge_deploy.farm.db import Agent, Board, Database, HealthRun, Job, JobAttempt, User, now
+from aidge_deploy.farm.failures import fail_pinned_retries
 from aidge_deploy.farm.golden import GoldenExports, expected_outputs
 from aidge_deploy.farm.refusals import FarmRequestError
 from aidge_deploy.farm.settings import FarmSettings
@@ -437,6 +438,9 @@ class HealthChecks:
             if not board.drained:
                 drain_board(s, board.name, DRAIN_REASON, HEALTH_DRAINER)
                 run.action = "drained"
+                ended = fail_pinned_retries(s, board.name, DRAIN_REASON)
+                if ended:
+                    log.info("jobs %s asked for %s and failed on it: ended", ended, board.name)
                 return True
             return False
         if board.drained and board.drain_reason == DRAIN_REASON:
