@@ -415,8 +415,12 @@ def _client_says(rig: Rig, job: int, cls: str, *words: str) -> None:
 
     session = Session(SessionSettings(farm=FarmAccess("http://farm:8000/api", "alice")))
     followed = FarmJob(session, job, None, session.budget.reserve(f"farm job {job}"))
+    assert session.budget.state().runs_in_progress == 1
     status = job_output(session, followed, view)
     assert status.failure is not None and status.state == "failed"
+    # the job has ended: the budget it reports no longer counts it in progress, whether
+    # or not its follower has seen the end yet
+    assert status.budget.runs_in_progress == 0 and session.budget.state().runs_used == 1
     assert status.failure.failure_class == cls and status.failure.attempts == view.attempt
 
 

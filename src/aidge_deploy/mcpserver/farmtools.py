@@ -125,6 +125,14 @@ class FarmJob:
         finally:
             self.ticket.release()
 
+    def observe(self, view: Any) -> None:
+        """A tool saw the job at ``view``: once it has ended, its board time is charged for
+        good and it is no longer in progress, whether or not the follower has seen it yet
+        (the budget a tool reports after a job's end never still counts it)."""
+        if view.state.terminal:
+            self.view = view
+            self.ticket.release()
+
     def close(self) -> None:
         """The session ends: cancel the job if it still runs, and stop following it."""
         self._stop.set()
@@ -164,6 +172,7 @@ def job_output(session: Session, job: FarmJob, view: Any, farm: Any = None) -> F
     from aidge_deploy.farm.resultcodec import decode_result
     from aidge_deploy.farm.states import JobState
 
+    job.observe(view)
     run = None
     if view.state == JobState.DONE and farm is not None:
         result = decode_result(farm.result(view.id))
