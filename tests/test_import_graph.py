@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "errors", "metrics", "progress", "cachedir", "defaults", "exportspec", "filememo",
         "pathsearch", "elf", "stats", "hwfacts", "legacy_results", "quantisation",
         "runcontrol", "cpupriority", "ownsources", "comparability", "yamlfile", "display",
-        "mlperf", "exportfixes", "quantsteps", "firmwareid", "targetspec",
+        "mlperf", "exportfixes", "quantsteps", "firmwareid", "targetspec", "backendoptions",
     ),
     # services every layer uses: the extension registries' shape, tool checks, time units
     (

@@ -62,6 +62,8 @@ CAPABILITY_MIXINS = {
 }
 #: the board kinds' and backends' names: compared only where they are declared
 BOARD_WORDS = {"host", "local", "ssh", "ssh_docker", "api", "linux-board", "emulated-mcu", "mcu"}
+#: a target's capability attributes: read from its caps, never off its class by ``getattr``
+CAPABILITY_ATTRIBUTES = {"emulated", "reach", "over_ssh", "runs_here", "remote"}
 #: the registry modules: where a target's capabilities are derived from its classes and names
 REGISTRY_MODULES = {"registry.py", "targetcaps.py", "targetspec.py", "boardspecs.py"}
 
@@ -87,7 +89,7 @@ def _strings(node: ast.expr) -> set[str]:
 def capability_tests(tree: ast.Module) -> list[int]:
     """Lines that test a target's class against a capability mixin (``isinstance``,
     ``issubclass``) or compare a value with a board kind's or backend's name (``==``,
-    ``!=``, ``in``, ``not in``, ``is``)."""
+    ``!=``, ``in``, ``not in``, ``is``) or reads a capability off it by ``getattr``."""
     found = []
     for node in ast.walk(tree):
         mixin = (
@@ -100,9 +102,16 @@ def capability_tests(tree: ast.Module) -> list[int]:
         name = isinstance(node, ast.Compare) and any(
             _strings(side) & BOARD_WORDS for side in (node.left, *node.comparators)
         )
-        if mixin or name:
+        attribute = (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and bool(_strings(node.args[1]) & CAPABILITY_ATTRIBUTES)
+        )
+        if mixin or name or attribute:
             found.append(node.lineno)
-    return sorted(found)
+    return sorted(set(found))
 
 
 def test_no_capability_tested_by_class_or_name_outside_the_registry() -> None:
@@ -125,5 +134,66 @@ def test_the_rule_sees_a_capability_test() -> None:
         "f = isinstance(target, DeployTarget)\n"
         'g = kind == "energy"\n'
         "h = caps.over_ssh\n"
+        'i = getattr(target_cls, "emulated", False)\n'
+        'j = getattr(getattr(target, "reach", None), "over_ssh", False)\n'
+        'k = getattr(target_cls, "board_name", None)\n'
     )
-    assert capability_tests(tree) == [1, 2, 3, 4, 5]
+    assert capability_tests(tree) == [1, 2, 3, 4, 5, 9, 10]
+
+
+#: where the guide's flat option fields are read: the config that carries them and the
+#: records that type them; the lab file's own records spell their keys the same way
+OPTIONS_VIEW = {"config.py", "backendoptions.py", "lab.py", "labscan.py"}
+
+
+#: how the code names a ``DeployConfig`` (a variable, or an object's ``.config``)
+CONFIG_NAMES = {"config", "cfg", "c", "deploy_config"}
+
+
+def _is_config(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in CONFIG_NAMES
+    return isinstance(node, ast.Attribute) and node.attr in CONFIG_NAMES
+
+
+def guide_option_reads(tree: ast.Module) -> list[int]:
+    """Lines that read one of the guide's flat backend options off a config
+    (``config.ssh_host``) instead of the backend's typed record (``config.ssh.host``);
+    writes (the published exporters set them after construction) and keyword arguments
+    are the guide's spelling."""
+    from aidge_deploy.backendoptions import guide_field_names
+
+    names = guide_field_names()
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and node.attr in names
+            and _is_config(node.value)
+        }
+    )
+
+
+def test_backends_read_their_options_as_typed_records() -> None:
+    found = [
+        f"{name}:{line}"
+        for name, tree in _sources()
+        if name not in OPTIONS_VIEW
+        for line in guide_option_reads(tree)
+    ]
+    assert found == [], f"read the backend's record (config.ssh, config.farm...): {found}"
+
+
+def test_the_rule_sees_a_flat_option_read() -> None:
+    tree = ast.parse(
+        "host = config.ssh_host\n"
+        "config.api_url = url\n"
+        "host = config.ssh.host\n"
+        "DeployConfig(docker_image='img')\n"
+        "pull = self.config.docker_pull\n"
+        "tofu = config.ssh.cross_compile\n"
+        "part = probe.pyocd_target\n"
+    )
+    assert guide_option_reads(tree) == [1, 5]

@@ -17,6 +17,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aidge_deploy.backendoptions import (
+    BackendOptions,
+    DockerOptions,
+    FarmCampaign,
+    FarmOptions,
+    FlashOptions,
+    SerialOptions,
+    SshOptions,
+)
 from aidge_deploy.defaults import DEFAULT_RUN_TIMEOUT_S
 from aidge_deploy.errors import ConfigError
 
@@ -80,24 +89,6 @@ def _normalize_backend(value: object) -> str:
     return kind.strip().lower()
 
 
-@dataclass(frozen=True)
-class FarmCampaign:
-    """The campaign a farm job belongs to (``aidge-deploy campaign``), for the farm's
-    dashboard: its progress page groups the campaign's farm cells, by ``id``."""
-
-    #: the campaign run's id (its name and folder, hashed: two runs of one folder share it)
-    id: str
-    name: str
-    #: the cell (model, target, options) this job is
-    cell: str
-    #: how many of the campaign's cells run on this farm
-    cells: int
-    #: this job is step ``step`` of the cell's ``steps`` farm jobs (its run, then its
-    #: accuracy run on the labelled set): the cell is finished when its last step is
-    step: int = 1
-    steps: int = 1
-
-
 @dataclass(repr=False)
 class DeployConfig:
     """Everything ``deploy()`` needs besides the export itself.
@@ -105,6 +96,10 @@ class DeployConfig:
     ``backend`` accepts a string, ``None`` (local) or an object with ``.kind`` (the
     exporter's ``TargetBackend``); it is normalised to the backend name, and the serial,
     probe and API settings such an object carries fill the fields left unset.
+
+    The ``ssh_*``, ``api_*``, ``docker_*``, flash and serial fields are the guide's spelling
+    of each backend's own options; the backends read them as typed records (``ssh``,
+    ``farm``, ``docker``, ``flash``, ``serial``: ``aidge_deploy.backendoptions``).
     """
 
     target: str | None = None
@@ -120,10 +115,10 @@ class DeployConfig:
     api_username: str | None = None
     api_password: str | None = None
     api_board_name: str | None = None
-    api_poll_interval: float = 2.0
-    api_request_timeout: float = 30.0
+    api_poll_interval: float = FarmOptions.poll_interval
+    api_request_timeout: float = FarmOptions.request_timeout
     #: longest wait for a farm job, queue included (the job is cancelled past it)
-    api_job_timeout: float = 3600.0
+    api_job_timeout: float = FarmOptions.job_timeout
     #: the campaign this farm job is a cell of: the farm's dashboard groups its jobs by it
     api_campaign: FarmCampaign | None = None
 
@@ -135,7 +130,7 @@ class DeployConfig:
     ssh_known_hosts_path: Path | None = None
     ssh_remote_workdir: str | None = None
     ssh_trust_on_first_use: bool = False
-    ssh_connect_timeout: float = 10.0
+    ssh_connect_timeout: float = SshOptions.connect_timeout
     sbc_max_runtime_seconds: float | None = None
     #: the logical name of the SSH board (a lab file's board name): it names the board in
     #: messages and in its run record (``remote.json``); only for ssh / ssh_docker
@@ -384,9 +379,39 @@ class DeployConfig:
     @property
     def end_markers(self) -> tuple[str, ...]:
         """``end_keyword`` split on ``|`` (the CLI documents pipe-separated markers)."""
-        if not self.end_keyword:
-            return ()
-        return tuple(m.strip() for m in self.end_keyword.split("|") if m.strip())
+        return self.serial.end_markers
+
+    @property
+    def ssh(self) -> SshOptions:
+        """The SSH backends' options (``ssh``, ``ssh_docker``)."""
+        return SshOptions.of(self)
+
+    @property
+    def docker(self) -> DockerOptions:
+        """The container's options (``ssh_docker``, a build in Docker)."""
+        return DockerOptions.of(self)
+
+    @property
+    def farm(self) -> FarmOptions:
+        """The farm API backend's options (``api``)."""
+        return FarmOptions.of(self)
+
+    @property
+    def flash(self) -> FlashOptions:
+        """The probe's flasher and its own options."""
+        return FlashOptions.of(self)
+
+    @property
+    def serial(self) -> SerialOptions:
+        """The UART of a bare-metal board."""
+        return SerialOptions.of(self)
+
+    def with_options(self, *records: BackendOptions) -> DeployConfig:
+        """A copy of this config with each record's options set (its guide fields)."""
+        values: dict[str, Any] = {}
+        for record in records:
+            values.update(record.guide_fields())
+        return dataclasses.replace(self, **values)
 
     @classmethod
     def from_connection_config(

@@ -53,9 +53,9 @@ def check_deploy_config(config: DeployConfig, target: str) -> DeployTarget | Rem
         parse_power_source(config.power)
     cls = get_deploy_target_class(target, config.backend_kind)
     caps = target_caps(cls)
-    if config.sbc_board_name and not caps.over_ssh:
+    if config.ssh.board_name and not caps.over_ssh:
         raise ConfigError(
-            f"sbc_board_name {config.sbc_board_name!r} names an SSH board, and backend "
+            f"sbc_board_name {config.ssh.board_name!r} names an SSH board, and backend "
             f"{config.backend_kind!r} reaches none",
             hint="Use it with a backend that reaches a board over SSH (--backend ssh or "
             "ssh_docker; a farm board is api_board_name).",
@@ -101,7 +101,7 @@ def check_iterations(
         iterations,
         target,
         implementation.memory_capacities(),
-        local_host=target_caps(implementation).this_machine and not config.docker_image,
+        local_host=target_caps(implementation).this_machine and not config.docker.image,
         bytes_per_iteration=local.benchmark_bytes_per_iteration,
     )
 

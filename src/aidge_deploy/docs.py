@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aidge_deploy.backendoptions import OPTION_RECORDS, BackendOptions, option_rows
 from aidge_deploy.catalog import target_rows
 from aidge_deploy.flash.registry import FLASHERS, option_docs
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
@@ -41,7 +42,45 @@ def targets_page() -> str:
         "`run_needs`, `variants`): `aidge-deploy doctor` checks the first column on this "
         "machine, and a run missing one stops in Preflight.\n\n"
         + _table(["targets", "backend [options]", "needs here", "a run needs"], _needs_rows())
+        + _options_section()
     )
+
+
+def _options_section() -> str:
+    """Each backend's own options (``BackendCaps.options``): the records it reads, each
+    field with the deploy guide's ``DeployConfig`` field that spells it."""
+    from aidge_deploy.registry import REMOTE_BACKENDS, TARGETS, DeployTarget, RemoteBackend
+    from aidge_deploy.targetcaps import target_caps
+
+    owners: dict[type[BackendOptions], list[str]] = {}
+    backends: list[type[DeployTarget] | type[RemoteBackend]] = [
+        *TARGETS.all().values(),
+        *REMOTE_BACKENDS.all().values(),
+    ]
+    for cls in backends:
+        caps = target_caps(cls)
+        label = f"`{caps.backend}`" + (f" ({caps.kind.value})" if caps.kind else "")
+        for record in caps.options:
+            names = owners.setdefault(record, [])
+            if label not in names:
+                names.append(label)
+    out = (
+        "\n## Each backend's own options\n\nA backend reads its options as typed records "
+        "(`aidge_deploy.backendoptions`: `config.ssh`, `config.docker`, `config.farm`, "
+        "`config.flash`, `config.serial`); the deploy guide's flat `DeployConfig` fields "
+        "spell them, and `DeployConfig.with_options(record, ...)` sets a record's at once.\n"
+    )
+    for record in OPTION_RECORDS:
+        if record not in owners:
+            continue
+        read_by = ", ".join(owners[record])
+        out += f"\n### `{record.__name__}`: {record.TITLE} (read by {read_by})\n\n"
+        rows = [
+            [f"`{name}`", f"`{record.ALIASES[name]}`", kind, what]
+            for name, kind, what in option_rows(record)
+        ]
+        out += _table(["field", "DeployConfig field", "type = default", "what it is"], rows)
+    return out
 
 
 def _needs_rows() -> list[list[str]]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from aidge_deploy.backendoptions import FarmOptions
 from aidge_deploy.boardspecs import (
     BOARDS,
     board_records,
@@ -243,7 +244,9 @@ class RemoteBackend(ABC):
     backend_name: ClassVar[str]
     description: ClassVar[str] = ""
     #: the whole deploy runs elsewhere: its jobs wait in a lane of their own
-    reach: ClassVar[BackendCaps] = BackendCaps(remote=True, lane=Lane.REMOTE)
+    reach: ClassVar[BackendCaps] = BackendCaps(
+        remote=True, lane=Lane.REMOTE, options=(FarmOptions,)
+    )
 
     def __init__(self, target: str, config: DeployConfig | None = None) -> None:
         from aidge_deploy.config import DeployConfig

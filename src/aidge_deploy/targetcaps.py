@@ -79,7 +79,13 @@ def _fields(caps: TargetCaps) -> dict[str, Any]:
 def _caps(cls: type) -> TargetCaps:
     if issubclass(cls, RemoteBackend):
         reach = cls.reach
-        return TargetCaps(None, cls.backend_name, lane=reach.lane or Lane.REMOTE, remote=True)
+        return TargetCaps(
+            None,
+            cls.backend_name,
+            lane=reach.lane or Lane.REMOTE,
+            remote=True,
+            options=reach.options,
+        )
     target = cast(type[DeployTarget], cls)
     spec = target.spec
     kind = spec.kind if spec is not None else target.target_kind
@@ -102,6 +108,7 @@ def _caps(cls: type) -> TargetCaps:
         runs_here=reach.runs_here,
         over_ssh=reach.over_ssh,
         in_container=reach.in_container,
+        options=reach.options,
         own_hardware_model=target.hardware_model_module is not None,
     )
 

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from aidge_deploy.backendoptions import BackendOptions
+
 
 class TargetKind(StrEnum):
     """What sort of board it is: decides which implementation deploys it, per backend."""
@@ -147,6 +149,8 @@ class BackendCaps:
     remote: bool = False
     #: how its runs share this machine when the backend decides it (None: the board's lane)
     lane: Lane | None = None
+    #: the option records it reads (``config.ssh``, ``config.farm``...): its own options
+    options: tuple[type[BackendOptions], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,8 @@ class TargetCaps:
     in_container: bool = False
     #: the whole deploy runs elsewhere (no local stage runs)
     remote: bool = False
+    #: the option records its backend reads (``aidge_deploy.backendoptions``)
+    options: tuple[type[BackendOptions], ...] = ()
     #: the target brings a hardware model of its own (a plug-in's board run on this machine
     #: as a stand-in): its facts are that model's, not this machine's
     own_hardware_model: bool = False

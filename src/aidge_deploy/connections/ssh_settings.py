@@ -104,21 +104,23 @@ PASSPHRASE_ENV = "AIDGE_SBC_SSH_KEY_PASSPHRASE"
 
 
 def ssh_settings_from_config(config: DeployConfig) -> SshSettings:
-    """``SshSettings`` for ``DeployConfig`` (``extra["ssh_settings"]`` overrides the rest)."""
-    if not config.ssh_host:
+    """``SshSettings`` for ``DeployConfig``'s SSH options (``config.ssh``;
+    ``extra["ssh_settings"]`` overrides the rest)."""
+    ssh = config.ssh
+    if not ssh.host:
         raise ConfigError(
             f"Backend {config.backend_kind} needs the board's address (ssh_host)",
             hint="Pass --ssh-host (or AIDGE_SBC_IP), or DeployConfig(ssh_host=...).",
         )
     values: dict[str, object] = {
-        "host": config.ssh_host,
-        "name": config.sbc_board_name,
-        "port": config.ssh_port,
-        "user": config.ssh_user,
-        "key_path": config.ssh_key_path,
-        "known_hosts_path": config.ssh_known_hosts_path,
-        "trust_on_first_use": config.ssh_trust_on_first_use,
-        "connect_timeout_s": config.ssh_connect_timeout,
+        "host": ssh.host,
+        "name": ssh.board_name,
+        "port": ssh.port,
+        "user": ssh.user,
+        "key_path": ssh.key_path,
+        "known_hosts_path": ssh.known_hosts_path,
+        "trust_on_first_use": ssh.trust_on_first_use,
+        "connect_timeout_s": ssh.connect_timeout,
         "key_passphrase": os.environ.get(PASSPHRASE_ENV) or None,
     }
     overrides = config.extra.get("ssh_settings") or {}

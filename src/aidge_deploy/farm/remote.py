@@ -61,8 +61,8 @@ class FarmBackend(RemoteBackend):
         ]
 
     def check_config(self) -> None:
-        c = self.config
-        if not c.api_url:
+        c = self.config.farm
+        if not c.url:
             raise ConfigError(
                 "backend 'api' needs api_url (the board farm's address)",
                 hint="e.g. DeployConfig(backend='api', api_url='http://farm:8000/api', ...) or "
@@ -70,12 +70,12 @@ class FarmBackend(RemoteBackend):
             )
         if credentials_from_env().token:
             return  # a long-lived API token stands for user and password
-        if not c.api_username:
+        if not c.username:
             raise ConfigError(
                 "backend 'api' needs api_username (or an API token in AIDGE_DEPLOY_API_TOKEN)",
                 hint="Pass api_username (--api-username).",
             )
-        if not (c.api_password or credentials_from_env().password):
+        if not (c.password or credentials_from_env().password):
             raise ConfigError(
                 "backend 'api' needs a password: set AIDGE_DEPLOY_API_PASSWORD (or an API "
                 "token in AIDGE_DEPLOY_API_TOKEN)",
@@ -98,14 +98,15 @@ def open_farm(config: DeployConfig) -> FarmClient:
     """A client of ``config``'s farm, checked to be one ("not a farm at this URL" before
     any credential is sent) and logged in: with the API token of the environment, else
     with ``api_username`` and the password (never shown)."""
-    farm = FarmClient(str(config.api_url), timeout=config.api_request_timeout)
+    options = config.farm
+    farm = FarmClient(str(options.url), timeout=options.request_timeout)
     try:
         farm.health()
         creds = credentials_from_env()
         if creds.token:
             farm.use_token(creds.token)
         else:
-            farm.login(str(config.api_username), config.api_password or creds.password or "")
+            farm.login(str(options.username), options.password or creds.password or "")
     except BaseException:
         farm.close()
         raise
@@ -114,17 +115,18 @@ def open_farm(config: DeployConfig) -> FarmClient:
 
 def submit_export(farm: FarmClient, export_dir: Path, config: DeployConfig, target: str) -> JobView:
     """Pack and upload the export in ``export_dir`` (stored once per content) and queue its
-    job: on the board ``config.api_board_name``, else on any board of ``target``, with the
+    job: on the board ``config.farm.board_name``, else on any board of ``target``, with the
     measurement settings of ``config`` and never a secret."""
     from aidge_deploy.farm.archive import pack_export
     from aidge_deploy.farm.jobconfig import encode_config
 
     export = farm.upload_export(pack_export(export_dir), name=export_dir.name)
-    campaign = config.api_campaign
+    options = config.farm
+    campaign = options.campaign
     return farm.submit(
         export.id,
-        board=config.api_board_name,
-        target=None if config.api_board_name else target,
+        board=options.board_name,
+        target=None if options.board_name else target,
         config=encode_config(config),
         campaign=None
         if campaign is None
@@ -195,12 +197,12 @@ class _FarmRun:
     def _follow(self, farm: FarmClient, job: JobView) -> JobView:
         """Follow the job's events until it ends; its last view. Each poll is retried
         while the service restarts (``FarmClient``): the run re-attaches to its job."""
-        c = self.config
-        deadline = time.monotonic() + c.api_job_timeout
+        c = self.config.farm
+        deadline = time.monotonic() + c.job_timeout
         after = 0
         last_state = ""
         while True:
-            page = farm.events(job.id, after=after, wait=max(0.1, c.api_poll_interval))
+            page = farm.events(job.id, after=after, wait=max(0.1, c.poll_interval))
             view = page.job
             for event in page.events:
                 after = max(after, event.id)
@@ -218,7 +220,7 @@ class _FarmRun:
             if time.monotonic() > deadline:
                 log_url = farm.root + view.urls.log
                 raise FarmTimeout(
-                    f"farm job {view.id} did not finish in {c.api_job_timeout:g} s "
+                    f"farm job {view.id} did not finish in {c.job_timeout:g} s "
                     f"(it was {view.state}); it is cancelled",
                     hint="Raise api_job_timeout, or pick a less busy board or target. "
                     f"Farm log: {log_url}",

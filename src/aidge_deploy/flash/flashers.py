@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from aidge_deploy.backendoptions import doc
 from aidge_deploy.cpupriority import share_priority
 from aidge_deploy.errors import ConnectError, FlashError, PreflightError
 from aidge_deploy.flash.gdb_remote import GdbRemoteClient
@@ -45,11 +46,6 @@ _PYOCD_HINT = (
 )
 
 
-def _doc(text: str) -> dict[str, str]:
-    """An option's documentation, for the generated flashers page."""
-    return {"doc": text}
-
-
 class GdbRemoteFlasher(Flasher):
     """Program through a GDB server that is already running at ``host:port``.
 
@@ -63,13 +59,13 @@ class GdbRemoteFlasher(Flasher):
 
     @dataclass(frozen=True)
     class Options:
-        host: str = field(default="127.0.0.1", metadata=_doc("host of the running GDB server"))
-        port: int = field(default=3333, metadata=_doc("its GDB port"))
+        host: str = field(default="127.0.0.1", metadata=doc("host of the running GDB server"))
+        port: int = field(default=3333, metadata=doc("its GDB port"))
         halt_command: str | None = field(
-            default=None, metadata=_doc("monitor command that halts the core before writing")
+            default=None, metadata=doc("monitor command that halts the core before writing")
         )
         reset_command: str = field(
-            default="system_reset", metadata=_doc("monitor command that resets after writing")
+            default="system_reset", metadata=doc("monitor command that resets after writing")
         )
 
     @classmethod
@@ -296,7 +292,7 @@ class PyocdFlasher(GdbServerFlasher):
     @dataclass(frozen=True)
     class Options:
         frequency: str | None = field(
-            default=None, metadata=_doc("SWD/JTAG clock (pyOCD's --frequency, e.g. 4M)")
+            default=None, metadata=doc("SWD/JTAG clock (pyOCD's --frequency, e.g. 4M)")
         )
 
     def __init__(
@@ -385,10 +381,10 @@ class OpenOcdFlasher(GdbServerFlasher):
     class Options:
         target_script: str | None = field(
             default=None,
-            metadata=_doc("OpenOCD target script (default target/<HAL family>x.cfg)"),
+            metadata=doc("OpenOCD target script (default target/<HAL family>x.cfg)"),
         )
         interface: str = field(
-            default="interface/stlink.cfg", metadata=_doc("OpenOCD interface script")
+            default="interface/stlink.cfg", metadata=doc("OpenOCD interface script")
         )
 
     def __init__(
@@ -464,10 +460,10 @@ class JLinkFlasher(GdbServerFlasher):
     class Options:
         device: str | None = field(
             default=None,
-            metadata=_doc("J-Link's name of the part (default --pyocd-target, else TARGET)"),
+            metadata=doc("J-Link's name of the part (default --pyocd-target, else TARGET)"),
         )
-        interface: str = field(default="SWD", metadata=_doc("SWD or JTAG"))
-        speed_khz: int = field(default=4000, metadata=_doc("interface clock, kHz"))
+        interface: str = field(default="SWD", metadata=doc("SWD or JTAG"))
+        speed_khz: int = field(default=4000, metadata=doc("interface clock, kHz"))
 
     def __init__(
         self,

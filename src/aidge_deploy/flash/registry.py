@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from aidge_deploy.backendoptions import option_rows
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.extensions import Registry
 from aidge_deploy.flash.program import FlashReport, ResetMode
@@ -199,16 +200,7 @@ def _is_union(kind: object) -> bool:
 
 def option_docs(flasher: type[Flasher]) -> list[tuple[str, str, str]]:
     """(option, type and default, what it is) of each option ``flasher`` owns (docs)."""
-    rows = []
-    hints = get_type_hints(flasher.Options)
-    for f in dataclasses.fields(flasher.Options):
-        kind = hints[f.name]
-        text = " | ".join(
-            getattr(a, "__name__", str(a)) for a in (get_args(kind) if _is_union(kind) else [kind])
-        ).replace("NoneType", "None")
-        default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
-        rows.append((f.name, f"{text}{default}", str(f.metadata.get("doc", ""))))
-    return rows
+    return option_rows(flasher.Options)
 
 
 def check_request(flasher: Flasher, request: FlashRequest) -> None:

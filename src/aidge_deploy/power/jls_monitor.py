@@ -28,6 +28,7 @@ from aidge_deploy.readiness import ToolCheck
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
+    from aidge_deploy.targetspec import TargetCaps
 
 UNKNOWN_N = "cannot tell how many inferences this capture holds"
 UNKNOWN_N_HINT = (
@@ -143,7 +144,9 @@ def capture_inferences(path: Path, given: int | None) -> int:
     return n
 
 
-def jls_checks(source: PowerSource, config: DeployConfig, target_cls: Any) -> list[ToolCheck]:
+def jls_checks(
+    source: PowerSource, config: DeployConfig, target_cls: Any, caps: TargetCaps
+) -> list[ToolCheck]:
     """Preflight of ``jls:FILE``: pyjls, a silicon target, a whole JLS file, and its N."""
     import importlib.util
 
@@ -153,7 +156,7 @@ def jls_checks(source: PowerSource, config: DeployConfig, target_cls: Any) -> li
         return [ToolCheck("pyjls", False, "not installed", INSTALL_HINT)]
     provenance = getattr(target_cls, "timing_provenance", None)
     if provenance is not Provenance.SILICON:
-        what = "an emulated board" if getattr(target_cls, "emulated", False) else "the host"
+        what = "an emulated board" if caps.emulated else "the host"
         return [
             ToolCheck(
                 str(source),

@@ -46,11 +46,11 @@ class JoulescopeMonitorKind(MonitorKind):
 
     @classmethod
     def preflight(
-        cls, source: PowerSource, config: DeployConfig, target_cls: type
+        cls, source: PowerSource, config: DeployConfig, target_cls: type, caps: TargetCaps
     ) -> list[ToolCheck]:
         from aidge_deploy.power.joulescope import joulescope_checks
 
-        if getattr(target_cls, "emulated", False):
+        if caps.emulated:
             raise ConfigError(
                 f"--power joulescope measures a board's supply; {config.target} is an emulated "
                 "board, with no supply to measure",
@@ -59,7 +59,9 @@ class JoulescopeMonitorKind(MonitorKind):
         return joulescope_checks(source.argument)
 
     @classmethod
-    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+    def create(
+        cls, source: PowerSource, config: DeployConfig, target: Any, caps: TargetCaps
+    ) -> PowerMonitor:
         from aidge_deploy.power.joulescope import JoulescopeMonitor
 
         return JoulescopeMonitor(source)
@@ -80,14 +82,16 @@ class JlsMonitorKind(MonitorKind):
 
     @classmethod
     def preflight(
-        cls, source: PowerSource, config: DeployConfig, target_cls: type
+        cls, source: PowerSource, config: DeployConfig, target_cls: type, caps: TargetCaps
     ) -> list[ToolCheck]:
         from aidge_deploy.power.jls_monitor import jls_checks
 
-        return jls_checks(source, config, target_cls)
+        return jls_checks(source, config, target_cls, caps)
 
     @classmethod
-    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+    def create(
+        cls, source: PowerSource, config: DeployConfig, target: Any, caps: TargetCaps
+    ) -> PowerMonitor:
         from aidge_deploy.power.jls_monitor import JlsFileMonitor
 
         return JlsFileMonitor(source)
@@ -115,11 +119,9 @@ class SysfsMonitorKind(MonitorKind):
 
     @classmethod
     def preflight(
-        cls, source: PowerSource, config: DeployConfig, target_cls: type
+        cls, source: PowerSource, config: DeployConfig, target_cls: type, caps: TargetCaps
     ) -> list[ToolCheck]:
-        from aidge_deploy.power.sysfs import over_ssh
-
-        return sysfs_checks(source, config, ssh=over_ssh(target_cls))
+        return sysfs_checks(source, config, ssh=caps.over_ssh)
 
 
 class HwmonMonitorKind(SysfsMonitorKind):
@@ -139,11 +141,13 @@ class HwmonMonitorKind(SysfsMonitorKind):
         ]
 
     @classmethod
-    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+    def create(
+        cls, source: PowerSource, config: DeployConfig, target: Any, caps: TargetCaps
+    ) -> PowerMonitor:
         from aidge_deploy.power.hwmon import HwmonMonitor
-        from aidge_deploy.power.sysfs import make_reader, over_ssh
+        from aidge_deploy.power.sysfs import make_reader
 
-        return HwmonMonitor(source, lambda: make_reader(config, ssh=over_ssh(target)))
+        return HwmonMonitor(source, lambda: make_reader(config, ssh=caps.over_ssh))
 
 
 class RaplMonitorKind(SysfsMonitorKind):
@@ -157,11 +161,13 @@ class RaplMonitorKind(SysfsMonitorKind):
         return [ToolCheck("rapl", True, ", ".join(z.name for z in zones))]
 
     @classmethod
-    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+    def create(
+        cls, source: PowerSource, config: DeployConfig, target: Any, caps: TargetCaps
+    ) -> PowerMonitor:
         from aidge_deploy.power.rapl import RaplMonitor
-        from aidge_deploy.power.sysfs import make_reader, over_ssh
+        from aidge_deploy.power.sysfs import make_reader
 
-        return RaplMonitor(source, lambda: make_reader(config, ssh=over_ssh(target)))
+        return RaplMonitor(source, lambda: make_reader(config, ssh=caps.over_ssh))
 
 
 def sysfs_checks(source: PowerSource, config: DeployConfig, *, ssh: bool) -> list[ToolCheck]:
@@ -238,23 +244,26 @@ class ReferenceMonitorKind(MonitorKind):
 
     @classmethod
     def preflight(
-        cls, source: PowerSource, config: DeployConfig, target_cls: type
+        cls, source: PowerSource, config: DeployConfig, target_cls: type, caps: TargetCaps
     ) -> list[ToolCheck]:
         from aidge_deploy.power.reference import reference_checks
 
         return reference_checks(config, target_cls)
 
     @classmethod
-    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+    def create(
+        cls, source: PowerSource, config: DeployConfig, target: Any, caps: TargetCaps
+    ) -> PowerMonitor:
         from aidge_deploy.power.reference import ReferenceMonitor
 
         return ReferenceMonitor(source, str(config.target), target.hardware_target)
 
 
-def make_monitor(config: DeployConfig, target: Any) -> PowerMonitor:
-    """The monitor ``config.power`` names, for ``target`` (a ``DeployTarget`` instance)."""
+def make_monitor(config: DeployConfig, target: Any, caps: TargetCaps) -> PowerMonitor:
+    """The monitor ``config.power`` names, for ``target`` (a ``DeployTarget`` instance)
+    whose capabilities are ``caps``."""
     source = parse_power_source(config.power or "")
-    return _kind(source).create(source, config, target)
+    return _kind(source).create(source, config, target, caps)
 
 
 def preflight_checks(config: DeployConfig, target_cls: type, caps: TargetCaps) -> list[ToolCheck]:
@@ -268,7 +277,7 @@ def preflight_checks(config: DeployConfig, target_cls: type, caps: TargetCaps) -
             hint="Power runs work on the emulated boards, the host and Linux boards over SSH; "
             "a capture of a board's run is analysed with --power jls:FILE.",
         )
-    return kind.preflight(source, config, target_cls)
+    return kind.preflight(source, config, target_cls, caps)
 
 
 def monitor_checks(here: ThisMachine) -> dict[str, list[ToolCheck]]:

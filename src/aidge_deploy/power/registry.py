@@ -78,15 +78,21 @@ class MonitorKind(ABC):
         return []
 
     @classmethod
-    def preflight(cls, source: PowerSource, config: Any, target_cls: type) -> list[ToolCheck]:
-        """What a run with ``source`` on ``target_cls`` needs, checked before anything is
+    def preflight(
+        cls, source: PowerSource, config: Any, target_cls: type, caps: TargetCaps
+    ) -> list[ToolCheck]:
+        """What a run with ``source`` on ``target_cls`` (whose capabilities are ``caps``,
+        ``aidge_deploy.targetcaps``: what it is, how it is reached) needs, checked before anything is
         built (``ConfigError`` for a combination no run can measure)."""
         return cls.on_this_machine(ThisMachine())
 
     @classmethod
     @abstractmethod
-    def create(cls, source: PowerSource, config: Any, target: Any) -> PowerMonitor:
-        """The monitor of one run on ``target`` (a ``DeployTarget`` instance)."""
+    def create(
+        cls, source: PowerSource, config: Any, target: Any, caps: TargetCaps
+    ) -> PowerMonitor:
+        """The monitor of one run on ``target`` (a ``DeployTarget`` instance, whose
+        capabilities are ``caps``)."""
 
 
 _K = TypeVar("_K", bound=type[MonitorKind])

@@ -120,13 +120,6 @@ class SshSysfs(SysfsReader):
         self.conn.close()
 
 
-def over_ssh(target: object) -> bool:
-    """Whether the target (a deploy target, its class) reaches its board over SSH: its
-    backend's declared ``reach`` (``aidge_deploy.targetspec.BackendCaps``)."""
-    reach = getattr(target, "reach", None)
-    return bool(getattr(reach, "over_ssh", False))
-
-
 def make_reader(config: DeployConfig, *, ssh: bool) -> SysfsReader:
     """The board's sysfs over SSH when the target's backend reaches it so (``ssh``), else
     this machine's."""

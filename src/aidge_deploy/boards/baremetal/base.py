@@ -89,8 +89,8 @@ class BareMetalTarget(DeployTarget):
         return self.config.end_markers or self.protocol(ctx).end_markers or ("END DEMO",)
 
     def capture_timeout(self, ctx: DeployContext) -> float:
-        if self.config.uart_capture_duration:
-            return float(self.config.uart_capture_duration)
+        if self.config.serial.capture_duration:
+            return float(self.config.serial.capture_duration)
         return max(float(self.config.run_timeout), 1.0)
 
     def session_request(self, ctx: DeployContext) -> SessionRequest:

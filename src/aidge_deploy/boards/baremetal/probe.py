@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from aidge_deploy.backendoptions import FlashOptions, SerialOptions
 from aidge_deploy.boards.baremetal.base import BareMetalTarget
 from aidge_deploy.connections.serial_capture import SerialChannel
 from aidge_deploy.errors import ConfigError
@@ -39,7 +40,7 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
     """A real MCU board: cycles are the firmware's DWT counter, measured on silicon."""
 
     #: a board of its own, on a debug probe and a UART of this machine
-    reach: ClassVar[BackendCaps] = BackendCaps()
+    reach: ClassVar[BackendCaps] = BackendCaps(options=(FlashOptions, SerialOptions))
     default_flash_method: ClassVar[str | None] = "pyocd"
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
     counter_provenance: ClassVar[Provenance] = Provenance.SILICON
@@ -51,7 +52,7 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
 
     @property
     def flash_method(self) -> str:
-        return self.config.flash_method or self.default_flash_method or "pyocd"
+        return self.config.flash.method or self.default_flash_method or "pyocd"
 
     def flasher_class(self) -> type[Flasher]:
         """The flasher ``flash_method`` names (``ConfigError`` for an unknown one)."""
@@ -63,11 +64,11 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
         board = BoardLink(
             target=self.hardware_model or self.target_name,
             family=getattr(self.hardware_target, "hal_board", None),
-            part=self.config.pyocd_target or self.pyocd_part,
-            probe_uid=self.config.probe_unique_id,
+            part=self.config.flash.pyocd_target or self.pyocd_part,
+            probe_uid=self.config.flash.probe_unique_id,
             log_dir=log_dir,
         )
-        return cls.for_board(board, parse_options(cls, self.config.flash_options))
+        return cls.for_board(board, parse_options(cls, self.config.flash.options))
 
     def preflight(self) -> list[ToolCheck]:
         """The firmware's build tools, and what the flash method needs on this machine."""
@@ -100,22 +101,22 @@ class ProbeBoardTarget(BareMetalTarget, FlashableTarget):
                     hint=f"Pass --flash-option {option.split()[-1]}=VALUE "
                     "(DeployConfig.flash_options).",
                 )
-        parse_options(self.flasher_class(), self.config.flash_options)  # its own, typed
-        if not self.config.serial_port:
+        parse_options(self.flasher_class(), self.config.flash.options)  # its own, typed
+        if not self.config.serial.port:
             raise ConfigError(
                 f"{self.target_name} needs the serial port its UART is on",
                 hint="Pass --serial-port (DeployConfig.serial_port), e.g. /dev/ttyACM0.",
             )
 
     def flash(self, ctx: DeployContext, build: BuildResult) -> None:
-        port = self.config.serial_port
+        port = self.config.serial.port
         if not port:
             raise ConfigError(
                 f"{self.target_name} needs the serial port its UART is on",
                 hint="Pass --serial-port (DeployConfig.serial_port), e.g. /dev/ttyACM0.",
             )
         self._channel = SerialChannel.open(
-            port, ctx.log_dir / "uart.log", baudrate=int(self.config.serial_baudrate or 115200)
+            port, ctx.log_dir / "uart.log", baudrate=int(self.config.serial.baudrate or 115200)
         )
         flasher = self.flasher(ctx.log_dir)
         self.flash_report = flasher.flash(

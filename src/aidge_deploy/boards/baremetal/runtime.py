@@ -43,15 +43,16 @@ def resolve_runtime_config(
     default_pyocd_target: str | None = None,
 ) -> RuntimeConfig:
     cfg = config or DeployConfig()
-    log_name = cfg.uart_log_filename or DEFAULT_LOG_NAME
+    serial, flash = cfg.serial, cfg.flash
+    log_name = serial.log_filename or DEFAULT_LOG_NAME
     return RuntimeConfig(
         uart_log_file=Path(export_path) / log_name,
-        serial_port=cfg.serial_port or default_serial_port,
-        baudrate=int(cfg.serial_baudrate or DEFAULT_BAUDRATE),
-        uart_timeout=float(cfg.uart_timeout or DEFAULT_UART_TIMEOUT_S),
-        uart_capture_duration=float(cfg.uart_capture_duration or DEFAULT_CAPTURE_S),
-        end_keyword=cfg.end_keyword or DEFAULT_END_KEYWORD,
-        probe_unique_id=cfg.probe_unique_id,
-        pyocd_target=cfg.pyocd_target or default_pyocd_target,
-        flash_method=cfg.flash_method or default_flash_method,
+        serial_port=serial.port or default_serial_port,
+        baudrate=int(serial.baudrate or DEFAULT_BAUDRATE),
+        uart_timeout=float(serial.timeout or DEFAULT_UART_TIMEOUT_S),
+        uart_capture_duration=float(serial.capture_duration or DEFAULT_CAPTURE_S),
+        end_keyword=serial.end_keyword or DEFAULT_END_KEYWORD,
+        probe_unique_id=flash.probe_unique_id,
+        pyocd_target=flash.pyocd_target or default_pyocd_target,
+        flash_method=flash.method or default_flash_method,
     )

@@ -73,7 +73,7 @@ class HostPerfCounters(CounterCapableTarget):
 
     def available_counters(self) -> Mapping[str, str | None]:
         probed = probe_available()
-        if self.config.docker_image:
+        if self.config.docker.image:
             # the run happens in a container this mixin does not reach
             reason = "not counted: the program runs inside a Docker container"
             return {name: reason for name in probed}

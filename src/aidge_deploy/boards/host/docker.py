@@ -94,10 +94,10 @@ class LocalDocker:
     """One deploy's Docker build location (holds the image facts between build and run)."""
 
     def __init__(self, config: DeployConfig) -> None:
-        if not config.docker_image:
+        if not config.docker.image:
             raise ConfigError("LocalDocker needs docker_image", hint="Set docker_image.")
         self.config = config
-        self.image = str(config.docker_image)
+        self.image = str(config.docker.image)
         self.location = BuildLocation.LOCAL
         self.image_id: str | None = None
         self.launcher: Path | None = None
@@ -123,7 +123,7 @@ class LocalDocker:
                     f"`docker image inspect {self.image}` failed: {inspect.stderr.strip()[-500:]}",
                     hint="Check the Docker daemon (`docker info`, DOCKER_HOST).",
                 )
-            if not (self.config.docker_pull and "not present" in error.message):
+            if not (self.config.docker.pull and "not present" in error.message):
                 raise error
         self.image_id = inspect.stdout.strip() or self.image
         if choice == DockerBuildChoice.CONTAINER:
@@ -136,7 +136,7 @@ class LocalDocker:
                 mounts=(),
                 workdir="/",
                 name=name,
-                pull=self.config.docker_pull,
+                pull=self.config.docker.pull,
                 user=None,
             )
             with _removed_if_interrupted(name):
@@ -221,7 +221,7 @@ class LocalDocker:
             mounts=(Mount(str(ctx.export_dir), "/work"), Mount(str(build_dir), "/build")),
             workdir="/work",
             name=name,
-            pull=self.config.docker_pull,
+            pull=self.config.docker.pull,
             user=f"{os.getuid()}:{os.getgid()}",
         )
         with _removed_if_interrupted(name):
@@ -305,7 +305,7 @@ class LocalDocker:
             mounts=mounts,
             workdir="/work",
             name=name,
-            pull=self.config.docker_pull,
+            pull=self.config.docker.pull,
             user=f"{os.getuid()}:{os.getgid()}",
         )
         started = time.perf_counter()

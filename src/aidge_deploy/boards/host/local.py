@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from aidge_deploy.backendoptions import DockerOptions
 from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
 from aidge_deploy.connections.local_process import describe_exit
@@ -31,7 +32,7 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
 
     target_kind: ClassVar[TargetKind] = TargetKind.HOST
     #: a process of this machine
-    reach: ClassVar[BackendCaps] = BackendCaps(runs_here=True)
+    reach: ClassVar[BackendCaps] = BackendCaps(runs_here=True, options=(DockerOptions,))
     timing_provenance: ClassVar[Provenance] = Provenance.HOST
     counter_provenance: ClassVar[Provenance] = Provenance.HOST
     description: ClassVar[str] = "native build + run"
@@ -39,7 +40,7 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
     _docker_location: LocalDocker | None = None
 
     def preflight(self) -> list[ToolCheck]:
-        if self.config.docker_image:  # Docker build location: the image may hold the tools
+        if self.config.docker.image:  # Docker build location: the image may hold the tools
             return [apt_program_check("docker", "docker.io")]
         return [
             apt_program_check("cmake", "cmake"),
@@ -48,7 +49,7 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
         ]
 
     def run_needs(self) -> list[str]:
-        if self.config.docker_image:
+        if self.config.docker.image:
             return [
                 "a running Docker daemon with the image (--docker-image; --docker-pull to pull it)",
                 "cmake and a C++ compiler in the image, or on this machine",
@@ -62,7 +63,7 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
     # --- Docker build location (boards.host.docker): with docker_image set, build and run
     # --- happen inside that image; these three hooks are the whole delegation.
     def _docker(self) -> LocalDocker | None:
-        if not self.config.docker_image:
+        if not self.config.docker.image:
             return None
         if self._docker_location is None:
             from aidge_deploy.boards.host.docker import LocalDocker

@@ -26,6 +26,7 @@ import logging
 import shlex
 from typing import Any, ClassVar
 
+from aidge_deploy.backendoptions import DockerOptions, SshOptions
 from aidge_deploy.boards.container import (
     BuildLocation,
     DockerBuildChoice,
@@ -61,7 +62,9 @@ class SbcSshTarget(
 
     target_kind: ClassVar[TargetKind] = TargetKind.LINUX_BOARD
     #: a board of its own over SSH: its runs hold it one at a time
-    reach: ClassVar[BackendCaps] = BackendCaps(over_ssh=True, lane=Lane.PER_BOARD)
+    reach: ClassVar[BackendCaps] = BackendCaps(
+        over_ssh=True, lane=Lane.PER_BOARD, options=(SshOptions,)
+    )
     #: timings, RSS and counters are measured on the board (its OS clock, kernel and PMU)
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
     counter_provenance: ClassVar[Provenance] = Provenance.SILICON
@@ -73,7 +76,7 @@ class SbcSshTarget(
     # ----------------------------------------------------------------- configuration
 
     def builds_remotely(self) -> bool:
-        return not self.config.cross_compile
+        return not self.config.ssh.cross_compile
 
     def run_needs(self) -> list[str]:
         needs = [
@@ -83,7 +86,7 @@ class SbcSshTarget(
         ]
         if self.uses_container:
             needs.append("docker on the board and the image (--docker-image)")
-        if not self.config.cross_compile:
+        if not self.config.ssh.cross_compile:
             needs.append("cmake and a C++ compiler on the board (or in the image)")
         return needs
 
@@ -93,7 +96,7 @@ class SbcSshTarget(
 
     def preflight(self) -> list[ToolCheck]:
         checks: list[ToolCheck] = []
-        if self.config.cross_compile:
+        if self.config.ssh.cross_compile:
             tc = self.toolchain
             checks.append(apt_program_check(tc.cxx, tc.apt_package))
             checks.append(apt_program_check("cmake", "cmake"))
@@ -104,7 +107,7 @@ class SbcSshTarget(
     def prepare(self, ctx: DeployContext) -> None:
         self._ctx = ctx
         ctx.log_dir.mkdir(parents=True, exist_ok=True)
-        if self.uses_container and not self.config.docker_image:
+        if self.uses_container and not self.config.docker.image:
             raise ConfigError(
                 "Backend ssh_docker needs docker_image (the image to build/run in on the board)",
                 hint="Pass --docker-image IMAGE (or DeployConfig(docker_image=...)).",
@@ -114,19 +117,19 @@ class SbcSshTarget(
         self._report("Prepare", f"connecting to {settings.label}")
         self._conn.connect()
         home = self._conn.home()
-        self._layout = remote_layout(home, self.config.ssh_remote_workdir, ctx.export_dir)
+        self._layout = remote_layout(home, self.config.ssh.remote_workdir, ctx.export_dir)
         # in use from now on: another run's eviction leaves it alone (layout module)
         self._conn.run(touch_command(self._layout), timeout_s=SHORT_TIMEOUT_S)
-        if self.config.cross_compile:
+        if self.config.ssh.cross_compile:
             self._location = BuildLocation.LOCAL_CROSS
         if self.uses_container:
             self._probe_image(ctx)
         self._write_record(ctx)
 
     def _probe_image(self, ctx: DeployContext) -> None:
-        image = str(self.config.docker_image)
+        image = str(self.config.docker.image)
         choice = docker_build_choice(self.config)
-        probe_tools = choice == DockerBuildChoice.AUTO and not self.config.cross_compile
+        probe_tools = choice == DockerBuildChoice.AUTO and not self.config.ssh.cross_compile
         self._report("Prepare", f"checking docker image {image} on the board")
         result = self.conn.run(
             image_probe_command(image, probe_tools),
@@ -143,7 +146,7 @@ class SbcSshTarget(
                 log_path=result.log_path,
             )
             if error is not None and not (
-                self.config.docker_pull and "not present" in error.message
+                self.config.docker.pull and "not present" in error.message
             ):
                 raise error
             if error is None:
@@ -155,7 +158,7 @@ class SbcSshTarget(
                 )
         found = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
         self._image_id = found.get("id") or image  # pulled later (docker_pull): key by name
-        if self.config.cross_compile:
+        if self.config.ssh.cross_compile:
             return
         if choice == DockerBuildChoice.CONTAINER or found.get("tools") == "yes":
             self._location = BuildLocation.CONTAINER
@@ -199,7 +202,7 @@ class SbcSshDockerTarget(SbcSshTarget):
 
     description: ClassVar[str] = "SSH + Docker on the board: export mounted, --pull never"
     reach: ClassVar[BackendCaps] = BackendCaps(
-        over_ssh=True, in_container=True, lane=Lane.PER_BOARD
+        over_ssh=True, in_container=True, lane=Lane.PER_BOARD, options=(SshOptions, DockerOptions)
     )
 
 

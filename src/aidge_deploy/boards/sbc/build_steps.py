@@ -111,7 +111,7 @@ class SbcBuildSteps(SbcSession):
             host_artifact = posixpath.join(
                 layout.export_home, posixpath.relpath(plan.artifact, "/work")
             )
-            where = f"in container {self.config.docker_image} on {self.conn.target}"
+            where = f"in container {self.config.docker.image} on {self.conn.target}"
         else:
             location = "board"
             plan = plan_remote_build(
@@ -166,7 +166,7 @@ class SbcBuildSteps(SbcSession):
             error = docker_failure(
                 result.exit_status,
                 result.stderr,
-                image=str(self.config.docker_image),
+                image=str(self.config.docker.image),
                 where=f"on {self.conn.target}",
                 doing="building the export",
                 log_path=log_path,
@@ -238,7 +238,7 @@ class SbcBuildSteps(SbcSession):
 
     def transfer(self, ctx: DeployContext, build: BuildResult) -> None:
         layout = self.layout
-        if self.config.cross_compile:
+        if self.config.ssh.cross_compile:
             stage = build.artifact_path.parent / ".aidge-upload"
             stage.mkdir(exist_ok=True)
             staged = stage / build.artifact_path.name

@@ -55,13 +55,13 @@ class SbcRunSteps(SbcSession):
             )
             script = wrap_with_launcher(in_launcher, layout.container_path(program), events)
             # the export's folder when it was uploaded, the binary's folder for cross builds
-            cwd = posixpath.dirname(program) if self.config.cross_compile else layout.src
+            cwd = posixpath.dirname(program) if self.config.ssh.cross_compile else layout.src
             command = self._container_command(
                 script, workdir=layout.container_path(cwd), name=name, perf_events=bool(events)
             )
-            where = f"in container {self.config.docker_image} on {self.conn.target}"
+            where = f"in container {self.config.docker.image} on {self.conn.target}"
         else:
-            cwd = layout.src if not self.config.cross_compile else posixpath.dirname(program)
+            cwd = layout.src if not self.config.ssh.cross_compile else posixpath.dirname(program)
             command = f"cd {shlex.quote(cwd)} && {wrap_with_launcher(launcher, program, events)}"
             where = f"on {self.conn.target}"
         self._report("Execute", f"running {posixpath.basename(program)} {where}")
@@ -78,7 +78,7 @@ class SbcRunSteps(SbcSession):
             error = docker_failure(
                 result.exit_status,
                 stderr,
-                image=str(self.config.docker_image),
+                image=str(self.config.docker.image),
                 where=f"on {self.conn.target}",
                 doing="running the program",
                 log_path=log_path,
@@ -138,5 +138,5 @@ class SbcRunSteps(SbcSession):
         if self._location == BuildLocation.LOCAL_CROSS:
             return f"locally with {self.toolchain.cxx} (local-cross)"
         if self._location == BuildLocation.CONTAINER:
-            return f"in container {self.config.docker_image} on {target} (container)"
+            return f"in container {self.config.docker.image} on {target} (container)"
         return f"on {target} (board)"

@@ -77,7 +77,7 @@ class SbcSession:
 
     @property
     def run_timeout_s(self) -> float:
-        limit = self.config.sbc_max_runtime_seconds or self.config.run_timeout
+        limit = self.config.ssh.max_runtime_seconds or self.config.run_timeout
         return float(limit)
 
     @property
@@ -117,10 +117,10 @@ class SbcSession:
         layout = self.layout
         record = {
             "board": self.conn.target,
-            "board_name": self.config.sbc_board_name,
+            "board_name": self.config.ssh.board_name,
             "backend": self.backend_name,
             "build_location": self._location.value,
-            "docker_image": self.config.docker_image if self.uses_container else None,
+            "docker_image": self.config.docker.image if self.uses_container else None,
             "docker_image_id": self._image_id,
             "export_folder": layout.export_home,
             "removed_after_run": layout.user_workdir and not self.config.keep_build_dir,
@@ -173,12 +173,12 @@ class SbcSession:
         if self._launcher is not None and self._launcher.path is not None:
             mounts.append(Mount(posixpath.dirname(self._launcher.path), "/aidge-tools", True))
         argv = docker_run_argv(
-            str(self.config.docker_image),
+            str(self.config.docker.image),
             script,
             mounts=mounts,
             workdir=workdir,
             name=name or container_name(),
-            pull=self.config.docker_pull,
+            pull=self.config.docker.pull,
             user=BOARD_USER_EXPR,
             security_opts=(f"seccomp={self._perf_seccomp_profile()}",) if perf_events else (),
         )

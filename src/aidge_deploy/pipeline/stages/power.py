@@ -70,7 +70,7 @@ class EnsureBoardPoweredStage(_PowerStage):
     name = "EnsureBoardPowered"
 
     def run(self, ctx: PipelineContext) -> None:
-        monitor = make_monitor(ctx.config, ctx.resolved_target)
+        monitor = make_monitor(ctx.config, ctx.resolved_target, target_caps(ctx.resolved_target))
         monitor.open()
         ctx.power_monitor = monitor
 

@@ -68,7 +68,7 @@ class AlifE7LocalTarget(ProbeBoardTarget):
             super().flash(ctx, build)
             self.flash_reports = (self.flash_report,) if self.flash_report else ()
             return
-        port = self.config.serial_port
+        port = self.config.serial.port
         if not port:
             raise ConfigError(
                 f"{self.target_name} needs the serial port its UART is on",
@@ -76,7 +76,7 @@ class AlifE7LocalTarget(ProbeBoardTarget):
             )
         images = self.images(ctx, build)
         self._channel = SerialChannel.open(
-            port, ctx.log_dir / "uart.log", baudrate=int(self.config.serial_baudrate or 115200)
+            port, ctx.log_dir / "uart.log", baudrate=int(self.config.serial.baudrate or 115200)
         )
         flasher = self.flasher(ctx.log_dir)
         reports = []

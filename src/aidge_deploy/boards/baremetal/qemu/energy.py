@@ -56,6 +56,7 @@ from aidge_qemu_descriptors import get_board
 
 if TYPE_CHECKING:
     from aidge_deploy.config import DeployConfig
+    from aidge_deploy.targetspec import TargetCaps
 
 GATE_OPEN = "aidge_power_gate_open"
 GATE_CLOSE = "aidge_power_gate_close"
@@ -246,10 +247,10 @@ class EmulatedMonitorKind(MonitorKind):
 
     @classmethod
     def preflight(
-        cls, source: PowerSource, config: DeployConfig, target_cls: type
+        cls, source: PowerSource, config: DeployConfig, target_cls: type, caps: TargetCaps
     ) -> list[ToolCheck]:
         board = getattr(target_cls, "board_name", None)
-        if not getattr(target_cls, "emulated", False) or board not in boards_with_models():
+        if not caps.emulated or board not in boards_with_models():
             raise ConfigError(
                 f"--power emulated needs an emulated board with an energy model (not {config.target})",
                 hint=f"Boards with a model: {', '.join(boards_with_models())}.",
@@ -257,9 +258,11 @@ class EmulatedMonitorKind(MonitorKind):
         return [ToolCheck("emulated", True, f"energy model of {board}")]
 
     @classmethod
-    def create(cls, source: PowerSource, config: DeployConfig, target: Any) -> PowerMonitor:
+    def create(
+        cls, source: PowerSource, config: DeployConfig, target: Any, caps: TargetCaps
+    ) -> PowerMonitor:
         board = getattr(target, "board", None)
-        if board is None or not getattr(target, "emulated", False):
+        if board is None or not caps.emulated:
             raise ConfigError(
                 "--power emulated needs an emulated (QEMU) board",
                 hint="Use it with --target mps2-an386, mps3-an547 or netduinoplus2; on other "
