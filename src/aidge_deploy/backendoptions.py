@@ -64,6 +64,11 @@ def doc(text: str) -> dict[str, str]:
     return {"doc": text}
 
 
+def is_union(kind: object) -> bool:
+    """``kind`` is ``A | B`` (or ``Optional[A]``)."""
+    return get_origin(kind) in (Union, types.UnionType)
+
+
 def option_rows(options: type) -> list[tuple[str, str, str]]:
     """(field, type and default, what it is) of each field of the dataclass ``options``
     (a backend's record, a flasher's ``Options``), for the generated docs."""
@@ -71,7 +76,7 @@ def option_rows(options: type) -> list[tuple[str, str, str]]:
     hints = get_type_hints(options)
     for f in dataclasses.fields(options):
         kind = hints[f.name]
-        parts = get_args(kind) if get_origin(kind) in (Union, types.UnionType) else (kind,)
+        parts = get_args(kind) if is_union(kind) else (kind,)
         text = " | ".join(getattr(a, "__name__", str(a)) for a in parts)
         text = text.replace("NoneType", "None")
         default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
@@ -249,5 +254,6 @@ __all__ = [
     "SshOptions",
     "doc",
     "guide_field_names",
+    "is_union",
     "option_rows",
 ]

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import types
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_args, get_type_hints
 
-from aidge_deploy.backendoptions import option_rows
+from aidge_deploy.backendoptions import is_union, option_rows
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.extensions import Registry
 from aidge_deploy.flash.program import FlashReport, ResetMode
@@ -171,7 +170,7 @@ def parse_options(flasher: type[Flasher], raw: Mapping[str, object]) -> Any:
 
 def _convert(flasher: str, name: str, value: object, kind: object) -> object:
     """``value`` as the option's declared type (``str``, ``int``, ``bool``, optional ones)."""
-    allowed = [a for a in get_args(kind) if a is not type(None)] if _is_union(kind) else [kind]
+    allowed = [a for a in get_args(kind) if a is not type(None)] if is_union(kind) else [kind]
     target: type = allowed[0] if len(allowed) == 1 and isinstance(allowed[0], type) else str
     if isinstance(value, target) and not (target is int and isinstance(value, bool)):
         return value
@@ -192,10 +191,6 @@ def _convert(flasher: str, name: str, value: object, kind: object) -> object:
             f"Flash option {name}={value!r} of {flasher} is not {what}",
             hint=f"Give {name} {what}.",
         ) from None
-
-
-def _is_union(kind: object) -> bool:
-    return get_origin(kind) in (Union, types.UnionType)
 
 
 def option_docs(flasher: type[Flasher]) -> list[tuple[str, str, str]]:
