@@ -52,7 +52,7 @@ def test_the_rule_sees_a_metrics_read() -> None:
 
 #: the capability mixins of a deploy target: asked through its caps (``targetcaps``)
 CAPABILITY_MIXINS = {
-    "CounterCapableTarget",
+    "CounterSource",
     "PowerCapableTarget",
     "RepeatedRunPower",
     "TransferableTarget",

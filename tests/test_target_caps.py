@@ -14,7 +14,7 @@ from aidge_deploy.configcheck import check_deploy_config
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.metrics import Provenance
 from aidge_deploy.power.capability import RepeatedRunPower
-from aidge_deploy.profiling.capability import COUNTER_SOURCES, CounterCapableTarget
+from aidge_deploy.profiling.capability import COUNTER_SOURCES, CounterSource
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.registry import (
     BOARDS,
@@ -111,13 +111,11 @@ def test_a_plugin_board_run_on_this_machine_keeps_its_own_hardware_facts(
     assert target_caps(HostLocalTarget).this_machine
 
 
-class _CycleCounts(CounterCapableTarget):
+class _CycleCounts(CounterSource[DeployTarget]):
     """A lab's counter source for probe boards: what it counts depends on its target."""
 
     counter_domain: ClassVar[CounterDomain] = CounterDomain.ARMV8M_PMU
     max_counters_per_pass: ClassVar[int] = 2
-
-    config: DeployConfig
 
     def available_counters(self) -> Mapping[str, str | None]:
         return {"cycles": None, "target": f"counted for {self.config.target}"}
@@ -136,12 +134,50 @@ def test_a_record_composes_its_counter_source_beside_its_target(
     cls = target_from_spec(spec, "local")
     assert not issubclass(cls, _CycleCounts)  # composed, not inherited
     caps = target_caps(cls)
-    assert caps.counters == "lab-cycles" and caps.counters_composed
+    assert caps.counters == "lab-cycles"
     target = cls(DeployConfig(target="lab-nucleo"))
     source = counter_source(target)
-    assert isinstance(source, _CycleCounts) and source is not target
+    assert isinstance(source, _CycleCounts) and source.target is target
     assert source.available_counters()["target"] == "counted for lab-nucleo"  # the target's state
     assert source.max_counters_per_pass == 2
+
+
+def test_no_target_inherits_its_counter_source() -> None:
+    """Every registered target counts with a source built with it, named by its class or
+    record: none is a counter source itself."""
+    counting = 0
+    for cls in TARGETS.all().values():
+        assert not issubclass(cls, CounterSource), cls.__qualname__
+        caps = target_caps(cls)
+        assert caps.counters in (cls.counts_with, getattr(cls.spec, "counters", None))
+        if caps.counters is not None:
+            counting += 1
+            source = COUNTER_SOURCES.find(caps.counters)
+            assert source is not None and source.counter_source == caps.counters
+    assert counting >= 3  # host, the SSH boards, the emulated boards
+
+
+def test_a_plugin_target_names_the_source_it_counts_with(scratch_registries: None) -> None:
+    """A third party's class registered with ``register_deploy_target`` counts with the
+    source it names (``counts_with``), built with it for each run."""
+    COUNTER_SOURCES.register("lab-cycles", COUNTER_SOURCES.adopt("lab-cycles", _CycleCounts))
+
+    @register_deploy_target("stm32h743", "lab-probe")
+    class LabProbe(DeployTarget):
+        timing_provenance: ClassVar[Provenance] = Provenance.SILICON
+        counter_provenance: ClassVar[Provenance] = Provenance.SILICON
+        counts_with: ClassVar[str | None] = "lab-cycles"
+
+        def prepare(self, ctx: Any) -> None: ...
+        def build(self, ctx: Any) -> Any: ...
+        def execute(self, ctx: Any, build: Any) -> Any: ...
+        def parse_output(self, ctx: Any, execution: Any) -> Any: ...
+
+    assert target_caps(LabProbe).counters == "lab-cycles"
+    target = LabProbe(DeployConfig(target="stm32h743", backend="lab-probe"))
+    source = counter_source(target)
+    assert isinstance(source, _CycleCounts) and source.target is target
+    assert source.available_counters()["target"] == "counted for stm32h743"
 
 
 def test_a_record_naming_a_source_its_kind_already_counts_with_is_refused(

@@ -135,7 +135,8 @@ def counters_page() -> str:
     out = (
         HEADER
         + "# Counters\n\nSelect with `--counters NAME,...` or a preset name. A target counts "
-        "with the counter source it inherits (entry points `aidge_deploy.counters`):\n\n"
+        "with the counter source its implementation or its board record names (entry points "
+        "`aidge_deploy.counters`), built with the target for the run:\n\n"
         + _table(["source", "domain", "where it counts", "needs here"], sources)
     )
     for domain in CounterDomain:

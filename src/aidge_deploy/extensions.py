@@ -97,7 +97,7 @@ KINDS: dict[str, ExtensionKind] = {
         ExtensionKind(
             "counters",
             "counter source",
-            "aidge_deploy.profiling.capability:CounterCapableTarget",
+            "aidge_deploy.profiling.capability:CounterSource",
             "aidge_deploy.profiling.capability:COUNTER_SOURCES",
             "the source a target counts with (--counters picks its counters)",
         ),

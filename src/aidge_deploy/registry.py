@@ -102,6 +102,11 @@ class DeployTarget(ABC):
     #: default, registration refuses a target without them
     timing_provenance: ClassVar[Provenance]
     counter_provenance: ClassVar[Provenance]
+    #: the counter source (``aidge_deploy.counters``) this implementation's runs count with,
+    #: by name: it is built with the target for a run with counters, never inherited
+    #: (``targetcaps.counter_source``); None: this kind counts nothing unless its board's
+    #: record names a source (``TargetSpec.counters``)
+    counts_with: ClassVar[str | None] = None
     #: whether the program's RAM and flash are budgeted against the hardware model's
     #: memories (a firmware); False for a program an operating system runs and sizes (the
     #: host), whose hardware model is then not even loaded for it (``memory_capacities``)
@@ -418,7 +423,7 @@ def target_from_spec(spec: TargetSpec, backend: str) -> type[DeployTarget]:
         namespace["hardware_model_module"] = spec.hardware_model_module
     if spec.description:
         namespace["description"] = spec.description
-    cls = type(name, (base,), namespace)  # a record's counter source is composed beside it
+    cls = type(name, (base,), namespace)  # a counter source the record names is built with it
     TARGETS.register(key, TARGETS.adopt(key, cls))
     return cls
 

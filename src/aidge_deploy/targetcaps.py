@@ -11,14 +11,13 @@ derived, from three declarations:
   it names, the power ability it withholds, its lane;
 * the backend's ``BackendCaps`` (``DeployTarget.reach``, ``RemoteBackend.reach``): a process
   of this machine, a board of its own, over SSH, in a container, the whole deploy elsewhere;
-* the mixins the class adopts (``TransferableTarget``, ``FlashableTarget``,
-  ``RemoteBuildTarget``, a counter source, a ``PowerCapableTarget``), so that a third
-  party's class registered with ``register_deploy_target`` has its capabilities without
-  declaring them twice.
+* the implementation's class: the mixins it adopts (``TransferableTarget``,
+  ``FlashableTarget``, ``RemoteBuildTarget``, a ``PowerCapableTarget``) and the counter
+  source it names (``counts_with``), so that a third party's class registered with
+  ``register_deploy_target`` has its capabilities without declaring them twice.
 
-A counter source a record names is composed beside the target (``counter_source``), not
-inherited: the record's target class has its kind's implementation as its only base, and
-the source's passes run with the target's state.
+A counter source is composed with the target, never inherited: ``counter_source(target)``
+builds the named source with the target it counts for.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.power.capability import PowerCapableTarget
-from aidge_deploy.profiling.capability import COUNTER_SOURCES, CounterCapableTarget
+from aidge_deploy.profiling.capability import COUNTER_SOURCES, CounterSource
 from aidge_deploy.registry import (
     DeployTarget,
     FlashableTarget,
@@ -90,7 +89,7 @@ def _caps(cls: type) -> TargetCaps:
     spec = target.spec
     kind = spec.kind if spec is not None else target.target_kind
     reach = target.reach
-    counters, composed = _counters(target, spec)
+    counters = _counters(target, spec)
     power, window = _power(target, spec)
     # the record's own lane, else the backend's, else its kind's
     lane = (spec.lane if spec is not None else None) or reach.lane or DEFAULT_LANES[kind]
@@ -101,7 +100,6 @@ def _caps(cls: type) -> TargetCaps:
         flashes=issubclass(target, FlashableTarget),
         builds_remotely=issubclass(target, RemoteBuildTarget),
         counters=counters,
-        counters_composed=composed,
         power=power,
         power_window=window,
         lane=lane,
@@ -113,14 +111,14 @@ def _caps(cls: type) -> TargetCaps:
     )
 
 
-def _counters(cls: type[DeployTarget], spec: TargetSpec | None) -> tuple[str | None, bool]:
-    """The counter source's name, and whether it is the record's, composed beside the
-    target (the implementation inherits none); ``ConfigError`` for a record naming a source
-    that does not exist or one its kind's implementation already counts with another."""
-    own = _inherited_source(cls) if issubclass(cls, CounterCapableTarget) else None
+def _counters(cls: type[DeployTarget], spec: TargetSpec | None) -> str | None:
+    """The counter source's name: the implementation's (``counts_with``), else the one its
+    record names; ``ConfigError`` for a record naming a source that does not exist or one
+    its kind's implementation already counts with another."""
+    own = cls.counts_with
     named = spec.counters if spec is not None else None
     if named is None or named == own:
-        return own, False
+        return own
     if own is not None:
         raise ConfigError(
             f"Board {spec.name!r} names the counter source {named!r}, and its "  # type: ignore[union-attr]
@@ -132,23 +130,7 @@ def _counters(cls: type[DeployTarget], spec: TargetSpec | None) -> tuple[str | N
             f"Board {cls.target_name!r} counts with {named!r}, which is no counter source",
             hint=f"The counter sources: {', '.join(COUNTER_SOURCES.names())}.",
         )
-    return named, True
-
-
-def _inherited_source(cls: type[CounterCapableTarget]) -> str:
-    """The name of the counter source ``cls`` inherits: the registered name of the nearest
-    class of its MRO that is one (found by identity, or by its entry point's
-    ``module:qualname``, without loading any other source)."""
-    loaded = {id(source): name for name, source in COUNTER_SOURCES.registered().items()}
-    declared = {d.value: name for name, d in COUNTER_SOURCES.declared().items()}
-    for klass in cls.__mro__:
-        if klass is CounterCapableTarget:
-            break
-        name = klass.__dict__.get("counter_source") or loaded.get(id(klass))
-        name = name or declared.get(f"{klass.__module__}:{klass.__qualname__}")
-        if name:
-            return str(name)
-    return cls.__qualname__  # a source of its own, registered nowhere: named by its class
+    return named
 
 
 def _power(cls: type[DeployTarget], spec: TargetSpec | None) -> tuple[PowerAbility, WindowRule]:
@@ -169,45 +151,28 @@ def _power(cls: type[DeployTarget], spec: TargetSpec | None) -> tuple[PowerAbili
     )
 
 
-class _Beside:
-    """A counter source composed beside its target: what the source does not have itself
-    (the config, the run's steps) is the target's."""
-
-    def __init__(self, target: DeployTarget) -> None:
-        self._target = target
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._target, name)
+def counter_source(target: DeployTarget) -> CounterSource[Any] | None:
+    """What counts for ``target``: its counter source built with it, or None
+    (``caps.counters`` is None)."""
+    source = counter_source_class(type(target))
+    return source(target) if source is not None else None
 
 
-@functools.cache
-def _composed_class(source: type[CounterCapableTarget]) -> type:
-    return type(f"{source.__name__}Beside", (source, _Beside), {"__module__": __name__})
-
-
-def counter_source(target: DeployTarget) -> CounterCapableTarget | None:
-    """What counts for ``target``: the target itself when its implementation is a counter
-    source, the record's source composed beside it, or None (``caps.counters`` is None)."""
-    caps = target_caps(target)
-    if caps.counters is None:
+def counter_source_class(cls: type[DeployTarget]) -> type[CounterSource[Any]] | None:
+    """The counter source class of a target class, for what is asked before a run
+    (``counter_needs``, the counter domain)."""
+    name = target_caps(cls).counters
+    if name is None:
         return None
-    if not caps.counters_composed:
-        return cast(CounterCapableTarget, target)
-    source = COUNTER_SOURCES.find(caps.counters)
-    if source is None:  # pragma: no cover - _counters checked it
-        raise ConfigError(f"counter source {caps.counters!r} is gone")
-    return cast(CounterCapableTarget, _composed_class(source)(target))
-
-
-def counter_source_class(cls: type[DeployTarget]) -> type[CounterCapableTarget] | None:
-    """The counter source class of a target class (its own, or its record's), for what is
-    asked before a run (``counter_needs``)."""
-    caps = target_caps(cls)
-    if caps.counters is None:
-        return None
-    if not caps.counters_composed:
-        return cast(type[CounterCapableTarget], cls)
-    return COUNTER_SOURCES.find(caps.counters)
+    source = COUNTER_SOURCES.find(name)
+    if source is None:
+        raise ConfigError(
+            f"{cls.target_name}/{cls.backend_name} counts with {name!r}, which is no counter "
+            "source",
+            hint=f"The counter sources: {', '.join(COUNTER_SOURCES.names())}; "
+            "`aidge-deploy doctor` lists the plug-ins that failed to load.",
+        )
+    return source
 
 
 def power_target(target: DeployTarget) -> PowerCapableTarget | None:

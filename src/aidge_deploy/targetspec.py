@@ -79,8 +79,8 @@ class TargetSpec:
 
     ``backends`` are the local-pipeline backends it is reached through (``local``, ``ssh``,
     ``ssh_docker``); the remote ones (the farm's ``api``) serve every board. ``counters``
-    names a counter source of ``aidge_deploy.counters`` composed into an implementation
-    that counts with none (None: the implementation's own, if any); ``power`` is
+    names a counter source of ``aidge_deploy.counters`` for an implementation that counts
+    with none (None: the implementation's own, if any); ``power`` is
     ``PowerAbility.NONE`` for a board whose energy cannot be measured although its kind's
     can (None: the implementation's ability); ``lane`` how its runs share the machine
     (None: its kind's). ``settings`` are values the implementation of its kind
@@ -173,8 +173,6 @@ class TargetCaps:
     builds_remotely: bool = False
     #: the counter source it counts with, by name (None: no hardware counters)
     counters: str | None = None
-    #: the counter source is the record's, composed beside the target (not inherited)
-    counters_composed: bool = False
     power: PowerAbility = PowerAbility.NONE
     #: how a power window of this target is judged against N x clean latency
     power_window: WindowRule = WindowRule.MATCH

@@ -16,7 +16,7 @@ from aidge_deploy.artifact import hydrate_runtime
 from aidge_deploy.connections.local_process import describe_exit
 from aidge_deploy.connections.toolcache import c_compiler_check
 from aidge_deploy.errors import ConfigError
-from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.capability import Counted, CounterSource
 from aidge_deploy.profiling.counters import CounterDomain
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.perf_linux import (
@@ -53,8 +53,8 @@ def executed_inferences(ctx: DeployContext, config: DeployConfig) -> tuple[int, 
     )
 
 
-class HostPerfCounters(CounterCapableTarget):
-    """``CounterCapableTarget`` for targets that run the program as a local process."""
+class HostPerfCounters(CounterSource[Counted]):
+    """The counter source of targets that run the program as a local process (``host``)."""
 
     counter_domain: ClassVar[CounterDomain] = CounterDomain.LINUX_PERF
     #: general-purpose PMU counters before the kernel multiplexes (x86 cores have 4 per
@@ -69,12 +69,10 @@ class HostPerfCounters(CounterCapableTarget):
     def counter_needs(cls) -> list[ToolCheck]:
         return [c_compiler_check("the perf_run launcher"), perf_permission_check()]
 
-    config: DeployConfig
-
     def available_counters(self) -> Mapping[str, str | None]:
         probed = probe_available()
         if self.config.docker.image:
-            # the run happens in a container this mixin does not reach
+            # the run happens in a container this source does not reach
             reason = "not counted: the program runs inside a Docker container"
             return {name: reason for name in probed}
         return probed

@@ -10,7 +10,6 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from aidge_deploy.backendoptions import DockerOptions
-from aidge_deploy.boards.host.counters import HostPerfCounters
 from aidge_deploy.buildsys import BuildPlan, build_export, plan_build
 from aidge_deploy.connections.local_process import describe_exit
 from aidge_deploy.power.capability import RepeatedRunPower
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 
 
 @register_deploy_target("host", "local")
-class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
+class HostLocalTarget(DeployTarget, RepeatedRunPower):
     """Build with CMake in a content-keyed cache and run the program with a timeout."""
 
     target_kind: ClassVar[TargetKind] = TargetKind.HOST
@@ -35,6 +34,7 @@ class HostLocalTarget(DeployTarget, HostPerfCounters, RepeatedRunPower):
     reach: ClassVar[BackendCaps] = BackendCaps(runs_here=True, options=(DockerOptions,))
     timing_provenance: ClassVar[Provenance] = Provenance.HOST
     counter_provenance: ClassVar[Provenance] = Provenance.HOST
+    counts_with: ClassVar[str | None] = "linux-perf"
     description: ClassVar[str] = "native build + run"
     fixed_memories: ClassVar[bool] = False  # a Linux process: sized by the OS, not the model
     _docker_location: LocalDocker | None = None

@@ -35,8 +35,8 @@ from aidge_deploy.boards.container import (
     image_probe_command,
 )
 from aidge_deploy.boards.sbc.build_steps import SbcBuildSteps
-from aidge_deploy.boards.sbc.counters import SbcPerfCounters
 from aidge_deploy.boards.sbc.layout import eviction_command, remote_layout, touch_command
+from aidge_deploy.boards.sbc.run_steps import SbcRunSteps
 from aidge_deploy.boards.sbc.session import SHORT_TIMEOUT_S
 from aidge_deploy.connections.ssh import SshConnection
 from aidge_deploy.connections.ssh_settings import ssh_settings_from_config
@@ -52,7 +52,7 @@ _log = logging.getLogger(__name__)
 
 class SbcSshTarget(
     SbcBuildSteps,
-    SbcPerfCounters,  # with SbcRunSteps, its base
+    SbcRunSteps,
     DeployTarget,
     TransferableTarget,
     RemoteBuildTarget,
@@ -68,6 +68,7 @@ class SbcSshTarget(
     #: timings, RSS and counters are measured on the board (its OS clock, kernel and PMU)
     timing_provenance: ClassVar[Provenance] = Provenance.SILICON
     counter_provenance: ClassVar[Provenance] = Provenance.SILICON
+    counts_with: ClassVar[str | None] = "linux-perf-board"
     description: ClassVar[str] = "SSH: build on the board (or cross-compile), run, peak RSS"
 
     def check_config(self) -> None:

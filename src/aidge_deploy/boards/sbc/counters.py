@@ -14,18 +14,17 @@ from typing import TYPE_CHECKING, ClassVar
 
 from aidge_deploy.boards.host.counters import executed_inferences
 from aidge_deploy.boards.sbc.run_steps import SbcRunSteps
-from aidge_deploy.profiling.capability import CounterCapableTarget
+from aidge_deploy.profiling.capability import CounterSource
 from aidge_deploy.profiling.counters import CounterDomain, load_catalogue
 from aidge_deploy.profiling.passes import CounterPass, PassResult
 from aidge_deploy.profiling.perf_linux import pass_figures
 
 if TYPE_CHECKING:
-    from aidge_deploy.config import DeployConfig
     from aidge_deploy.results import BuildResult, DeployContext
 
 
-class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
-    """``CounterCapableTarget`` of the SSH boards (mixed into ``SbcSshTarget``): a counter
+class SbcPerfCounters(CounterSource[SbcRunSteps]):
+    """The counter source of the SSH boards (``SbcSshTarget`` counts with it): a counter
     pass is one more run of the program on the board (``SbcRunSteps.run_program``)."""
 
     counter_domain: ClassVar[CounterDomain] = CounterDomain.LINUX_PERF
@@ -40,8 +39,6 @@ class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
         "perf_event_open allowed on the board (perf_event_paranoid <= 2)",
     )
 
-    config: DeployConfig
-
     def available_counters(self) -> Mapping[str, str | None]:
         # What the board's kernel allows is only known on the board: every catalogue event
         # is attempted, and the launcher reports each refusal with its reason.
@@ -53,7 +50,8 @@ class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
         from aidge_deploy.profiling.native import event_specs
 
         inferences, basis = executed_inferences(ctx, self.config)
-        launcher = self._launcher
+        board = self.target
+        launcher = board.launcher
         if launcher is None or not launcher.usable:
             reason = (
                 launcher.unavailable_reason if launcher is not None else "no launcher on the board"
@@ -62,7 +60,7 @@ class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
                 counter_pass, unavailable=dict.fromkeys(counter_pass.names, str(reason))
             )
         events = event_specs(counter_pass.counters)  # the launcher's -e specs
-        _, report = self.run_program(
+        _, report = board.run_program(
             ctx,
             build,
             events=events,
@@ -74,7 +72,7 @@ class SbcPerfCounters(SbcRunSteps, CounterCapableTarget):
                 unavailable=dict.fromkeys(counter_pass.names, "the launcher printed no report"),
             )
         figures = pass_figures(report, counter_pass.names, inferences, "not counted in this run")
-        if self.uses_container:
+        if board.uses_container:
             basis += "; inside a container whose seccomp profile allows perf_event_open"
         return PassResult(
             counter_pass=counter_pass,

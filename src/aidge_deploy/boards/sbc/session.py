@@ -69,6 +69,11 @@ class SbcSession:
     _upload: TransferReport | None = None
     _seccomp_profile: str | None = None  # board path of the perf seccomp profile
 
+    @property
+    def launcher(self) -> BoardLauncher | None:
+        """The ``perf_run`` launcher on the board (None before Prepare installs it)."""
+        return self._launcher
+
     # ----------------------------------------------------------------- configuration
 
     @property

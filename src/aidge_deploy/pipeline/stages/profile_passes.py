@@ -33,7 +33,7 @@ class ProfilePassesStage:
         check_counter_request(
             ctx.config.counters, type(target), ctx.resolved_target_name, ctx.config.backend_kind
         )
-        source = counter_source(target)  # the target itself, or its record's source beside it
+        source = counter_source(target)  # its counter source, built with it
         if source is None:
             return
         selection = select_counters(

@@ -11,8 +11,8 @@ the per-inference total is the same reduction of the per-forward sums over the l
 Under a fixed ``-icount`` shift everything is deterministic: two runs give equal counts.
 
 A pass is the QEMU board target's own boot, flash and capture with the plugin loaded
-(``QemuBoardTarget.run_counter_pass``); this module holds only what is the plugin's: where it
-snapshots, and how its trace becomes counts.
+(``QemuBoardTarget.run_again``, for the counter source ``qemu.counters``); this module holds
+only what is the plugin's: where it snapshots, and how its trace becomes counts.
 """
 
 from __future__ import annotations

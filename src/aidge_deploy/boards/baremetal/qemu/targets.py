@@ -31,24 +31,14 @@ from aidge_deploy.boards.baremetal.qemu.estimate import (
     plan_timing_run,
     unavailable,
 )
-from aidge_deploy.boards.baremetal.qemu.pmu import (
-    PmuSymbols,
-    emulated_counter_availability,
-    pass_result_from_trace,
-)
 from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
 from aidge_deploy.config import TimingMode
 from aidge_deploy.connections.qemu import FirmwareSession
 from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult
-from aidge_deploy.connections.toolcache import c_compiler_check
 from aidge_deploy.errors import ConfigError, CoreError, DeployError, ExecutionError, FlashError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.binary import MemoryCapacity
-from aidge_deploy.profiling.capability import CounterCapableTarget
-from aidge_deploy.profiling.counters import CounterDomain
-from aidge_deploy.profiling.passes import CounterPass, PassResult
-from aidge_deploy.profiling.qemu_plugin import plugin_option, plugin_path, read_trace
 from aidge_deploy.profiling.timing import EstimatedCycles, code_kind_of, model_for_cpu
 from aidge_deploy.readiness import ToolCheck, apt_program_check
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
@@ -78,7 +68,7 @@ __all__ = [
 ]
 
 
-class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, QemuPowerVariant):
+class QemuBoardTarget(BareMetalTarget, FlashableTarget, QemuPowerVariant):
     """Build with the board's BSP, flash into QEMU over RSP, capture its UART."""
 
     board_name: ClassVar[str]
@@ -93,17 +83,8 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
     #: instruction counts are exact for the emulator: the primary emulated figure
     counter_provenance: ClassVar[Provenance] = Provenance.EMULATED
     cycle_metric: ClassVar[tuple[str, str]] = ("emulated_instructions", "instructions")
-    counter_domain: ClassVar[CounterDomain] = CounterDomain.EMULATED
-    #: the plugin counts every emulated event in one run
-    max_counters_per_pass: ClassVar[int] = 4
-    counts_where: ClassVar[str] = (
-        "the aidge_pmu QEMU TCG plugin (emulated instructions, loads, stores, taken "
-        "branches), per layer"
-    )
-
-    @classmethod
-    def counter_needs(cls) -> list[ToolCheck]:
-        return [c_compiler_check("the emulated-PMU QEMU plugin")]
+    #: the aidge_pmu QEMU plugin (``qemu.counters.QemuPmuCounters``)
+    counts_with: ClassVar[str | None] = "emulated-pmu"
 
     @classmethod
     def spec_attributes(cls, spec: TargetSpec) -> dict[str, Any]:
@@ -389,38 +370,19 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, CounterCapableTarget, Qe
             self._session.close()
             self._session = None
 
-    # -- emulated counters (the aidge_pmu QEMU plugin, see pmu.py) ------------------------------
-
-    def available_counters(self) -> Mapping[str, str | None]:
-        return emulated_counter_availability()
-
-    def run_counter_pass(
-        self, ctx: DeployContext, build: BuildResult, counter_pass: CounterPass
-    ) -> PassResult:
-        """A complete run with the plugin loaded: the same boot, flash and capture as a deploy."""
-        symbols = PmuSymbols.of(build.artifact_path)
-        pass_dir = ctx.log_dir / f"counters-{counter_pass.index}-{counter_pass.name}"
-        pass_dir.mkdir(parents=True, exist_ok=True)
-        trace_path = pass_dir / "pmu.trace"
-        pass_ctx = dataclasses.replace(ctx, log_dir=pass_dir)
-        self.cleanup(ctx)  # the deploy's own run is over: the board is free for the pass
+    def run_again(
+        self, ctx: DeployContext, build: BuildResult, qemu_args: Sequence[str]
+    ) -> ProtocolResult:
+        """One more complete run of ``build`` on a new QEMU started with ``qemu_args`` (a
+        counter pass's plugin), logged in ``ctx.log_dir``: the same boot, flash and capture
+        as a deploy's, its output parsed. The deploy's own run is over: the board is free."""
+        self.cleanup(ctx)
         try:
-            self._boot(
-                pass_ctx, build, plugin_option(plugin_path(), symbols.boundaries, trace_path)
-            )
-            execution = self.execute(pass_ctx, build)
+            self._boot(ctx, build, qemu_args)
+            execution = self.execute(ctx, build)
         finally:
-            self.cleanup(pass_ctx)
-        parsed = self.parse_output(pass_ctx, execution)
-        return pass_result_from_trace(
-            counter_pass,
-            read_trace(trace_path),
-            symbols,
-            layer_names=list(parsed.layer_cycles or parsed.layer_times_ms or {}),
-            warmup=int((ctx.artifact.manifest.application_config or {}).get("nb_warmup", 0)),
-            aggregation=self.config.aggregation,
-            icount_shift=self.board.icount_shift,
-        )
+            self.cleanup(ctx)
+        return self.parse_output(ctx, execution)
 
 
 def _described(board: str) -> str:  # the targets' line in `aidge-deploy targets`
