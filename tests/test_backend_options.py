@@ -5,6 +5,7 @@ backend declares the records it reads."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,14 @@ from aidge_deploy.backendoptions import (
     DockerOptions,
     FarmOptions,
     FlashOptions,
+    QemuOptions,
     SerialOptions,
     SshOptions,
 )
+from aidge_deploy.cli.options import config_values
 from aidge_deploy.config import DeployConfig
+from aidge_deploy.connections.ssh_settings import ssh_settings_from_config
+from aidge_deploy.errors import ConfigError
 from aidge_deploy.targetcaps import pair_caps
 
 
@@ -27,7 +32,11 @@ def test_each_record_field_is_spelled_by_one_guide_field_with_the_same_default(
 ) -> None:
     config_fields = {f.name: f for f in dataclasses.fields(DeployConfig)}
     own = {f.name: f for f in dataclasses.fields(record)}
-    assert set(record.ALIASES) == set(own)
+    assert set(record.ALIASES) <= set(own)
+    assert set(record.own_fields()) == set(own) - set(record.ALIASES)  # type: ignore[attr-defined]
+    for name in record.own_fields():  # type: ignore[attr-defined]
+        assert name not in config_fields, f"{record.__name__}.{name} is its own: no flat field"
+        assert own[name].metadata.get("doc"), f"{record.__name__}.{name} has no doc"
     for name, alias in record.ALIASES.items():
         guide = config_fields[alias]
         if guide.default_factory is not dataclasses.MISSING:
@@ -71,7 +80,7 @@ def test_with_options_sets_each_record_and_keeps_the_rest() -> None:
     ("target", "backend", "records"),
     [
         ("host", "local", (DockerOptions,)),
-        ("mps2-an386", "local", ()),
+        ("mps2-an386", "local", (QemuOptions,)),
         ("raspberrypi", "ssh", (SshOptions,)),
         ("raspberrypi", "ssh_docker", (SshOptions, DockerOptions)),
         ("stm32h743", "local", (FlashOptions, SerialOptions)),
@@ -82,3 +91,65 @@ def test_each_backend_declares_the_records_it_reads(
     target: str, backend: str, records: tuple[type, ...]
 ) -> None:
     assert pair_caps(target, backend).options == records
+
+
+def test_a_records_own_options_are_kept_in_it_and_its_guide_fields_set() -> None:
+    """Options no guide field spells live in their record (``backend_options``): given
+    with the record's guide fields, those become the config's fields."""
+    config = DeployConfig(
+        target="raspberrypi",
+        backend="ssh",
+        backend_options=(SshOptions(host="pi", connect_attempts=1, config_path=None),),
+    )
+    assert config.ssh_host == "pi" and config.ssh.host == "pi"
+    assert config.backend_options == (SshOptions(connect_attempts=1, config_path=None),)
+    settings = ssh_settings_from_config(config)
+    assert (settings.connect_attempts, settings.config_path) == (1, None)
+    assert (settings.allow_agent, settings.kill_after_s) == (True, 5.0)  # the defaults
+    assert repr(config).endswith(
+        "backend_options=(SshOptions(config_path=None, connect_attempts=1),))"
+    )
+    assert config.snapshot()["backend_options"] == {
+        "SshOptions": {"config_path": None, "connect_attempts": 1}
+    }
+    # with_options replaces the record of its kind and keeps the others
+    qemu = config.with_options(QemuOptions(binary="/opt/qemu/bin/qemu-system-arm"))
+    assert qemu.ssh.connect_attempts == 1 and qemu.qemu.binary.startswith("/opt/")
+    again = qemu.with_options(SshOptions(host="pi2"))
+    assert again.ssh.connect_attempts == 3 and again.ssh_host == "pi2"
+    assert again.qemu.binary.startswith("/opt/")
+    assert DeployConfig().qemu == QemuOptions() and DeployConfig().backend_options == ()
+
+
+@pytest.mark.parametrize(
+    ("make", "error"),
+    [
+        (lambda: DeployConfig(ssh_host="a", backend_options=(SshOptions(host="b"),)), "sets ssh_host"),
+        (lambda: DeployConfig(backend_options=(QemuOptions(), QemuOptions(binary="q"))), "two Qemu"),
+        (lambda: DeployConfig(backend_options=({"binary": "q"},)), "not a backend's options"),
+        (lambda: DeployConfig(extra={"ssh_settings": {"connect_attempts": 1}}), "SshOptions"),
+        (lambda: DeployConfig(extra={"docker_build": "container"}), "DockerOptions"),
+        (lambda: DockerOptions(build="inside"), "Docker build location"),
+        (lambda: QemuOptions(binary=" "), "QEMU binary is empty"),
+        (lambda: QemuOptions(extra_args="-S -s"), "extra_args is a string"),
+    ],
+)  # fmt: skip
+def test_bad_own_options_are_refused_with_a_hint(make: Callable[[], object], error: str) -> None:
+    with pytest.raises(ConfigError, match=error) as info:
+        make()
+    assert info.value.hint
+
+
+def test_the_command_line_gives_own_options_as_their_records() -> None:
+    values = config_values(
+        {
+            "qemu_binary": "/q",
+            "qemu_arg": ["-d", "guest_errors"],
+            "docker_build": "outside",
+            "ssh_host": None,
+        }
+    )
+    config = DeployConfig(**values)
+    assert config.qemu == QemuOptions(binary="/q", extra_args=("-d", "guest_errors"))
+    assert config.docker.build == "outside"
+    assert "backend_options" not in config_values({"qemu_binary": None, "qemu_arg": None})

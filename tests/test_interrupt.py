@@ -25,6 +25,7 @@ import pytest
 
 import aidge_deploy
 from aidge_deploy import DeployConfig, RunControl, RunInterrupted
+from aidge_deploy.backendoptions import SshOptions
 from aidge_deploy.connections.local_process import run_process
 from boards import DockerBoard, SshBoard
 from envparts import missing
@@ -291,7 +292,7 @@ def test_cancel_from_another_thread_stops_the_remote_program(
         target="raspberrypi", backend="ssh", ssh_host=board.host, ssh_port=board.port,
         ssh_user=board.user, ssh_key_path=board.key_path,
         ssh_known_hosts_path=board.known_hosts_path,
-        extra={"ssh_settings": {"config_path": None, "allow_agent": False}},
+        backend_options=(SshOptions(config_path=None, allow_agent=False),),
     )  # fmt: skip
     with pytest.raises(RunInterrupted):
         aidge_deploy.deploy(

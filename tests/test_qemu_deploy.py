@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 import aidge_deploy
 import modelzoo
+from aidge_deploy.backendoptions import QemuOptions
 from aidge_deploy.cli.main import app
 from aidge_deploy.config import DeployConfig, ValidationConfig
 from aidge_deploy.errors import (
@@ -486,3 +487,38 @@ def test_profile_1600_iterations_runs_1600_inferences(tiny_cnn: Path, tmp_path: 
     trace = read_trace(trace_path)
     forwards = [s for s in trace.snapshots if s.boundary == 0]  # model_forward entries
     assert len(forwards) == 2 + 1600
+
+
+def test_a_qemu_of_ones_own_with_more_options_runs_the_board(
+    export_factory, tmp_path: Path, no_qemu_left
+) -> None:  # type: ignore[no-untyped-def]
+    """``QemuOptions``: the board runs on the emulator named (here a wrapper that records
+    its command line, then is the real QEMU) with the options given after the board's; the
+    bundle's toolchain says which emulator ran; a binary that is not there is a Preflight
+    error naming the option, before anything is built."""
+    real = shutil.which("qemu-system-arm")
+    assert real is not None
+    calls = tmp_path / "calls.txt"
+    wrapper = tmp_path / "my-qemu"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    artifact = export_factory("benchmark", target="mps2-an386", nb_iterations=2)
+    own = QemuOptions(binary=str(wrapper), extra_args=("-name", "aidge-own-qemu"))
+    result = aidge_deploy.deploy(
+        artifact, DeployConfig(report_dir=tmp_path / "bundle", backend_options=(own,))
+    )
+    assert result.metric("emulated_instructions") is not None
+    boots = [line for line in calls.read_text().splitlines() if line.startswith("-M ")]
+    assert boots and all(line.endswith("-name aidge-own-qemu") for line in boots), boots
+    metadata = json.loads((tmp_path / "bundle" / "run_metadata.json").read_text())
+    assert str(wrapper) in metadata["toolchain"]["qemu-system-arm"]
+    assert metadata["config"]["backend_options"] == {
+        "QemuOptions": {"binary": str(wrapper), "extra_args": ["-name", "aidge-own-qemu"]}
+    }
+
+    missing = QemuOptions(binary=str(tmp_path / "no-such-qemu"))
+    with pytest.raises(PreflightError) as info:
+        aidge_deploy.deploy(
+            artifact, DeployConfig(backend_options=(missing,)), work_dir=tmp_path / "run2"
+        )
+    assert "no-such-qemu" in info.value.message and "--qemu-binary" in (info.value.hint or "")

@@ -28,6 +28,7 @@ import pytest
 import aidge_deploy
 from aidge_deploy import DeployConfig
 from aidge_deploy.artifact import export_hash
+from aidge_deploy.backendoptions import DockerOptions, SshOptions
 from aidge_deploy.boards.seccomp import PROFILE_NAME, perf_profile
 from aidge_deploy.config import BenchmarkConfig
 from aidge_deploy.connections.ssh_settings import PASSPHRASE_ENV
@@ -51,11 +52,11 @@ from proctree import patch_main
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 
-FAST_SSH = {"config_path": None, "allow_agent": False, "connect_attempts": 1}
+#: the SSH record's own options of a test board: no ssh_config, no agent, one attempt
+FAST_SSH = SshOptions(config_path=None, allow_agent=False, connect_attempts=1)
 
 
 def board_config(board: SshBoard, **values: Any) -> DeployConfig:
-    extra = {"ssh_settings": {**FAST_SSH, **values.pop("ssh_settings", {})}}
     base: dict[str, Any] = {
         "target": "raspberrypi",
         "backend": "ssh",
@@ -65,7 +66,7 @@ def board_config(board: SshBoard, **values: Any) -> DeployConfig:
         "ssh_key_path": board.key_path,
         "ssh_known_hosts_path": board.known_hosts_path,
     }
-    return DeployConfig(**{**base, **values}, extra=extra)
+    return DeployConfig(**{**base, **values}, backend_options=(FAST_SSH,))
 
 
 def private_copy(artifact: Any, tmp_path: Path, name: str = "export") -> Path:
@@ -537,9 +538,9 @@ def test_ssh_docker_counts_software_events_in_the_container(
 def test_forced_container_build_without_a_compiler_is_a_build_error(
     docker_board: DockerBoard, rpi_output: Any, tmp_path: Path
 ) -> None:
-    """extra["docker_build"]="container" in an image with no compiler: a typed build error."""
+    """--docker-build container in an image with no compiler: a typed build error."""
     config = board_config(docker_board.ssh, backend="ssh_docker", docker_image=docker_board.image)
-    config.extra["docker_build"] = "container"
+    config = config.with_options(DockerOptions(image=docker_board.image, build="container"))
     with pytest.raises(BuildError) as info:
         aidge_deploy.deploy(private_copy(rpi_output, tmp_path), config, work_dir=tmp_path / "run")
     assert info.value.hint and info.value.log_path is not None and info.value.log_path.is_file()

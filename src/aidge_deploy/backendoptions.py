@@ -9,6 +9,10 @@ record names the guide's field behind each of its own (``ALIASES``), so the spel
 declared once; the backends declare the records they read (``DeployTarget.options``), and
 ``aidge-deploy docs`` lists them per backend. A caller with records in hand sets them all
 at once: ``config.with_options(SshOptions(host="pi"), DockerOptions(image="img"))``.
+
+A record's fields that no guide field spells (``SshOptions.connect_attempts``,
+``DockerOptions.build``, ``QemuOptions.binary``) are its own: they live in the record
+itself, kept by the config (``DeployConfig.backend_options``), never in ``extra``.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ import dataclasses
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
+
+from aidge_deploy.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -51,12 +58,41 @@ class BackendOptions:
 
     @classmethod
     def of(cls, config: Any) -> Self:
-        """The record of ``config``'s guide fields."""
-        return cls(**{name: getattr(config, alias) for name, alias in cls.ALIASES.items()})
+        """The record of ``config``: its guide fields, and the own options it keeps."""
+        kept = next((r for r in config.backend_options if type(r) is cls), None)
+        own = {name: getattr(kept, name) for name in cls.own_fields()} if kept else {}
+        return cls(**{name: getattr(config, alias) for name, alias in cls.ALIASES.items()}, **own)
+
+    @classmethod
+    def own_fields(cls) -> tuple[str, ...]:
+        """The fields no guide field spells: kept in the record itself."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in cls.ALIASES)
 
     def guide_fields(self) -> dict[str, Any]:
         """The record as the guide's ``DeployConfig`` fields (what ``with_options`` sets)."""
         return {alias: getattr(self, name) for name, alias in self.ALIASES.items()}
+
+    def own_values(self) -> dict[str, Any]:
+        """The own options set to something other than their default."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in self.ALIASES and getattr(self, f.name) != _default(f)
+        }
+
+    def kept(self) -> Self | None:
+        """The record as a config keeps it: its own options only (None when all are
+        defaults); the guide fields are the config's."""
+        own = self.own_values()
+        return type(self)(**own) if own else None
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
 
 
 def doc(text: str) -> dict[str, str]:
@@ -129,6 +165,39 @@ class SshOptions(BackendOptions):
     cross_compile: bool = field(
         default=False, metadata=doc("build here with a cross toolchain, upload the binary")
     )
+    # its own options (no guide field)
+    config_path: Path | None = field(
+        default=Path("~/.ssh/config"),
+        metadata=doc("the ssh_config file applied when it exists (None: none)"),
+    )
+    allow_agent: bool = field(default=True, metadata=doc("use the SSH agent's keys"))
+    connect_attempts: int = field(
+        default=3, metadata=doc("connection attempts before the run fails")
+    )
+    retry_backoff: float = field(
+        default=0.5, metadata=doc("first wait between attempts, doubled each time, s")
+    )
+    keepalive_interval: float = field(
+        default=15.0, metadata=doc("keepalive period of the connection, s (0: none)")
+    )
+    keepalive_count_max: int = field(
+        default=3, metadata=doc("unanswered keepalives before the connection is dropped")
+    )
+    command_timeout: float = field(
+        default=600.0, metadata=doc("default limit of one command on the board, s")
+    )
+    transfer_timeout: float = field(default=600.0, metadata=doc("limit of one upload, s"))
+    kill_after: float = field(
+        default=5.0, metadata=doc("grace before a timed-out program is killed, s")
+    )
+
+
+class DockerBuildChoice(StrEnum):
+    """Who builds when the run happens in a container (``DockerOptions.build``)."""
+
+    AUTO = "auto"  # in the container when the image has cmake and a C++ compiler
+    CONTAINER = "container"
+    OUTSIDE = "outside"  # on the board's OS (or this machine), then run in the container
 
 
 @dataclass(frozen=True)
@@ -140,6 +209,19 @@ class DockerOptions(BackendOptions):
 
     image: str | None = field(default=None, metadata=doc("the image (with its toolchain)"))
     pull: bool = field(default=False, metadata=doc("pull the image when it is not present"))
+    build: DockerBuildChoice = field(
+        default=DockerBuildChoice.AUTO,
+        metadata=doc("build in the container, outside it, or auto (the image has the tools)"),
+    )
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "build", DockerBuildChoice(str(self.build).lower()))
+        except ValueError:
+            raise ConfigError(
+                f"Unknown Docker build location {self.build!r}",
+                hint=f"--docker-build {' | '.join(c.value for c in DockerBuildChoice)}.",
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -228,6 +310,33 @@ class SerialOptions(BackendOptions):
         return tuple(m.strip() for m in self.end_keyword.split("|") if m.strip())
 
 
+@dataclass(frozen=True)
+class QemuOptions(BackendOptions):
+    """The emulator of an emulated board: which QEMU, with what more on its command line."""
+
+    TITLE: ClassVar[str] = "the emulator of an emulated board"
+
+    binary: str = field(
+        default="qemu-system-arm",
+        metadata=doc("the QEMU system emulator: a name on PATH or a path (a QEMU of your own)"),
+    )
+    extra_args: tuple[str, ...] = field(
+        default=(),
+        metadata=doc("more QEMU options, after the board's (recorded with the run)"),
+    )
+
+    def __post_init__(self) -> None:
+        if not str(self.binary).strip():
+            raise ConfigError("The QEMU binary is empty", hint="--qemu-binary NAME_OR_PATH.")
+        if isinstance(self.extra_args, str):
+            raise ConfigError(
+                "QemuOptions.extra_args is a string",
+                hint="Give the options as a sequence of words, e.g. ('-d', 'guest_errors').",
+            )
+        object.__setattr__(self, "binary", str(self.binary))
+        object.__setattr__(self, "extra_args", tuple(str(a) for a in self.extra_args))
+
+
 #: every record, in the order ``docs`` lists them
 OPTION_RECORDS: tuple[type[BackendOptions], ...] = (
     SshOptions,
@@ -235,6 +344,7 @@ OPTION_RECORDS: tuple[type[BackendOptions], ...] = (
     FarmOptions,
     FlashOptions,
     SerialOptions,
+    QemuOptions,
 )
 
 
@@ -246,10 +356,12 @@ def guide_field_names() -> frozenset[str]:
 __all__ = [
     "OPTION_RECORDS",
     "BackendOptions",
+    "DockerBuildChoice",
     "DockerOptions",
     "FarmCampaign",
     "FarmOptions",
     "FlashOptions",
+    "QemuOptions",
     "SerialOptions",
     "SshOptions",
     "doc",

@@ -23,6 +23,7 @@ from aidge_deploy.backendoptions import (
     FarmCampaign,
     FarmOptions,
     FlashOptions,
+    QemuOptions,
     SerialOptions,
     SshOptions,
 )
@@ -72,6 +73,25 @@ class Aggregation(StrEnum):
 
 #: Fields whose values are secrets: masked in repr() and left out of every snapshot.
 SECRET_FIELDS = frozenset({"api_password"})
+
+#: ``extra`` keys that were a backend's own options, and the record that has them now
+_FORMER_EXTRA = {"ssh_settings": "SshOptions", "docker_build": "DockerOptions"}
+
+
+class _Shown(str):
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _own_repr(record: BackendOptions) -> _Shown:
+    own = ", ".join(f"{k}={v!r}" for k, v in record.own_values().items())
+    return _Shown(f"{type(record).__name__}({own})")
+
+
+def _field_of(record: BackendOptions, alias: str) -> str:
+    """The record's field the guide field ``alias`` spells."""
+    return next(name for name, spelled in record.ALIASES.items() if spelled == alias)
+
 
 #: ``ConnectionConfig`` attribute -> ``DeployConfig`` field, where the names differ.
 _CONNECTION_ALIASES = {"sbc_docker_image": "docker_image"}
@@ -203,9 +223,14 @@ class DeployConfig:
     #: from the planned window and the gate's sample rate, ``power/gate.py``)
     power_gate_min_pulse_s: float | None = None
     power_gate_max_dropout_s: float | None = None
+    #: the backends' own options that no guide field spells, as their records (one per
+    #: kind: ``SshOptions(connect_attempts=1)``, ``QemuOptions(binary=...)``); a record's
+    #: guide fields given here are set as those fields
+    backend_options: tuple[BackendOptions, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._adopt_backend_options()
         raw = self.backend
         self.backend = _normalize_backend(raw)
         if raw is not None and not isinstance(raw, str):
@@ -243,6 +268,48 @@ class DeployConfig:
             self.counters = tuple(c for c in self.counters.split(",") if c)
         else:
             self.counters = tuple(self.counters)
+
+    def _adopt_backend_options(self) -> None:
+        """Keep each record's own options; set its guide fields as the config's (a value
+        the config already has otherwise is a conflict, refused)."""
+        for key, record in _FORMER_EXTRA.items():
+            if key in self.extra:
+                raise ConfigError(
+                    f"extra[{key!r}] is no longer read: it is {record}'s own options",
+                    hint=f"DeployConfig(backend_options=({record}(...),)) or "
+                    f"config.with_options({record}(...)) (docs/targets.md lists them).",
+                )
+        given: Any = self.backend_options
+        records: tuple[Any, ...] = (given,) if isinstance(given, BackendOptions) else tuple(given)
+        kept: dict[type, BackendOptions] = {}
+        seen: set[type] = set()
+        defaults = {f.name: f.default for f in dataclasses.fields(DeployConfig)}
+        for record in records:
+            if not isinstance(record, BackendOptions):
+                raise ConfigError(
+                    f"backend_options holds {record!r}, not a backend's options record",
+                    hint="Give records of aidge_deploy.backendoptions (SshOptions(...), ...).",
+                )
+            if type(record) in seen:
+                raise ConfigError(
+                    f"backend_options holds two {type(record).__name__} records",
+                    hint="Give one record per backend's options (merge them).",
+                )
+            seen.add(type(record))
+            for alias, value in record.guide_fields().items():
+                if value == getattr(type(record)(), _field_of(record, alias)):
+                    continue  # left at its default: the config's field decides
+                current = getattr(self, alias)
+                if current not in (value, defaults.get(alias)):
+                    raise ConfigError(
+                        f"{type(record).__name__} sets {alias} and the config sets it otherwise",
+                        hint=f"Give {alias} once: as the field or in the record.",
+                    )
+                setattr(self, alias, value)
+            own = record.kept()
+            if own is not None:
+                kept[type(record)] = own
+        self.backend_options = tuple(kept.values())
 
     def _check_power_capture_values(self) -> None:
         n = self.power_inferences
@@ -406,12 +473,23 @@ class DeployConfig:
         """The UART of a bare-metal board."""
         return SerialOptions.of(self)
 
+    @property
+    def qemu(self) -> QemuOptions:
+        """The emulator of an emulated board."""
+        return QemuOptions.of(self)
+
     def with_options(self, *records: BackendOptions) -> DeployConfig:
-        """A copy of this config with each record's options set (its guide fields)."""
+        """A copy of this config with each record's options set: its guide fields, and its
+        own options in place of the config's record of that kind."""
         values: dict[str, Any] = {}
+        replaced = {type(r) for r in records}
+        kept = [r for r in self.backend_options if type(r) not in replaced]
         for record in records:
             values.update(record.guide_fields())
-        return dataclasses.replace(self, **values)
+            own = record.kept()
+            if own is not None:
+                kept.append(own)
+        return dataclasses.replace(self, **values, backend_options=tuple(kept))
 
     @classmethod
     def from_connection_config(
@@ -461,6 +539,8 @@ class DeployConfig:
                 }
             elif f.name == "benchmark" and value is not None:
                 value = dataclasses.asdict(value)
+            elif f.name == "backend_options":
+                value = {type(r).__name__: r.own_values() for r in value}
             out[f.name] = _json_safe(value)
         return out
 
@@ -468,9 +548,11 @@ class DeployConfig:
         parts = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is None or value == f.default or value == {}:
+            if value is None or value == f.default or value in ({}, ()):
                 continue
             shown = "'***'" if f.name in SECRET_FIELDS else repr(value)
+            if f.name == "backend_options":  # their own options only, as they are kept
+                shown = repr(tuple(_own_repr(r) for r in value))
             parts.append(f"{f.name}={shown}")
         return f"DeployConfig({', '.join(parts)})"
 

@@ -67,8 +67,12 @@ def _options_section() -> str:
     out = (
         "\n## Each backend's own options\n\nA backend reads its options as typed records "
         "(`aidge_deploy.backendoptions`: `config.ssh`, `config.docker`, `config.farm`, "
-        "`config.flash`, `config.serial`); the deploy guide's flat `DeployConfig` fields "
-        "spell them, and `DeployConfig.with_options(record, ...)` sets a record's at once.\n"
+        "`config.flash`, `config.serial`, `config.qemu`); the deploy guide's flat "
+        "`DeployConfig` fields spell them, and `DeployConfig.with_options(record, ...)` sets "
+        "a record's at once. The options no guide field spells are the record's own: the "
+        "config keeps them in their record (`DeployConfig(backend_options=(SshOptions("
+        "connect_attempts=1),))`; on the command line `--qemu-binary`, `--qemu-arg`, "
+        "`--docker-build`).\n"
     )
     for record in OPTION_RECORDS:
         if record not in owners:
@@ -76,7 +80,12 @@ def _options_section() -> str:
         read_by = ", ".join(owners[record])
         out += f"\n### `{record.__name__}`: {record.TITLE} (read by {read_by})\n\n"
         rows = [
-            [f"`{name}`", f"`{record.ALIASES[name]}`", kind, what]
+            [
+                f"`{name}`",
+                f"`{record.ALIASES[name]}`" if name in record.ALIASES else "its own",
+                kind,
+                what,
+            ]
             for name, kind, what in option_rows(record)
         ]
         out += _table(["field", "DeployConfig field", "type = default", "what it is"], rows)

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from aidge_deploy.backendoptions import DockerBuildChoice
 from aidge_deploy.config import DeployConfig
-from aidge_deploy.errors import ConfigError, ExecutionError, PreflightError
+from aidge_deploy.errors import ExecutionError, PreflightError
 
 #: docker's own exit statuses (the container's program never ran)
 DOCKER_ERROR = 125
@@ -39,14 +40,6 @@ class BuildLocation(StrEnum):
     CONTAINER = "container"  # inside ``docker_image`` (on the board, or here for local Docker)
     LOCAL_CROSS = "local-cross"  # on this machine with a cross toolchain, binary uploaded
     LOCAL = "local"  # on this machine (the host target)
-
-
-class DockerBuildChoice(StrEnum):
-    """``config.extra["docker_build"]``: who builds when the run happens in a container."""
-
-    AUTO = "auto"  # in the container when the image has cmake and a C++ compiler
-    CONTAINER = "container"
-    OUTSIDE = "outside"  # on the board's OS (or this machine), then run in the container
 
 
 @dataclass(frozen=True)
@@ -69,15 +62,8 @@ def image_key(image_id: str) -> str:
 
 
 def docker_build_choice(config: DeployConfig) -> DockerBuildChoice:
-    """``extra["docker_build"]``: build in the container, outside it, or decide by probing."""
-    raw = str(config.extra.get("docker_build", DockerBuildChoice.AUTO.value)).lower()
-    try:
-        return DockerBuildChoice(raw)
-    except ValueError:
-        raise ConfigError(
-            f"Unknown extra['docker_build'] {raw!r}",
-            hint=f"Use one of: {', '.join(c.value for c in DockerBuildChoice)}.",
-        ) from None
+    """Build in the container, outside it, or decide by probing (``DockerOptions.build``)."""
+    return config.docker.build
 
 
 def docker_run_argv(

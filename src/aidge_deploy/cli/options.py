@@ -246,6 +246,38 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
     ),
     "probe_unique_id": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
     "pyocd_target": (Annotated[str | None, typer.Option(rich_help_panel=_PANEL)], None),
+    # the backends' own options (no guide field): their records (QemuOptions, DockerOptions)
+    "docker_build": (
+        Annotated[
+            str | None,
+            typer.Option(
+                help="Build in the container, outside it (run inside), or auto.",
+                metavar="auto|container|outside",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        None,
+    ),
+    "qemu_binary": (
+        Annotated[
+            str | None,
+            typer.Option(
+                help="The QEMU of an emulated board: a name on PATH or a path.",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        None,
+    ),
+    "qemu_arg": (
+        Annotated[
+            list[str] | None,
+            typer.Option(
+                help="One more word on an emulated board's QEMU command line (repeatable).",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        None,
+    ),
 }
 
 #: option name -> DeployConfig field, where they differ
@@ -307,7 +339,28 @@ def config_values(connection: dict[str, Any]) -> dict[str, Any]:
     flash_options = values.pop("flash_option", None)
     if flash_options:
         values["flash_options"] = list(flash_options)  # "KEY=VALUE" items: DeployConfig parses
+    records = own_option_records(values)
+    if records:
+        values["backend_options"] = records
     return values
+
+
+def own_option_records(values: dict[str, Any]) -> tuple[Any, ...]:
+    """The records of the backends' own options given (``--qemu-binary``, ``--qemu-arg``,
+    ``--docker-build``), taken out of ``values``."""
+    from aidge_deploy.backendoptions import DockerOptions, QemuOptions
+
+    records: list[Any] = []
+    qemu = {
+        "binary": values.pop("qemu_binary", None),
+        "extra_args": tuple(values.pop("qemu_arg", None) or ()),
+    }
+    if qemu["binary"] is not None or qemu["extra_args"]:
+        records.append(QemuOptions(**{k: v for k, v in qemu.items() if v}))
+    build = values.pop("docker_build", None)
+    if build is not None:
+        records.append(DockerOptions(build=build))
+    return tuple(records)
 
 
 def _farm_password() -> str | None:

@@ -61,10 +61,13 @@ from aidge_deploy.flash.program import (
     start_at_vector,
 )
 from aidge_deploy.pathsearch import which
+from aidge_deploy.readiness import ToolCheck, apt_hint
 from aidge_deploy.runcontrol import register_group
 
 _log = logging.getLogger(__name__)
 
+#: the system emulator of the Cortex-M boards (``QemuOptions.binary``'s default)
+DEFAULT_QEMU = "qemu-system-arm"
 QEMU_INSTALL_HINT = "install it: apt-get install -y --no-install-recommends qemu-system-arm"
 _LOOPBACK = "127.0.0.1"
 _RETRY_INTERVAL_S = 0.01
@@ -88,6 +91,19 @@ def find_qemu(binary: str | Path = "qemu-system-arm") -> Path:
     if found is None:
         raise PreflightError(f"{text} is not installed (not found on PATH)", QEMU_INSTALL_HINT)
     return Path(found)
+
+
+def qemu_check(binary: str | Path = "qemu-system-arm") -> ToolCheck:
+    """The QEMU ``binary`` (``QemuOptions.binary``) on this machine, for Preflight and
+    ``doctor``: its path, else why not and how to get it."""
+    try:
+        return ToolCheck(str(binary), True, str(find_qemu(binary)))
+    except PreflightError as exc:
+        if str(binary) == DEFAULT_QEMU:
+            return ToolCheck(DEFAULT_QEMU, False, "not found", apt_hint(DEFAULT_QEMU))
+        return ToolCheck(
+            str(binary), False, exc.message, "Check --qemu-binary (QemuOptions.binary)."
+        )
 
 
 @functools.lru_cache(maxsize=8)
@@ -625,5 +641,6 @@ __all__ = [
     "FirmwareSession",
     "QemuMachine",
     "find_qemu",
+    "qemu_check",
     "qemu_version",
 ]

@@ -104,44 +104,35 @@ PASSPHRASE_ENV = "AIDGE_SBC_SSH_KEY_PASSPHRASE"
 
 
 def ssh_settings_from_config(config: DeployConfig) -> SshSettings:
-    """``SshSettings`` for ``DeployConfig``'s SSH options (``config.ssh``;
-    ``extra["ssh_settings"]`` overrides the rest)."""
+    """``SshSettings`` for ``DeployConfig``'s SSH options (``config.ssh``: the guide's
+    ``ssh_*`` fields and the record's own options); the key's passphrase from the
+    environment only."""
     ssh = config.ssh
     if not ssh.host:
         raise ConfigError(
             f"Backend {config.backend_kind} needs the board's address (ssh_host)",
             hint="Pass --ssh-host (or AIDGE_SBC_IP), or DeployConfig(ssh_host=...).",
         )
-    values: dict[str, object] = {
-        "host": ssh.host,
-        "name": ssh.board_name,
-        "port": ssh.port,
-        "user": ssh.user,
-        "key_path": ssh.key_path,
-        "known_hosts_path": ssh.known_hosts_path,
-        "trust_on_first_use": ssh.trust_on_first_use,
-        "connect_timeout_s": ssh.connect_timeout,
-        "key_passphrase": os.environ.get(PASSPHRASE_ENV) or None,
-    }
-    overrides = config.extra.get("ssh_settings") or {}
-    if not isinstance(overrides, dict):
-        raise ConfigError(
-            "extra['ssh_settings'] must be a dict of SshSettings fields",
-            hint="e.g. extra={'ssh_settings': {'connect_attempts': 1}}",
-        )
-    if "key_passphrase" in overrides:
-        raise ConfigError(
-            "The key passphrase cannot be given in the config (it would be recorded)",
-            hint=f"Set the {PASSPHRASE_ENV} environment variable, or use an SSH agent.",
-        )
-    values.update(overrides)
-    try:
-        return SshSettings(**values)  # type: ignore[arg-type]
-    except TypeError as exc:
-        raise ConfigError(
-            f"Unknown SSH setting in extra['ssh_settings']: {exc}",
-            hint="See aidge_deploy.connections.ssh_settings.SshSettings for the fields.",
-        ) from None
+    return SshSettings(
+        host=ssh.host,
+        name=ssh.board_name,
+        port=ssh.port,
+        user=ssh.user,
+        key_path=ssh.key_path,
+        known_hosts_path=ssh.known_hosts_path,
+        trust_on_first_use=ssh.trust_on_first_use,
+        connect_timeout_s=ssh.connect_timeout,
+        key_passphrase=os.environ.get(PASSPHRASE_ENV) or None,
+        config_path=ssh.config_path,
+        allow_agent=ssh.allow_agent,
+        connect_attempts=ssh.connect_attempts,
+        retry_backoff_s=ssh.retry_backoff,
+        keepalive_interval_s=ssh.keepalive_interval,
+        keepalive_count_max=ssh.keepalive_count_max,
+        command_timeout_s=ssh.command_timeout,
+        transfer_timeout_s=ssh.transfer_timeout,
+        kill_after_s=ssh.kill_after,
+    )
 
 
 __all__ = [

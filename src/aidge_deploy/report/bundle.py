@@ -301,6 +301,7 @@ def write_bundle(
         toolchain = meta.toolchain_versions(
             result.build.toolchain if result.build is not None else None,
             emulated=result_provenance(result) == Provenance.EMULATED,
+            emulator=config.qemu.binary,
         )
     validity = assess(
         result,

@@ -83,9 +83,12 @@ def tool_version(tool: str) -> str | None:
 EMULATOR = "qemu-system-arm"
 
 
-def toolchain_versions(toolchain: Toolchain | None, *, emulated: bool) -> dict[str, str | None]:
-    """What built the program (and the emulator that ran it): each program's version, probed
-    here when it ran on this machine, else where it ran (its version is not known here)."""
+def toolchain_versions(
+    toolchain: Toolchain | None, *, emulated: bool, emulator: str = EMULATOR
+) -> dict[str, str | None]:
+    """What built the program (and the emulator that ran it: ``emulator``, the run's
+    ``QemuOptions.binary``): each program's version, probed here when it ran on this
+    machine, else where it ran (its version is not known here)."""
     versions: dict[str, str | None] = {}
     if toolchain is not None:
         for program in toolchain.programs:
@@ -94,7 +97,10 @@ def toolchain_versions(toolchain: Toolchain | None, *, emulated: bool) -> dict[s
             else:
                 versions[program] = f"ran {toolchain.elsewhere} (version not recorded)"
     if emulated:
-        versions[EMULATOR] = tool_version(EMULATOR)
+        version = tool_version(emulator)
+        if version is not None and emulator != EMULATOR:
+            version = f"{version} ({emulator})"  # a QEMU of the user's, said so
+        versions[EMULATOR] = version
     return versions
 
 

@@ -7,7 +7,7 @@ build tree lives in the local build cache mounted at ``/build``, the container i
 afterwards, exit codes are preserved, and the ``perf_run`` launcher (linked ``-static``) is
 bind-mounted so peak RSS is still the program's own. An image without cmake and a C++
 compiler gets the export built on this machine and only *runs* in the container; which
-happened is recorded in the build log and the result's notices (``extra["docker_build"]``:
+happened is recorded in the build log and the result's notices (``DockerOptions.build``:
 ``auto`` | ``container`` | ``outside`` forces the choice, as for ``ssh_docker``).
 """
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from aidge_deploy.backendoptions import QemuOptions
 from aidge_deploy.boards.baremetal.base import BareMetalTarget
 from aidge_deploy.boards.baremetal.qemu.estimate import (
     TimingPlan,
@@ -33,14 +34,14 @@ from aidge_deploy.boards.baremetal.qemu.estimate import (
 )
 from aidge_deploy.boards.baremetal.qemu.power import QemuPowerVariant
 from aidge_deploy.config import TimingMode
-from aidge_deploy.connections.qemu import FirmwareSession
+from aidge_deploy.connections.qemu import FirmwareSession, qemu_check
 from aidge_deploy.connections.serial_capture import CaptureOutcome, CaptureResult
 from aidge_deploy.errors import ConfigError, CoreError, DeployError, ExecutionError, FlashError
 from aidge_deploy.flash.image import load_elf
 from aidge_deploy.flash.program import FlashReport
 from aidge_deploy.profiling.binary import MemoryCapacity
 from aidge_deploy.profiling.timing import EstimatedCycles, code_kind_of, model_for_cpu
-from aidge_deploy.readiness import ToolCheck, apt_program_check
+from aidge_deploy.readiness import ToolCheck
 from aidge_deploy.registry import FlashableTarget, register_deploy_target
 from aidge_deploy.results import BuildResult, DeployContext, ExecutionResult, Provenance
 from aidge_deploy.targetspec import BackendCaps, TargetKind, TargetSpec
@@ -74,7 +75,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, QemuPowerVariant):
     board_name: ClassVar[str]
     target_kind: ClassVar[TargetKind] = TargetKind.EMULATED_MCU
     #: QEMU, a process of this machine
-    reach: ClassVar[BackendCaps] = BackendCaps(runs_here=True)
+    reach: ClassVar[BackendCaps] = BackendCaps(runs_here=True, options=(QemuOptions,))
     hardware_model_module: ClassVar[str | None] = "aidge_qemu_boards"
     emulated: ClassVar[bool] = True
     default_flash_method: ClassVar[str | None] = "gdb-remote"
@@ -202,7 +203,7 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, QemuPowerVariant):
         return RunTimes(info, timings, layer_times, scale=1.0 / per_tick)
 
     def preflight(self) -> list[ToolCheck]:
-        return [*super().preflight(), apt_program_check("qemu-system-arm", "qemu-system-arm")]
+        return [*super().preflight(), qemu_check(self.config.qemu.binary)]
 
     def prepare(self, ctx: DeployContext) -> None:
         """Launch the board's QEMU now, halted: its start (~30 ms, mostly the dynamic
@@ -317,12 +318,19 @@ class QemuBoardTarget(BareMetalTarget, FlashableTarget, QemuPowerVariant):
         it fits the board's memory); its GDB stub is waited for by flash."""
         self._release()  # one run of the board at a time
         board = self.board
+        emulator = self.config.qemu
         session = FirmwareSession(
             board.qemu_machine,
             ctx.log_dir,
             ctx.log_dir / "uart.log",
+            qemu_binary=emulator.binary,
             icount_shift=board.icount_shift,
-            extra_args=(*board.qemu_args, *self._second_core_args(ctx), *extra_args),
+            extra_args=(
+                *board.qemu_args,
+                *self._second_core_args(ctx),
+                *extra_args,
+                *emulator.extra_args,
+            ),
             preload=self._preloadable(preload),
         )
         self._session = session
