@@ -263,6 +263,7 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
             str | None,
             typer.Option(
                 help="The QEMU of an emulated board: a name on PATH or a path.",
+                metavar="NAME|PATH",
                 rich_help_panel=_PANEL,
             ),
         ],
@@ -272,7 +273,9 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
         Annotated[
             list[str] | None,
             typer.Option(
-                help="One more word on an emulated board's QEMU command line (repeatable).",
+                help="One more word on an emulated board's QEMU command line, after the "
+                "board's (repeatable: --qemu-arg=-d --qemu-arg=guest_errors).",
+                metavar="WORD",
                 rich_help_panel=_PANEL,
             ),
         ],
