@@ -18,6 +18,7 @@ from aidge_deploy.backendoptions import (
     QemuOptions,
     SerialOptions,
     SshOptions,
+    with_own,
 )
 from aidge_deploy.cli.options import config_values
 from aidge_deploy.config import DeployConfig
@@ -69,7 +70,7 @@ def test_with_options_sets_each_record_and_keeps_the_rest() -> None:
         FlashOptions(method="gdb-remote", options={"port": "3334"}),
     )
     assert config.ssh_host == "pi" and config.ssh_key_path == Path("/k") and config.cross_compile
-    assert (config.docker_image, config.docker_pull) == ("aidge:1", True)
+    assert (config.docker_image, config.docker.pull) == ("aidge:1", True)
     assert config.flash_method == "gdb-remote" and config.flash_options == {"port": "3334"}
     assert config.run_timeout == 42.0 and config.backend == "ssh_docker"
     assert base.ssh_host is None, "with_options returns a copy"
@@ -152,4 +153,18 @@ def test_the_command_line_gives_own_options_as_their_records() -> None:
     config = DeployConfig(**values)
     assert config.qemu == QemuOptions(binary="/q", extra_args=("-d", "guest_errors"))
     assert config.docker.build == "outside"
+    farm = DeployConfig(
+        **config_values(
+            {
+                "backend": "ssh",
+                "ssh_trust_on_first_use": True,
+                "api_job_timeout": 5.0,
+                "docker_pull": False,
+            }
+        )
+    )
+    assert farm.ssh.trust_on_first_use and farm.farm.job_timeout == 5.0
+    assert not farm.docker.pull
+    with pytest.raises(ConfigError, match="no own option"):
+        with_own((), SshOptions, host="pi")  # a guide field: the config's, not the record's
     assert "backend_options" not in config_values({"qemu_binary": None, "qemu_arg": None})

@@ -532,11 +532,12 @@ def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[n
     service_farm: Farm, export_factory, monkeypatch
 ) -> None:
     """Through ``deploy(backend="api")``: a job that fails on the board, a job cancelled
-    on the farm and a job that does not finish in ``api_job_timeout`` each raise their own
+    on the farm and a job that does not finish in ``FarmOptions.job_timeout`` each raise their own
     typed error with the job id, a hint and the job's log URL; the timed-out job is
     cancelled on the farm (it does not run on for nobody). The test's agent plays the
     board host (claims and ends jobs) so no board is needed."""
     import aidge_deploy
+    from aidge_deploy.backendoptions import FarmOptions
     from aidge_deploy.config import DeployConfig
     from aidge_deploy.errors import FarmError, FarmJobCancelled, FarmJobFailed, FarmTimeout
 
@@ -628,8 +629,8 @@ def test_api_backend_job_failure_cancel_and_timeout_are_typed(  # type: ignore[n
     assert api_token not in str(raised[0]) + (raised[0].hint or "")  # type: ignore[attr-defined]
     monkeypatch.delenv("AIDGE_DEPLOY_API_TOKEN")
 
-    # not finished in api_job_timeout (nobody claims it): an error, and cancelled there
-    thread, raised = deploy_in_thread(api_job_timeout=1.0)
+    # not finished in its job_timeout (nobody claims it): an error, and cancelled there
+    thread, raised = deploy_in_thread(backend_options=(FarmOptions(job_timeout=1.0),))
     job_id = reserved_job()
     thread.join(60)
     check(raised[0], FarmTimeout, job_id)

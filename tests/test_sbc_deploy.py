@@ -9,6 +9,7 @@ patched to sleep or to fail, the remote folder is unwritable.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -57,6 +58,8 @@ FAST_SSH = SshOptions(config_path=None, allow_agent=False, connect_attempts=1)
 
 
 def board_config(board: SshBoard, **values: Any) -> DeployConfig:
+    """The config of a test board; ``values`` of ``SshOptions``' own fields go to its record."""
+    own = {k: values.pop(k) for k in list(values) if k in SshOptions.own_fields()}
     base: dict[str, Any] = {
         "target": "raspberrypi",
         "backend": "ssh",
@@ -66,7 +69,8 @@ def board_config(board: SshBoard, **values: Any) -> DeployConfig:
         "ssh_key_path": board.key_path,
         "ssh_known_hosts_path": board.known_hosts_path,
     }
-    return DeployConfig(**{**base, **values}, backend_options=(FAST_SSH,))
+    record = dataclasses.replace(FAST_SSH, **own)
+    return DeployConfig(**{**base, **values}, backend_options=(record,))
 
 
 def private_copy(artifact: Any, tmp_path: Path, name: str = "export") -> Path:
@@ -275,14 +279,14 @@ def test_unknown_and_changed_host_keys_are_refused(
     with pytest.raises(HostKeyError) as changed:
         aidge_deploy.deploy(
             rpi_output,
-            board_config(ssh_board, ssh_known_hosts_path=forged, ssh_trust_on_first_use=True),
+            board_config(ssh_board, ssh_known_hosts_path=forged, trust_on_first_use=True),
         )
     assert "changed" in changed.value.message.lower() or "mismatch" in str(changed.value).lower()
     assert forged.read_text().count("\n") == 1  # never overwritten
 
 
 def test_unreachable_board_times_out(netns_board: SshBoard, rpi_output: Any) -> None:
-    config = board_config(netns_board, ssh_connect_timeout=1.0)
+    config = board_config(netns_board, connect_timeout=1.0)
     with netns_board.black_hole():
         started = time.monotonic()
         with pytest.raises(ConnectError) as info:
@@ -374,7 +378,7 @@ def test_missing_docker_image_on_the_board(docker_board: DockerBoard, rpi_output
     with pytest.raises(PreflightError) as info:
         aidge_deploy.deploy(rpi_output, config)
     assert "not present" in info.value.message
-    assert "docker save" in (info.value.hint or "") and "docker_pull" in (info.value.hint or "")
+    assert "docker save" in (info.value.hint or "") and "--docker-pull" in (info.value.hint or "")
 
 
 @pytest.mark.docker

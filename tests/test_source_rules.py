@@ -192,7 +192,7 @@ def test_the_rule_sees_a_flat_option_read() -> None:
         "config.api_url = url\n"
         "host = config.ssh.host\n"
         "DeployConfig(docker_image='img')\n"
-        "pull = self.config.docker_pull\n"
+        "image = self.config.docker_image\n"
         "tofu = config.ssh.cross_compile\n"
         "part = probe.pyocd_target\n"
     )

@@ -95,6 +95,22 @@ def _default(f: dataclasses.Field[Any]) -> Any:
     return dataclasses.MISSING
 
 
+def with_own(
+    records: tuple[BackendOptions, ...], kind: type[BackendOptions], **values: Any
+) -> tuple[BackendOptions, ...]:
+    """``records`` with own options ``values`` set on the record of ``kind`` (made when
+    there is none): how a caller adds one option to a config's ``backend_options``."""
+    own = set(kind.own_fields())
+    if not set(values) <= own:
+        raise ConfigError(
+            f"{kind.__name__} has no own option {sorted(set(values) - own)}",
+            hint=f"Its own options: {', '.join(sorted(own))}.",
+        )
+    current = next((r for r in records if type(r) is kind), None)
+    record = dataclasses.replace(current, **values) if current else kind(**values)
+    return (*(r for r in records if type(r) is not kind), record)
+
+
 def doc(text: str) -> dict[str, str]:
     """A field's ``metadata``: what it is, as ``docs`` lists it."""
     return {"doc": text}
@@ -133,8 +149,7 @@ class SshOptions(BackendOptions):
     TITLE: ClassVar[str] = "the Linux board over SSH"
     ALIASES: ClassVar[Mapping[str, str]] = _aliases(
         "ssh_",
-        "host user port key_path known_hosts_path remote_workdir trust_on_first_use "
-        "connect_timeout",
+        "host user port key_path known_hosts_path remote_workdir",
         max_runtime_seconds="sbc_max_runtime_seconds",
         board_name="sbc_board_name",
         cross_compile="cross_compile",
@@ -205,7 +220,7 @@ class DockerOptions(BackendOptions):
     """The container the program is built and run in (``ssh_docker``; a host build)."""
 
     TITLE: ClassVar[str] = "the container the export is built and run in"
-    ALIASES: ClassVar[Mapping[str, str]] = _aliases("docker_", "image pull")
+    ALIASES: ClassVar[Mapping[str, str]] = _aliases("docker_", "image")
 
     image: str | None = field(default=None, metadata=doc("the image (with its toolchain)"))
     pull: bool = field(default=False, metadata=doc("pull the image when it is not present"))
@@ -231,7 +246,7 @@ class FarmOptions(BackendOptions):
     TITLE: ClassVar[str] = "the board farm's API"
     ALIASES: ClassVar[Mapping[str, str]] = _aliases(
         "api_",
-        "username password board_name poll_interval request_timeout job_timeout campaign",
+        "username password board_name poll_interval request_timeout",
         url="api_url",
     )
 
@@ -368,4 +383,5 @@ __all__ = [
     "guide_field_names",
     "is_union",
     "option_rows",
+    "with_own",
 ]

@@ -137,10 +137,6 @@ class DeployConfig:
     api_board_name: str | None = None
     api_poll_interval: float = FarmOptions.poll_interval
     api_request_timeout: float = FarmOptions.request_timeout
-    #: longest wait for a farm job, queue included (the job is cancelled past it)
-    api_job_timeout: float = FarmOptions.job_timeout
-    #: the campaign this farm job is a cell of: the farm's dashboard groups its jobs by it
-    api_campaign: FarmCampaign | None = None
 
     # SSH / SBC backend
     ssh_host: str | None = None
@@ -149,8 +145,6 @@ class DeployConfig:
     ssh_key_path: Path | None = None
     ssh_known_hosts_path: Path | None = None
     ssh_remote_workdir: str | None = None
-    ssh_trust_on_first_use: bool = False
-    ssh_connect_timeout: float = SshOptions.connect_timeout
     sbc_max_runtime_seconds: float | None = None
     #: the logical name of the SSH board (a lab file's board name): it names the board in
     #: messages and in its run record (``remote.json``); only for ssh / ssh_docker
@@ -168,7 +162,6 @@ class DeployConfig:
 
     # Flashing & Docker
     docker_image: str | None = None
-    docker_pull: bool = False
     #: the published SSH runners' shell command that runs the program on the board; refused
     #: (``check_values``): aidge-deploy runs the built program itself, under a timeout and
     #: its peak-RSS and counter launcher, which a command of the user's would bypass
@@ -371,7 +364,10 @@ class DeployConfig:
         """
         seconds = {
             "run_timeout": ("--timeout", self.run_timeout),
-            "ssh_connect_timeout": (None, self.ssh_connect_timeout),
+            "ssh_connect_timeout": ("--ssh-connect-timeout", self.ssh.connect_timeout),
+            "SshOptions.command_timeout": (None, self.ssh.command_timeout),
+            "SshOptions.transfer_timeout": (None, self.ssh.transfer_timeout),
+            "api_job_timeout": ("--api-job-timeout", self.farm.job_timeout),
             "uart_timeout": ("--uart-timeout", self.uart_timeout),
             "uart_capture_duration": ("--uart-capture-duration", self.uart_capture_duration),
             "sbc_max_runtime_seconds": (None, self.sbc_max_runtime_seconds),

@@ -189,7 +189,7 @@ class FarmJobCancelled(FarmError):
 
 
 class FarmTimeout(FarmError):
-    """The farm job did not finish in ``api_job_timeout`` (it was cancelled on the farm)."""
+    """The farm job did not finish in ``FarmOptions.job_timeout`` (it was cancelled on the farm)."""
 
 
 class UnknownBoardError(ConfigError):

@@ -159,7 +159,7 @@ def docker_failure(
                 if where != "on this machine"
                 else f"Load or build it here (`docker load -i image.tar`, `docker build -t {image} .`)"
             )
-            + ", or set docker_pull=True to let docker pull it.",
+            + ", or pass --docker-pull (DockerOptions(pull=True)) to let docker pull it.",
             log_path=path,
         )
     if status == DOCKER_ERROR and ("docker:" in lowered or "error response" in lowered):

@@ -12,12 +12,13 @@ record (it runs again next time) and lets the interruption through.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aidge_deploy.backendoptions import FarmCampaign, FarmOptions, with_own
 from aidge_deploy.campaign.figures import accuracy_entry, bundle_figures, memory_fit
 from aidge_deploy.campaign.folder import (
     BUNDLE_DIR,
@@ -29,7 +30,6 @@ from aidge_deploy.campaign.folder import (
 from aidge_deploy.campaign.models import ModelKind
 from aidge_deploy.campaign.plan import CampaignPlan, Cell, quantisation_record
 from aidge_deploy.campaign.progress import where_it_runs
-from aidge_deploy.config import FarmCampaign
 from aidge_deploy.errors import DeployError, MemoryFitError
 from aidge_deploy.lab import Reach
 from aidge_deploy.modelexport import ApplicationKind
@@ -83,14 +83,29 @@ def deploy_values(cell: Cell, plan: CampaignPlan, folder: Path | None = None) ->
         if password:
             values["api_password"] = password
         if folder is not None:
-            values["api_campaign"] = FarmCampaign(
+            campaign = FarmCampaign(
                 id=campaign_id(plan, folder),
                 name=plan.name,
                 cell=f"{cell.model.name} · {cell.target.label} · "
                 f"{cell.options.label(plan.varying)}",
                 cells=sum(1 for c in plan.cells if c.target.reach is Reach.FARM),
             )
+            values = farm_campaign(values, campaign)
     return values
+
+
+def farm_campaign(values: dict[str, Any], campaign: FarmCampaign) -> dict[str, Any]:
+    """``values`` with the farm job's campaign (``FarmOptions.campaign``) set."""
+    records = tuple(values.get("backend_options") or ())
+    return {**values, "backend_options": with_own(records, FarmOptions, campaign=campaign)}
+
+
+def campaign_of(values: Mapping[str, Any]) -> FarmCampaign | None:
+    """The farm campaign ``values`` carry (None: not a farm cell of a campaign)."""
+    for record in values.get("backend_options") or ():
+        if isinstance(record, FarmOptions):
+            return record.campaign
+    return None
 
 
 def campaign_id(plan: CampaignPlan, folder: Path) -> str:
@@ -197,10 +212,10 @@ def _run(
     # accuracy on the labelled set: a second run of the cell (None: it has none, or why not)
     no_accuracy = _no_accuracy(cell, artifact.manifest.environment)
     accuracy_run = cell.model.dataset is not None and no_accuracy is None
-    campaign = values.get("api_campaign")
-    if isinstance(campaign, FarmCampaign) and accuracy_run:
+    campaign = campaign_of(values)
+    if campaign is not None and accuracy_run:
         # the farm's dashboard counts the cell done once its accuracy job is
-        values["api_campaign"] = replace(campaign, step=1, steps=2)
+        values = farm_campaign(values, replace(campaign, step=1, steps=2))
     config = DeployConfig(
         **values,
         report_dir=cell_dir / BUNDLE_DIR,
@@ -224,8 +239,8 @@ def _run(
         record["farm"] = {"job_id": result.farm_job_id, "board": result.farm_board}
     if cell.model.dataset is not None:
         say(cell, "Accuracy")
-        if isinstance(campaign, FarmCampaign) and accuracy_run:
-            values["api_campaign"] = replace(campaign, step=2, steps=2)
+        if campaign is not None and accuracy_run:
+            values = farm_campaign(values, replace(campaign, step=2, steps=2))
         record["figures"]["accuracy"] = (
             _accuracy(cell, plan, logs, record, values, forward, artifact.manifest.environment)
             if accuracy_run

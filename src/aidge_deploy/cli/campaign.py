@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from aidge_deploy.backendoptions import FarmOptions
 from aidge_deploy.cli.render import console
 from aidge_deploy.errors import ConfigError, DeployError
 
@@ -178,7 +179,7 @@ _NOT_CONNECTION = frozenset(
     {"counters", "power", "power_window_s", "power_sysfs_root", "run_timeout", "report_dir",
      "report_overwrite", "max_counters_per_pass"}
 )  # fmt: skip
-_FARM_OPTIONS = ("api_url", "api_username", "api_poll_interval", "api_job_timeout")
+_FARM_OPTIONS = ("api_url", "api_username", "api_poll_interval")
 
 
 def targets_plan(
@@ -208,6 +209,9 @@ def targets_plan(
     if values.get("power_window_s"):
         measure["power_window"] = values["power_window_s"]
     farm = {k: values[k] for k in _FARM_OPTIONS if values.get(k) is not None}
+    farm_own = tuple(r for r in values.get("backend_options", ()) if isinstance(r, FarmOptions))
+    if farm_own:  # --api-job-timeout: the farm's own options reach its cells
+        farm["backend_options"] = farm_own
     local = {k: v for k, v in values.items() if k not in _NOT_CONNECTION}
     if _remote(local.get("backend")):  # the farm's options reach its backend
         local.update(farm)

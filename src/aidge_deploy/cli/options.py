@@ -161,6 +161,16 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
         ],
         False,
     ),
+    "ssh_connect_timeout": (
+        Annotated[
+            float | None,
+            typer.Option(
+                help="Longest connection attempt to the board (TCP, handshake, login), s.",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        None,
+    ),
     "cross_compile": (
         Annotated[
             bool,
@@ -173,6 +183,16 @@ SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
             str | None, typer.Option("--docker-image", "--sbc-docker-image", rich_help_panel=_PANEL)
         ],
         None,
+    ),
+    "docker_pull": (
+        Annotated[
+            bool,
+            typer.Option(
+                help="Pull --docker-image when it is not on the machine that runs it.",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        False,
     ),
     # board farm (backend api); the password comes from AIDGE_DEPLOY_API_PASSWORD (or
     # AIDGE_BENCHMARK_API_PASSWORD) or a prompt, never from an option (visible in `ps`)
@@ -348,22 +368,33 @@ def config_values(connection: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def own_option_records(values: dict[str, Any]) -> tuple[Any, ...]:
-    """The records of the backends' own options given (``--qemu-binary``, ``--qemu-arg``,
-    ``--docker-build``), taken out of ``values``."""
-    from aidge_deploy.backendoptions import DockerOptions, QemuOptions
+#: the command line's options that are a backend's own (no guide field): record, field
+OWN_OPTIONS: dict[str, tuple[str, str]] = {
+    "ssh_trust_on_first_use": ("SshOptions", "trust_on_first_use"),
+    "ssh_connect_timeout": ("SshOptions", "connect_timeout"),
+    "docker_pull": ("DockerOptions", "pull"),
+    "docker_build": ("DockerOptions", "build"),
+    "api_job_timeout": ("FarmOptions", "job_timeout"),
+    "qemu_binary": ("QemuOptions", "binary"),
+    "qemu_arg": ("QemuOptions", "extra_args"),
+}
 
-    records: list[Any] = []
-    qemu = {
-        "binary": values.pop("qemu_binary", None),
-        "extra_args": tuple(values.pop("qemu_arg", None) or ()),
-    }
-    if qemu["binary"] is not None or qemu["extra_args"]:
-        records.append(QemuOptions(**{k: v for k, v in qemu.items() if v}))
-    build = values.pop("docker_build", None)
-    if build is not None:
-        records.append(DockerOptions(build=build))
-    return tuple(records)
+
+def own_option_records(values: dict[str, Any]) -> tuple[Any, ...]:
+    """The records of the backends' own options given (``--qemu-binary``,
+    ``--docker-build``, ``--api-job-timeout``...), taken out of ``values``; an option left
+    at its default (a flag's False, an empty list) is not given."""
+    from aidge_deploy import backendoptions
+
+    records: tuple[Any, ...] = ()
+    for name, (kind, field) in OWN_OPTIONS.items():
+        value = values.pop(name, None)
+        if value is None or value is False or value == []:
+            continue
+        if isinstance(value, list):
+            value = tuple(value)
+        records = backendoptions.with_own(records, getattr(backendoptions, kind), **{field: value})
+    return records
 
 
 def _farm_password() -> str | None:

@@ -222,7 +222,7 @@ class _FarmRun:
                 raise FarmTimeout(
                     f"farm job {view.id} did not finish in {c.job_timeout:g} s "
                     f"(it was {view.state}); it is cancelled",
-                    hint="Raise api_job_timeout, or pick a less busy board or target. "
+                    hint="Raise --api-job-timeout (FarmOptions.job_timeout), or pick a less busy board or target. "
                     f"Farm log: {log_url}",
                     job_id=view.id,
                     log_url=log_url,
