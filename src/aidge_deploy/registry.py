@@ -1,10 +1,9 @@
 """Deploy-target registry: ``(target, backend)`` -> the class that knows the mechanics.
 
-The target dimension selects hardware identity (resolved through ``aidge_core.hw_model``,
-which stays authoritative for hardware facts, on first use: a host run reads none and never
-imports ``aidge_core``); the backend dimension selects how the board is reached. Third-party
-packages register their own targets with the same decorator.
-This table is the single source of truth behind ``aidge-deploy targets``.
+The target dimension selects hardware identity (``aidge_core.hw_model``, authoritative for
+hardware facts, resolved on first use: a host run never imports ``aidge_core``); the backend
+how the board is reached. Third parties register theirs with the same decorator. This table
+is the single source of truth behind ``aidge-deploy targets``.
 
 A board of an existing kind needs no class: its record (``aidge_deploy.targetspec.TargetSpec``,
 declared in the entry-point group ``aidge_deploy.boards``) is enough, and for each backend it
@@ -102,22 +101,18 @@ class DeployTarget(ABC):
     #: default, registration refuses a target without them
     timing_provenance: ClassVar[Provenance]
     counter_provenance: ClassVar[Provenance]
-    #: the counter source (``aidge_deploy.counters``) this implementation's runs count with,
-    #: by name: it is built with the target for a run with counters, never inherited
-    #: (``targetcaps.counter_source``); None: this kind counts nothing unless its board's
-    #: record names a source (``TargetSpec.counters``)
+    #: the counter source it counts with, by name, built with it (``counter_source``);
+    #: None: none, unless its board's record names one (``TargetSpec.counters``)
     counts_with: ClassVar[str | None] = None
-    #: whether the program's RAM and flash are budgeted against the hardware model's
-    #: memories (a firmware); False for a program an operating system runs and sizes (the
-    #: host), whose hardware model is then not even loaded for it (``memory_capacities``)
+    #: RAM and flash budgeted against the hardware model's memories (a firmware); False for
+    #: a program an OS runs and sizes (the host: its model is not even loaded for it)
     fixed_memories: ClassVar[bool] = True
     #: name and unit under which the program's "cycles" counter is reported
     cycle_metric: ClassVar[tuple[str, str]] = ("cycles", "cycles")
     #: width of the hardware counter behind the program's "cycles" (32 for DWT CYCCNT);
     #: None when the figure is not a wrapping hardware counter (no wrap rule applies)
     cycle_counter_bits: ClassVar[int | None] = None
-    #: RAM one timed iteration of the target's benchmark entry keeps (its timing arrays):
-    #: 8 bytes on the stack for Aidge's entries; ``profile`` bounds ``--iterations`` by it
+    #: RAM per timed iteration of its benchmark entry (8 B for Aidge's; bounds --iterations)
     benchmark_bytes_per_iteration: ClassVar[int] = 8
 
     @classmethod
