@@ -1,7 +1,7 @@
 """A board of an existing kind is one record: a lab's plug-in declares two boards as
 ``TargetSpec`` records (no class), and they are listed, checked, documented and run.
 
-The plug-in is a wheel built in the test (a zip with its ``.dist-info``, as in
+The plug-in is a wheel built in the test (``pluginwheel``: a zip with its ``.dist-info``, as in
 ``test_plugin_distribution``) and installed by pip into a folder of its own, put on
 ``PYTHONPATH`` of the commands run. Its records: ``lab-an386``, QEMU's mps2-an386 under the
 lab's name (its hardware model ``mps2-an386``: an export for that board deploys to it), and
@@ -12,18 +12,15 @@ words of its kind's implementation).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
-import subprocess
-import sys
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pluginwheel import cli, flat, installed_env
 
 NAME, VERSION = "labboards", "1.0"
 SOURCES = {
@@ -52,28 +49,6 @@ lab-pi = labboards:LAB_PI
 """
 
 
-def build_wheel(folder: Path) -> Path:
-    """The plug-in as a wheel (PEP 427): its files, METADATA, WHEEL, entry points, RECORD."""
-    info = f"{NAME}-{VERSION}.dist-info"
-    files = {
-        **SOURCES,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": ENTRY_POINTS,
-    }
-    records = []
-    wheel = folder / f"{NAME}-{VERSION}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in files.items():
-            data = text.encode()
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-            records.append(f"{path},sha256={digest.decode()},{len(data)}")
-            archive.writestr(path, data)
-        records.append(f"{info}/RECORD,,")
-        archive.writestr(f"{info}/RECORD", "\n".join(records) + "\n")
-    return wheel
-
-
 def test_the_plugin_declares_records_only() -> None:
     """What the acceptance asks: no class, no decorator, no entry point of targets."""
     source = SOURCES["labboards/__init__.py"]
@@ -85,25 +60,7 @@ def test_the_plugin_declares_records_only() -> None:
 def lab_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment of a command that sees the installed plug-in."""
     root = tmp_path_factory.mktemp("labboards")
-    site = root / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-         "--target", str(site), str(build_wheel(root))],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, "COLUMNS": "200"}
-
-
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aidge_deploy.cli.main", *args],
-        capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
-
-
-def flat(text: str) -> str:
-    return " ".join(text.replace("│", " ").replace("┃", " ").split())
+    return installed_env(root, NAME, VERSION, SOURCES, ENTRY_POINTS)
 
 
 def test_the_records_are_listed_by_targets_with_their_hardware_models(

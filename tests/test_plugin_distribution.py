@@ -11,17 +11,14 @@ its hardware model and deploy it, and deploy an export whose manifest names its 
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pluginwheel import cli, flat, installed_env
 
 NAME, VERSION = "vendorboard", "1.0"
 
@@ -99,56 +96,15 @@ vendormeter = vendorboard.meter:VendorMeterKind
 """
 
 
-def build_wheel(folder: Path) -> Path:
-    """The plug-in as a wheel (PEP 427): its files, METADATA, WHEEL, entry points, RECORD."""
-    info = f"{NAME}-{VERSION}.dist-info"
-    files = {
-        **SOURCES,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": ENTRY_POINTS,
-    }
-    records = []
-    wheel = folder / f"{NAME}-{VERSION}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in files.items():
-            data = text.encode()
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-            records.append(f"{path},sha256={digest.decode()},{len(data)}")
-            archive.writestr(path, data)
-        records.append(f"{info}/RECORD,,")
-        archive.writestr(f"{info}/RECORD", "\n".join(records) + "\n")
-    return wheel
-
-
 @pytest.fixture(scope="module")
 def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment of a command that sees the installed plug-in."""
     root = tmp_path_factory.mktemp("plugin")
-    site = root / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-         "--target", str(site), str(build_wheel(root))],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    assert (site / f"{NAME}-{VERSION}.dist-info" / "entry_points.txt").is_file()
-    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, "COLUMNS": "200"}
-
-
-def aidge_deploy_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aidge_deploy.cli.main", *args],
-        capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
-
-
-def flat(text: str) -> str:
-    return " ".join(text.replace("│", " ").replace("┃", " ").split())
+    return installed_env(root, NAME, VERSION, SOURCES, ENTRY_POINTS)
 
 
 def test_the_plugins_things_are_listed_by_targets(plugin_env: dict[str, str]) -> None:
-    done = aidge_deploy_cli(plugin_env, "targets")
+    done = cli(plugin_env, "targets")
     assert done.returncode == 0, done.stderr
     out = flat(done.stdout)
     # its target, with the facts of its own hardware model
@@ -160,7 +116,7 @@ def test_the_plugins_things_are_listed_by_targets(plugin_env: dict[str, str]) ->
 
 
 def test_the_plugins_things_are_checked_by_doctor(plugin_env: dict[str, str]) -> None:
-    done = aidge_deploy_cli(plugin_env, "doctor")
+    done = cli(plugin_env, "doctor")
     assert done.returncode in (0, 1), done.stderr
     out = flat(done.stdout)
     assert "✓ vendorboard /local ready" in out  # cmake, c++ and make are here
@@ -177,7 +133,7 @@ def test_a_deploy_on_the_plugins_target_runs_with_its_protocol(
     through its target's entry point) and deploys it; then an export whose manifest names
     the plug-in's protocol is parsed by it."""
     export = tmp_path / "export"
-    done = aidge_deploy_cli(
+    done = cli(
         plugin_env, "profile", str(tiny_cnn), "--target", "vendorboard", "--iterations", "3",
         "--work-dir", str(export), "--json",
     )  # fmt: skip
@@ -190,7 +146,7 @@ def test_a_deploy_on_the_plugins_target_runs_with_its_protocol(
     assert manifest["target"] == "vendorboard"
     manifest["protocol"] = "vendor-stdout/v1"  # as the vendor's exporter would declare it
     manifest_path.write_text(json.dumps(manifest))
-    done = aidge_deploy_cli(plugin_env, "run", str(export), "--json")
+    done = cli(plugin_env, "run", str(export), "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["protocol"] == "vendor-stdout/v1" and result["latency"]["n"] == 3
@@ -199,5 +155,5 @@ def test_a_deploy_on_the_plugins_target_runs_with_its_protocol(
 def test_without_the_plugin_its_target_is_unknown(tiny_cnn: Path) -> None:
     """The same command without the distribution installed: nothing of it is found."""
     env = {**os.environ, "COLUMNS": "200"}
-    done = aidge_deploy_cli(env, "profile", str(tiny_cnn), "--target", "vendorboard")
+    done = cli(env, "profile", str(tiny_cnn), "--target", "vendorboard")
     assert done.returncode == 2 and "Unknown target 'vendorboard'" in flat(done.stderr)
