@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import aidge_deploy
+from aidge_deploy.backendoptions import SshOptions
 from aidge_deploy.progress import ProgressUpdate
 from aidge_deploy.results import BuildStatus
 from common import make_export, median_of, report, timed
@@ -97,7 +98,7 @@ def deploy_config(board: SshBoard) -> aidge_deploy.DeployConfig:
         ssh_user=board.user,
         ssh_key_path=board.key_path,
         ssh_known_hosts_path=board.known_hosts_path,
-        extra={"ssh_settings": {"config_path": None, "allow_agent": False}},
+        backend_options=(SshOptions(config_path=None, allow_agent=False),),
     )
 
 
