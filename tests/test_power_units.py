@@ -360,3 +360,52 @@ def test_a_host_window_goes_on_until_it_holds_its_samples(
     )
     assert run.repeats == len(program.runs) == runs
     assert (tmp_path / "logs" / "power").is_dir()  # the window's runs log there
+
+
+class _ClockMonitor(_CountingMonitor):
+    """A stand-in monitor sampling at 100 Hz of the host's monotonic clock."""
+
+    def samples_since(self, started_s: float) -> int | None:
+        import time
+
+        return int((time.monotonic() - started_s) * 100)
+
+
+class _FastProgram(_Program):
+    """A program whose window runs take 5 ms, far faster than the runs the plan timed."""
+
+    def execute(self, ctx: object, build: object) -> None:
+        import time
+
+        time.sleep(0.005)
+        super().execute(ctx, build)
+
+
+def test_fast_window_runs_go_past_the_repeat_limit_until_the_window_holds_its_samples(
+    tmp_path: Path,
+) -> None:
+    """On a loaded machine the profile run that planned the repeats can be 20x slower than
+    the window's runs: one planned repeat (limit 4 runs) would give 20 ms, 2 samples. The
+    window goes on until its samples are in (20 at 100 Hz), within 4 x its planned duration."""
+    import dataclasses
+
+    program = _FastProgram()
+    plan = dataclasses.replace(_plan(), repeats=1, min_samples=20, target_window_s=0.1)
+    ctx = DeployContext(None, tmp_path, "host", "local", tmp_path, tmp_path / "logs")  # type: ignore[arg-type]
+    run = program.run_power_window(ctx, None, plan, _ClockMonitor(program.runs, True))  # type: ignore[arg-type]
+    assert run.repeats == len(program.runs) > 4  # past the count limit
+    assert run.ended_s - run.started_s >= 0.2  # 20 samples at 100 Hz: the samples are in
+
+
+def test_a_window_whose_samples_never_come_stops_at_four_times_its_planned_duration(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+
+    program = _FastProgram()
+    plan = dataclasses.replace(_plan(), repeats=1, min_samples=10**6, target_window_s=0.05)
+    ctx = DeployContext(None, tmp_path, "host", "local", tmp_path, tmp_path / "logs")  # type: ignore[arg-type]
+    run = program.run_power_window(ctx, None, plan, _ClockMonitor(program.runs, True))  # type: ignore[arg-type]
+    # it stops (a sensor that never gives its samples does not hold the run forever), once
+    # 4 x 50 ms have passed and the 4 runs are done
+    assert run.ended_s - run.started_s >= 0.2 and run.repeats is not None

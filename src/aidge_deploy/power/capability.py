@@ -117,7 +117,8 @@ class PowerCapableTarget(ABC):
         return None
 
 
-#: repeated program runs stop at this many times the planned repeats, window reached or not
+#: repeated program runs stop at this many times the planned repeats and the planned
+#: window's duration, its samples reached or not
 MAX_EXTRA_REPEATS_FACTOR = 4
 #: the host timings a window of repeated program runs is planned and counted with
 WINDOW_RECORD = "power-window.json"
@@ -171,8 +172,12 @@ class RepeatedRunPower(PowerCapableTarget):
         # program runs vary from one to the next (start-up, the OS, the SSH link): run at
         # least the planned repeats, and more until the planned window is reached and holds
         # the planned samples (N is what ran, so a run of fast programs still fills the
-        # window the plan asked for, and late sensor reads do not leave it short)
+        # window the plan asked for, and late sensor reads do not leave it short). The
+        # limit is in runs and in time both: on a loaded machine the timed runs that
+        # planned the repeats can be far slower than the window's, and a count alone
+        # would stop those fast runs before the window holds its samples.
         limit = plan.repeats * MAX_EXTRA_REPEATS_FACTOR
+        time_limit_s = plan.target_window_s * MAX_EXTRA_REPEATS_FACTOR
         power_ctx = power_log_context(ctx)
         started = time.monotonic()
         last = None
@@ -184,7 +189,10 @@ class RepeatedRunPower(PowerCapableTarget):
             seen = monitor.samples_since(started)
             return seen is not None and seen < plan.min_samples
 
-        while done < plan.repeats or (done < limit and short()):
+        def within_limit() -> bool:
+            return done < limit or time.monotonic() - started < time_limit_s
+
+        while done < plan.repeats or (within_limit() and short()):
             last = execute(power_ctx, build)
             done += 1
         ended = time.monotonic()
