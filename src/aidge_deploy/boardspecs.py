@@ -50,7 +50,8 @@ def board_records(*, everywhere: bool) -> list[tuple[TargetSpec, str]]:
     """Every board record with the distribution declaring it; one that fails to load is
     left out, its error kept in ``BOARDS.failures`` (``doctor`` reports it)."""
     found = []
-    for name, declared in BOARDS.declared(everywhere=everywhere).items():
+    declarations = BOARDS.declared(everywhere=everywhere)
+    for name, declared in declarations.items():
         try:
             spec = BOARDS.find(name, everywhere=everywhere)
         except ConfigError as exc:
@@ -59,7 +60,7 @@ def board_records(*, everywhere: bool) -> list[tuple[TargetSpec, str]]:
         if spec is not None:
             found.append((spec, declared.distribution))
     for name, spec in BOARDS.registered().items():
-        if name not in BOARDS.declared(everywhere=everywhere):
+        if name not in declarations:
             found.append((spec, "this process"))
     return found
 

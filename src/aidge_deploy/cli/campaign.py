@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from aidge_deploy.backendoptions import FarmOptions
 from aidge_deploy.cli.render import console
 from aidge_deploy.errors import ConfigError, DeployError
 
@@ -196,6 +195,7 @@ def targets_plan(
 ) -> CampaignPlan:
     """The one-model campaign of ``profile MODEL --targets`` (or ``run EXPORT --targets``);
     ``lab``: the lab file that ``lab:BOARD`` targets name."""
+    from aidge_deploy.backendoptions import FarmOptions
     from aidge_deploy.campaign.plan import plan_campaign
     from aidge_deploy.campaign.spec import CampaignError, TargetKind, parse_campaign, parse_targets
 
