@@ -33,6 +33,7 @@ from aidge_deploy.boardspecs import (
     register_board,
     resolve_hardware_class,
 )
+from aidge_deploy.config import Backend
 from aidge_deploy.errors import ConfigError
 from aidge_deploy.extensions import Declared, Registry
 from aidge_deploy.metrics import Provenance
@@ -464,6 +465,10 @@ def register_remote_backend(backend: str) -> Callable[[R], R]:
     return REMOTE_BACKENDS.registering(backend.lower())
 
 
+#: the backends our own targets run the local pipeline through
+_PIPELINE_BACKENDS = frozenset({Backend.LOCAL, Backend.SSH, Backend.SSH_DOCKER})
+
+
 def remote_backend(backend: str) -> type[RemoteBackend] | None:
     """The ``RemoteBackend`` registered under ``backend``, or None (a local-pipeline backend).
 
@@ -475,6 +480,8 @@ def remote_backend(backend: str) -> type[RemoteBackend] | None:
     found = REMOTE_BACKENDS.find(name, everywhere=False)
     if found is not None:
         return found
+    if name in _PIPELINE_BACKENDS:  # answered without listing every target pair
+        return None
     own = {key.partition("/")[2] for key in TARGETS.declared(everywhere=False)}
     return None if name in own else REMOTE_BACKENDS.find(name)
 
