@@ -154,13 +154,14 @@ def test_each_kind_is_named_once_and_adopted_by_one_rule() -> None:
     for kind in KINDS.values():
         module, _, name = kind.contract.partition(":")
         assert isinstance(getattr(importlib.import_module(module), name), type), kind
-    for registry, cls, other in (
-        (FLASHERS, PyocdFlasher, "st-flash"),
-        (POWER_MONITORS, HwmonMonitorKind, "ina226"),
-        (PROTOCOLS, StdoutV1, "aidge-stdout/v9"),
+    for registry, name, cls, other in (  # by entry-point name: a class is named on adoption
+        (FLASHERS, "pyocd", PyocdFlasher, "st-flash"),
+        (POWER_MONITORS, "hwmon", HwmonMonitorKind, "ina226"),
+        (PROTOCOLS, "aidge-stdout/v1", StdoutV1, "aidge-stdout/v9"),
     ):
-        own = registry.find(cls.name)
+        own = registry.find(name)
         assert own is cls
+        assert cls.name == name
         with pytest.raises(ConfigError, match="entry point's name is the registered name"):
             registry.adopt(other, cls)
         with pytest.raises(ConfigError, match="not a"):
