@@ -465,23 +465,16 @@ def register_remote_backend(backend: str) -> Callable[[R], R]:
     return REMOTE_BACKENDS.registering(backend.lower())
 
 
-#: the backends our own targets run the local pipeline through
-_PIPELINE_BACKENDS = frozenset({Backend.LOCAL, Backend.SSH, Backend.SSH_DOCKER})
-
-
 def remote_backend(backend: str) -> type[RemoteBackend] | None:
     """The ``RemoteBackend`` registered under ``backend``, or None (a local-pipeline backend).
 
-    Only the entry point of that name is loaded: an ``api`` deploy imports no board module.
-    A backend of our own targets (``local``, ``ssh``...) is answered without scanning every
-    installed distribution for a plug-in's remote backend of that name.
+    Only the entry point of that name is loaded (an ``api`` deploy imports no board module);
+    our own targets' backends are answered without scanning every installed distribution.
     """
     name = backend.lower()
     found = REMOTE_BACKENDS.find(name, everywhere=False)
-    if found is not None:
+    if found is not None or name in (Backend.LOCAL, Backend.SSH, Backend.SSH_DOCKER):
         return found
-    if name in _PIPELINE_BACKENDS:  # answered without listing every target pair
-        return None
     own = {key.partition("/")[2] for key in TARGETS.declared(everywhere=False)}
     return None if name in own else REMOTE_BACKENDS.find(name)
 
